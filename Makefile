@@ -1,0 +1,29 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+# Each creates .venv when missing and installs what pyproject.toml asks for.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PYTHON ?= python3
+
+.PHONY: run test bench lint clean-db
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@$(PY) -m src.main
+
+test: $(STAMP)
+	@$(PY) -m pytest -q
+
+bench: $(STAMP)
+	@$(PY) -m bench
+
+lint: $(STAMP)
+	@$(PY) -m ruff check src tests bench
+
+clean-db:
+	rm -rf data/pg

@@ -1,0 +1,74 @@
+"""Open the mind's database: choose the server, lock the data dir, migrate, pool."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from src.config import DatabaseSettings
+from src.db.embedded import start_embedded
+from src.db.instance_lock import InstanceLock
+from src.db.migrations import apply_migrations
+from src.db.pool import connect, create_pool, redact_dsn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Database:
+    pool: asyncpg.Pool
+    description: str            # one line for the start-up report, never a password
+    applied_migrations: list[str]
+    startup_seconds: float
+    _lock: InstanceLock | None = field(default=None, repr=False)
+
+    async def close(self) -> None:
+        try:
+            await self.pool.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+
+async def open_database(settings: DatabaseSettings) -> Database:
+    """Start or reach the server, apply migrations, return a ready pool.
+
+    With DATABASE_URL the server is the operator's; without it, the embedded server
+    in `data_dir`, guarded by an instance lock so two agents never share one mind.
+    """
+    lock: InstanceLock | None = None
+    seconds = 0.0
+    if settings.url is not None:
+        dsn = settings.url.get_secret_value()
+        description = f"PostgreSQL at {redact_dsn(dsn)} (DATABASE_URL)"
+    else:
+        lock = InstanceLock(settings.data_dir.expanduser().resolve().parent)
+        lock.acquire()
+        try:
+            dsn, seconds = start_embedded(settings.data_dir, stop_on_exit=settings.stop_embedded_on_exit)
+        except BaseException:
+            lock.release()
+            raise
+        description = f"embedded PostgreSQL in {settings.data_dir} (started in {seconds:.2f} s)"
+    try:
+        conn = await connect(dsn, connect_timeout=settings.connect_timeout_s)
+        try:
+            # Migrations first, on a plain connection: the pool's pgvector codecs need
+            # the extension that the first migration creates.
+            applied = await apply_migrations(conn)
+        finally:
+            await conn.close()
+        pool = await create_pool(
+            dsn,
+            min_size=settings.pool_min,
+            max_size=max(settings.pool_min, settings.pool_max),
+            connect_timeout=settings.connect_timeout_s,
+            command_timeout=settings.command_timeout_s,
+        )
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    return Database(pool, description, applied, seconds, lock)

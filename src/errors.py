@@ -1,0 +1,112 @@
+"""One exception tree for MoltBot.
+
+    MoltBotError
+    ├── ConfigError              runtime.yaml or an environment value is invalid
+    ├── StartupError             the service cannot start (database, instance lock)
+    │   ├── DatabaseUnreachable
+    │   ├── InstanceLocked       another running instance holds the data dir / database
+    │   └── MigrationError       a migration failed or an applied file was modified
+    ├── InputRejected            user input that cannot be processed (said plainly, nothing lost)
+    ├── ProviderError            anything an outside capability (LLM, embeddings, reranker) did wrong
+    │   ├── RateLimited          429 / quota; transient
+    │   ├── ProviderTimeout      no answer in time; transient
+    │   ├── ProviderUnavailable  5xx, connection failure; transient
+    │   │   └── CircuitOpen      the provider's circuit breaker is open; not retried (the breaker decides when)
+    │   ├── MalformedOutput      empty or unparseable body, JSON that fails validation
+    │   ├── ProviderRejected     4xx other than 429: bad request, auth, permission; not transient
+    │   └── ProviderSkipped      the capability is not configured (reflex mode, no reranker model)
+    └── SafetyViolation          a weight change refused by an enforced safety ceiling
+
+Foreign exceptions (asyncpg, google-genai, anthropic, httpx) are translated in exactly
+one place per store or provider, with ``raise Mapped(...) from exc``.
+"""
+
+from __future__ import annotations
+
+
+class MoltBotError(Exception):
+    """Base of every error MoltBot raises on purpose."""
+
+
+class ConfigError(MoltBotError):
+    """A configuration key or environment value is invalid; the message names it."""
+
+
+class StartupError(MoltBotError):
+    """The service cannot start; the message is one line meant for the operator."""
+
+
+class DatabaseUnreachable(StartupError):
+    pass
+
+
+class InstanceLocked(StartupError):
+    pass
+
+
+class MigrationError(StartupError):
+    pass
+
+
+class InputRejected(MoltBotError):
+    """Input that cannot be processed as given; the message says why and what to do."""
+
+
+class ProviderError(MoltBotError):
+    """Base for failures of an outside capability.
+
+    ``transient`` tells the retry policy whether trying again can help.
+    """
+
+    transient: bool = False
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None):
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class RateLimited(ProviderError):
+    transient = True
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = 429,
+                 retry_after: float | None = None):
+        super().__init__(message, provider=provider, status=status)
+        self.retry_after = retry_after
+
+
+class ProviderTimeout(ProviderError):
+    transient = True
+
+
+class ProviderUnavailable(ProviderError):
+    transient = True
+
+
+class MalformedOutput(ProviderError):
+    transient = True
+
+
+class ProviderRejected(ProviderError):
+    transient = False
+
+
+class ProviderSkipped(ProviderError):
+    """The capability is not configured; callers degrade (reflex mode, no rerank)."""
+
+    transient = False
+
+
+class SafetyViolation(MoltBotError):
+    """An enforced safety ceiling refused a weight change."""
+
+    def __init__(self, ceiling: str, reason: str):
+        super().__init__(f"{ceiling}: {reason}")
+        self.ceiling = ceiling
+        self.reason = reason
+
+
+class CircuitOpen(ProviderUnavailable):
+    """The provider failed repeatedly; calls are refused until the breaker half-opens."""
+
+    transient = False

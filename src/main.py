@@ -1,0 +1,177 @@
+"""python -m src.main — wiring: settings → database → providers → prompt; signals.
+
+Exit codes: 0 clean shutdown, 1 cannot start (database, instance lock, migrations),
+2 invalid configuration. Expected start-up failures print one line, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import uuid
+from typing import TextIO
+
+from src.config import Settings, load_settings
+from src.db.database import Database, open_database
+from src.db.manifest import record_shutdown, record_start
+from src.errors import ConfigError, StartupError
+from src.logging_setup import configure_logging
+from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
+
+log = logging.getLogger("src.main")
+
+
+class Agent:
+    """One running mind: its database, session, commands and input queue."""
+
+    def __init__(self, settings: Settings, db: Database, out: TextIO):
+        self.settings = settings
+        self.db = db
+        self.out = out
+        self.session_id = uuid.uuid4().hex[:12]
+        self.stop = asyncio.Event()
+        self.inputs: asyncio.Queue = asyncio.Queue()
+        self.commands = CommandRegistry()
+        self.commands.add("help", "this list", self._help)
+        self.commands.add("quit", "save what is buffered and stop", self._quit)
+        self.commands.add("status", "database, session and uptime", self._status)
+
+    async def _help(self, _: str) -> str:
+        return self.commands.help_text()
+
+    async def _quit(self, _: str) -> str:
+        self.stop.set()
+        return "shutting down"
+
+    async def _status(self, _: str) -> str:
+        row = await self.db.pool.fetchrow(
+            """SELECT (SELECT count(*) FROM memories) AS memories,
+                      (SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL) AS buffered,
+                      m.times_restarted, m.uptime_total_hours,
+                      EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days
+                 FROM agent_manifest m WHERE m.id = 1"""
+        )
+        return (
+            f"database: {self.db.description}\n"
+            f"session: {self.session_id}\n"
+            f"memories: {row['memories']}  buffered: {row['buffered']}\n"
+            f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
+            f"uptime: {row['uptime_total_hours']:.2f} h before this session"
+        )
+
+    async def handle_message(self, text: str) -> str:
+        """Plain input. Kept in the scratch buffer first, so nothing typed is lost."""
+        buffered_id = await self.db.pool.fetchval(
+            "INSERT INTO scratch_buffer (content, source_tag) VALUES ($1, 'external_user') RETURNING id",
+            text,
+        )
+        return (f"(kept in the scratch buffer as #{buffered_id}; "
+                "the cognitive loop is not wired in this build, so there is no reply yet)")
+
+    async def handle_line(self, item: object) -> str | None:
+        """One item from the reader → the text to print (None: print nothing)."""
+        if isinstance(item, tuple) and item[0] == "oversize":
+            return (f"input refused: the line has {item[1]:,} bytes, more than the "
+                    f"{self.settings.agent.max_input_chars:,} allowed (agent.max_input_chars); "
+                    "nothing was stored")
+        text, notes = decode_line(item)
+        prefix = "".join(f"note: {n}\n" for n in notes)
+        if not text.strip():
+            return prefix.rstrip() or None
+        if text.startswith("/"):
+            reply = await self.commands.dispatch(text.strip())
+        else:
+            reply = await self.handle_message(text)
+        return prefix + reply
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
+        stop_wait = asyncio.create_task(self.stop.wait())
+        try:
+            while not self.stop.is_set():
+                get = asyncio.create_task(self.inputs.get())
+                await asyncio.wait({get, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    break
+                item = get.result()
+                if item is EOF_MARK:
+                    break
+                try:
+                    reply = await self.handle_line(item)
+                except Exception:  # one bad line must not end the mind
+                    log.exception("input could not be handled")
+                    reply = "error: that input could not be handled (details in the log); nothing else was affected"
+                if reply:
+                    say(reply, self.out)
+        finally:
+            stop_wait.cancel()
+
+
+async def run(settings: Settings, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    db = await open_database(settings.database)
+    agent = Agent(settings, db, out)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.stop.set)
+    try:
+        manifest = await record_start(db.pool, agent.session_id, None)
+        say(f"database: {db.description}"
+            + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""), out)
+        say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
+            f"restart #{manifest.times_restarted}. Type /help for commands.", out)
+        await agent.serve()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await _shutdown(agent, settings.agent.shutdown_timeout_s)
+    return 0
+
+
+async def _shutdown(agent: Agent, timeout_s: float) -> None:
+    async def steps() -> None:
+        try:
+            hours = await record_shutdown(agent.db.pool, agent.session_id)
+            if hours is not None:
+                log.info("lifetime uptime %.3f h", hours)
+        finally:
+            await agent.db.close()
+
+    try:
+        await asyncio.wait_for(steps(), timeout_s)
+    except TimeoutError:
+        log.error("shutdown took longer than %.0f s; closing the pool hard", timeout_s)
+        agent.db.pool.terminate()
+    except Exception as exc:  # the database may already be gone; exit anyway
+        log.warning("shutdown could not record uptime: %s", exc)
+        with contextlib.suppress(Exception):
+            agent.db.pool.terminate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.main", description="Run the MoltBot mind.")
+    parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.logging)
+    try:
+        return asyncio.run(run(settings))
+    except StartupError as exc:
+        print(f"cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

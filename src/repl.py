@@ -1,0 +1,123 @@
+"""The operator's prompt: lines from stdin, slash commands, and plain input.
+
+stdin is read by one daemon thread (it works for ttys, pipes and files alike and
+never blocks the event loop); lines arrive in an asyncio queue. Commands are a
+small registry so later parts (cost ledger, readiness) plug in without touching
+the reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from src.text import clean_text
+
+log = logging.getLogger(__name__)
+
+EOF_MARK = None  # queued when stdin ends
+
+Handler = Callable[[str], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    handler: Handler
+
+
+class CommandRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+
+    def add(self, name: str, summary: str, handler: Handler) -> None:
+        self._commands[name] = Command(name, summary, handler)
+
+    def help_text(self) -> str:
+        width = max(len(c) for c in self._commands) + 2
+        lines = ["Commands:"]
+        lines += [f"  /{c.name:<{width}}{c.summary}" for c in sorted(self._commands.values(), key=lambda c: c.name)]
+        lines.append("Anything else is a message to the agent.")
+        return "\n".join(lines)
+
+    async def dispatch(self, line: str) -> str:
+        name, _, args = line[1:].partition(" ")
+        command = self._commands.get(name.lower())
+        if command is None:
+            return f"unknown command /{name}; type /help for the list"
+        return await command.handler(args.strip())
+
+
+def start_stdin_reader(
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue,
+    fd: int | None = None,
+    max_chars: int = 1_000_000,
+) -> threading.Thread:
+    """Feed `queue` with raw lines (bytes, no newline) from stdin; EOF_MARK at the end.
+
+    Reads the file descriptor with os.read, not sys.stdin: a daemon thread blocked
+    inside the buffered reader holds its lock, and the interpreter aborts at exit.
+    A line longer than `max_chars` bytes is dropped and reported as an
+    ("oversize", total_bytes) item, so the process never holds more than one line.
+    """
+    fd = sys.stdin.fileno() if fd is None else fd
+
+    def put(item: object) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def run() -> None:
+        pending = bytearray()
+        oversize = 0  # bytes of a too-long line seen so far; 0 when not in one
+        try:
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                while True:
+                    newline = pending.find(b"\n")
+                    if newline < 0:
+                        break
+                    line = bytes(pending[:newline])
+                    del pending[: newline + 1]
+                    if oversize or len(line) > max_chars:
+                        put(("oversize", oversize + len(line) + 1))
+                        oversize = 0
+                    else:
+                        put(line)
+                if len(pending) > max_chars:
+                    oversize += len(pending)
+                    pending.clear()
+        except OSError as exc:
+            log.warning("stdin reader stopped: %s", exc)
+        if oversize or len(pending) > max_chars:
+            put(("oversize", oversize + len(pending)))
+        elif pending:
+            put(bytes(pending))
+        put(EOF_MARK)
+
+    thread = threading.Thread(target=run, name="stdin-reader", daemon=True)
+    thread.start()
+    return thread
+
+
+def decode_line(raw: bytes) -> tuple[str, list[str]]:
+    cleaned = clean_text(raw)
+    return cleaned.text, cleaned.notes
+
+
+def say(text: str, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    out.write(text + "\n")
+    out.flush()

@@ -1,0 +1,72 @@
+"""runtime.yaml validation and environment overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from src.config import load_settings
+from src.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_runtime_yaml_is_valid():
+    settings = load_settings(ROOT / "runtime.yaml", env={})
+    assert settings.database.data_dir == Path("./data/pg")
+    assert settings.database.url is None
+    assert settings.agent.shutdown_timeout_s == 10
+
+
+def test_missing_default_file_means_defaults(tmp_path):
+    settings = load_settings(tmp_path / "runtime.yaml", env={})
+    assert settings.config_path is None
+    assert settings.database.pool_max == 8
+
+
+def test_explicit_missing_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"runtime\.yaml: configuration file not found$"):
+        load_settings(tmp_path / "runtime.yaml", env={"MOLTBOT_CONFIG": str(tmp_path / "runtime.yaml")})
+
+
+def test_environment_overrides_file_and_secrets_stay_secret(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("logging:\n  level: WARNING\n")
+    settings = load_settings(cfg, env={
+        "DATABASE_URL": "postgresql://u:pw-very-secret@h/db",
+        "GEMINI_API_KEY": "g-key-123456", "ANTHROPIC_API_KEY": "a-key-654321",
+        "MOLTBOT_LOG_LEVEL": "debug",
+    })
+    assert settings.database.url.get_secret_value() == "postgresql://u:pw-very-secret@h/db"
+    assert settings.secrets.gemini_api_key.get_secret_value() == "g-key-123456"
+    assert settings.logging.level == "DEBUG"
+    dumped = repr(settings) + str(settings.model_dump())
+    for secret in ("pw-very-secret", "g-key-123456", "a-key-654321"):
+        assert secret not in dumped
+
+
+def test_google_api_key_is_accepted_as_gemini_key(tmp_path):
+    settings = load_settings(tmp_path / "none.yaml", env={"GOOGLE_API_KEY": "gk"})
+    assert settings.secrets.gemini_api_key.get_secret_value() == "gk"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("database:\n  pool_min: 0\n", "invalid value for 'database.pool_min': Input should be greater than or equal to 1 (got 0)"),
+        ("databse:\n  pool_min: 2\n", "invalid value for 'databse': unknown key; remove it or check its spelling"),
+        ("logging:\n  level: LOUD\n", "invalid value for 'logging.level': Input should be 'DEBUG', 'INFO', 'WARNING' or 'ERROR' (got 'LOUD')"),
+        ("- a\n- b\n", "expected a mapping of sections at the top level"),
+        ("database: [unclosed\n", "not valid YAML at line 2"),
+        ("database:\n  url: postgresql://x\n", "'database.url' cannot be set in the file; set the DATABASE_URL environment variable instead"),
+        ("secrets:\n  gemini_api_key: x\n", "'secrets' cannot be set in the file"),
+    ],
+)
+def test_invalid_file_names_the_key(tmp_path, yaml_text, message):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, env={})
+    assert str(err.value).startswith(f"{cfg}: {message}")
+    assert "\n" not in str(err.value)
