@@ -20,6 +20,8 @@ from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
 from src.logging_setup import configure_logging
+from src.providers.costs import format_cost_table
+from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
 
 log = logging.getLogger("src.main")
@@ -28,17 +30,20 @@ log = logging.getLogger("src.main")
 class Agent:
     """One running mind: its database, session, commands and input queue."""
 
-    def __init__(self, settings: Settings, db: Database, out: TextIO):
+    def __init__(self, settings: Settings, db: Database, providers: Providers, session_id: str,
+                 out: TextIO):
         self.settings = settings
         self.db = db
+        self.providers = providers
         self.out = out
-        self.session_id = uuid.uuid4().hex[:12]
+        self.session_id = session_id
         self.stop = asyncio.Event()
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
         self.commands.add("help", "this list", self._help)
         self.commands.add("quit", "save what is buffered and stop", self._quit)
-        self.commands.add("status", "database, session and uptime", self._status)
+        self.commands.add("status", "database, providers, session and uptime", self._status)
+        self.commands.add("cost", "what thinking has cost: this session, 24 h, lifetime", self._cost)
 
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
@@ -46,6 +51,9 @@ class Agent:
     async def _quit(self, _: str) -> str:
         self.stop.set()
         return "shutting down"
+
+    async def _cost(self, _: str) -> str:
+        return format_cost_table(await self.providers.ledger.totals())
 
     async def _status(self, _: str) -> str:
         row = await self.db.pool.fetchrow(
@@ -57,7 +65,8 @@ class Agent:
         )
         return (
             f"database: {self.db.description}\n"
-            f"session: {self.session_id}\n"
+            + "".join(f"{line}\n" for line in self.providers.report)
+            + f"session: {self.session_id}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
@@ -115,15 +124,23 @@ class Agent:
 
 async def run(settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    session_id = uuid.uuid4().hex[:12]
     db = await open_database(settings.database)
-    agent = Agent(settings, db, out)
+    try:
+        providers = build_providers(settings.providers, settings.secrets, db.pool, session_id)
+    except BaseException:
+        await db.close()
+        raise
+    agent = Agent(settings, db, providers, session_id, out)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop.set)
     try:
-        manifest = await record_start(db.pool, agent.session_id, None)
+        manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
         say(f"database: {db.description}"
             + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""), out)
+        for line in providers.report:
+            say(line, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
         await agent.serve()
@@ -137,6 +154,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
 async def _shutdown(agent: Agent, timeout_s: float) -> None:
     async def steps() -> None:
         try:
+            await agent.providers.aclose()
             hours = await record_shutdown(agent.db.pool, agent.session_id)
             if hours is not None:
                 log.info("lifetime uptime %.3f h", hours)
@@ -166,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.logging)
     try:
         return asyncio.run(run(settings))
+    except ConfigError as exc:  # an explicit provider choice that cannot be honoured
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     except StartupError as exc:
         print(f"cannot start: {exc}", file=sys.stderr)
         return 1

@@ -70,3 +70,12 @@ def test_invalid_file_names_the_key(tmp_path, yaml_text, message):
         load_settings(cfg, env={})
     assert str(err.value).startswith(f"{cfg}: {message}")
     assert "\n" not in str(err.value)
+
+
+def test_pricing_one_model_keeps_the_other_defaults(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("providers:\n  prices:\n    my-local-model:\n      input_per_mtok: 0.5\n      output_per_mtok: 1.0\n")
+    prices = load_settings(cfg, env={}).providers.prices
+    assert prices["my-local-model"].input_per_mtok == 0.5
+    assert prices["claude-sonnet-4-5"].output_per_mtok == 15.0
+    assert prices["gemini-2.5-flash-lite"].input_per_mtok == 0.10

@@ -14,7 +14,14 @@ async def test_help_and_quit(db_dsn):
     result = run_agent(b"/help\n/quit\n", agent_env(DATABASE_URL=db_dsn))
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    assert out.splitlines()[0].startswith("database: PostgreSQL at postgresql://postgres:***@/")
+    lines = out.splitlines()
+    assert lines[0].startswith("database: PostgreSQL at postgresql://postgres:***@/")
+    assert lines[1] == ("embeddings: wordllama wordllama-l2-supercat-256 "
+                        "(GEMINI_API_KEY not set; offline, 256-d zero-padded to 768)")
+    assert lines[2].startswith("reranker: none (model folder missing: ")
+    assert lines[3] == ("system1: reflex (no language model is configured: "
+                        "GEMINI_API_KEY not set, llm.base_url not set)")
+    assert lines[4].startswith("system2: reflex (")
     assert READY in out
     assert "  /help " in out and "  /quit " in out and "  /status " in out
     assert out.rstrip().endswith("shutting down")
@@ -132,3 +139,24 @@ def test_second_instance_on_the_same_data_dir_is_refused(tmp_path):
         assert first.wait(timeout=20) == 0
     finally:
         first.kill()
+
+
+async def test_cost_command_reads_the_ledger(db_dsn):
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute(
+            """INSERT INTO llm_calls (provider, model, purpose, tokens_in, tokens_out, cost_usd, ok)
+               VALUES ('gemini', 'gemini-2.5-flash-lite', 'system1', 1000, 200, 0.00018, true),
+                      ('anthropic', 'claude-sonnet-4-5', 'system2', 500, 100, 0.003, false)""")
+    finally:
+        await conn.close()
+    result = run_agent(b"/cost\n/quit\n", agent_env(DATABASE_URL=db_dsn))
+    out = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()
+    table = out[out.index("last 24 h"):].splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:] if line.split()[0] in
+            ("gemini-2.5-flash-lite", "claude-sonnet-4-5", "total")}
+    # rows from before this session: 0 in the session window, counted in 24 h and lifetime
+    assert rows["gemini-2.5-flash-lite"][2:] == ["0", "$0.0000", "1", "$0.0002", "1", "$0.0002", "0"]
+    assert rows["claude-sonnet-4-5"][-1] == "1"  # failed calls
+    assert rows["total"][-3] == "2"              # lifetime calls

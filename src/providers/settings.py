@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 
 class _Section(BaseModel):
@@ -80,6 +80,8 @@ class ResilienceSettings(_Section):
 class LedgerSettings(_Section):
     # Rows kept in memory while the database refuses writes; the oldest are dropped beyond this.
     max_pending: int = Field(1000, ge=1)
+    # Longest wait for a pool connection and the insert, so a stuck database cannot stall a call.
+    write_timeout_s: float = Field(5.0, gt=0)
 
 
 class Secrets(_Section):
@@ -97,3 +99,11 @@ class ProvidersSettings(_Section):
     resilience: ResilienceSettings = ResilienceSettings()
     ledger: LedgerSettings = LedgerSettings()
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _merge_default_prices(cls, value: object) -> object:
+        # Pricing one model in runtime.yaml must not silently zero the cost of the others.
+        if isinstance(value, dict):
+            return {**_default_prices(), **value}
+        return value

@@ -1,0 +1,185 @@
+"""One resilient LanguageModel over any chat backend (Gemini, Anthropic, OpenAI-compatible).
+
+A backend does exactly one HTTP call and maps its SDK's errors (llm_gemini, llm_anthropic,
+llm_openai_compat). This wrapper adds what is common: the retry policy and circuit breaker,
+one ledger row per attempt (failed ones too), structured output with one repair round,
+isolated meta-context calls, and logprobs that switch themselves off for a model that
+refuses them (Gemini answers HTTP 400 "Logprobs is not enabled for models/..." for some
+models; see notes.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from src.errors import MalformedOutput, ProviderError, ProviderRejected
+from src.providers.costs import Ledger
+from src.providers.protocols import ChatMessage, LLMResult, M, Structured
+from src.providers.redact import Redactor
+from src.providers.resilience import Resilience
+from src.providers.structured import parse_structured, repair_prompt, schema_instruction
+
+log = logging.getLogger(__name__)
+
+# Meta-context calls carry no identity: only this neutral instruction and the question.
+META_SYSTEM = ("You are a careful, neutral evaluator. Answer only the question you are given, "
+               "as briefly as it allows. You have no other context.")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """Everything a backend needs for one completion."""
+
+    messages: tuple[ChatMessage, ...]
+    system: str | None
+    max_tokens: int
+    temperature: float | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+    json_mode: bool = False
+
+
+class LLMBackend(Protocol):
+    """One provider's single HTTP call. Raises only ProviderError subclasses."""
+
+    provider: str
+    model: str
+
+    async def complete(self, request: LLMRequest) -> LLMResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ResilientLanguageModel:
+    """LanguageModel: a backend behind retries, breaker, ledger and structured output."""
+
+    configured = True
+
+    def __init__(self, backend: LLMBackend, *, resilience: Resilience, ledger: Ledger,
+                 redactor: Redactor | None = None, max_output_tokens: int = 1024,
+                 temperature: float | None = None, request_logprobs: bool = True,
+                 top_logprobs: int = 0):
+        self.backend = backend
+        self.provider = backend.provider
+        self.model = backend.model
+        self._resilience = resilience
+        self._ledger = ledger
+        self._redact = redactor or Redactor()
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.request_logprobs = request_logprobs
+        self.top_logprobs = top_logprobs
+        self.logprobs_supported: bool | None = None  # None: not yet known
+
+    async def generate(self, messages: Sequence[ChatMessage], *, purpose: str,
+                       system: str | None = None, max_tokens: int | None = None,
+                       temperature: float | None = None, logprobs: bool | None = None) -> LLMResult:
+        """One completion of `messages` (oldest first) under `system`."""
+        want = self.request_logprobs if logprobs is None else logprobs
+        request = self._request(messages, system, max_tokens, temperature, logprobs=want)
+        return await self._complete(request, purpose)
+
+    async def generate_structured(self, messages: Sequence[ChatMessage], schema: type[M], *,
+                                  purpose: str, system: str | None = None,
+                                  max_tokens: int | None = None) -> Structured[M]:
+        """JSON validated by `schema`; on a bad reply one repair round, then MalformedOutput."""
+        instruction = schema_instruction(schema)
+        full_system = f"{system}\n\n{instruction}" if system else instruction
+        request = replace(self._request(messages, full_system, max_tokens, None, logprobs=False),
+                          json_mode=True)
+        first = await self._complete(request, purpose)
+        try:
+            return Structured(parse_structured(first.text, schema), first, repaired=False)
+        except MalformedOutput as problem:
+            log.info("%s %s: unusable structured reply (%s); asking once for a repair",
+                     self.model, purpose, problem)
+            follow_up = (ChatMessage("assistant", first.text.strip() or "(empty reply)"),
+                         ChatMessage("user", repair_prompt(problem)))
+            second = await self._complete(replace(request, messages=request.messages + follow_up),
+                                          f"{purpose}:repair")
+            try:
+                return Structured(parse_structured(second.text, schema), second, repaired=True)
+            except MalformedOutput as again:
+                raise MalformedOutput(f"{self.model} {purpose}: still not a valid {schema.__name__} "
+                                      f"after one repair ({again})", provider=self.provider) from again
+
+    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None) -> LLMResult:
+        """Isolated meta-context call (plan §2.8, §2.11): the question alone.
+
+        There is deliberately no parameter for history, system prompt or identity.
+        """
+        return await self.generate(self._meta_messages(question), purpose=purpose,
+                                   system=META_SYSTEM, max_tokens=max_tokens)
+
+    async def meta_call_structured(self, question: str, schema: type[M], *, purpose: str,
+                                   max_tokens: int | None = None) -> Structured[M]:
+        """Isolated meta-context call answered as JSON validated by `schema`."""
+        return await self.generate_structured(self._meta_messages(question), schema,
+                                              purpose=purpose, system=META_SYSTEM,
+                                              max_tokens=max_tokens)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    @staticmethod
+    def _meta_messages(question: str) -> tuple[ChatMessage, ...]:
+        if not isinstance(question, str):
+            raise TypeError("a meta call takes one question string, never a conversation")
+        if not question.strip():
+            raise ValueError("a meta call needs a non-empty question")
+        return (ChatMessage("user", question),)
+
+    def _request(self, messages: Sequence[ChatMessage], system: str | None, max_tokens: int | None,
+                 temperature: float | None, *, logprobs: bool) -> LLMRequest:
+        messages = tuple(messages)
+        if not messages:
+            raise ValueError("generate needs at least one message")
+        if any(not isinstance(m, ChatMessage) or m.role not in ("user", "assistant") for m in messages):
+            raise ValueError("messages must be ChatMessage objects with role 'user' or 'assistant'")
+        return LLMRequest(
+            messages=messages, system=system,
+            max_tokens=max_tokens or self.max_output_tokens,
+            temperature=self.temperature if temperature is None else temperature,
+            logprobs=logprobs and self.logprobs_supported is not False,
+            top_logprobs=self.top_logprobs,
+        )
+
+    async def _complete(self, request: LLMRequest, purpose: str) -> LLMResult:
+        try:
+            result = await self._call(request, purpose)
+        except ProviderRejected as err:
+            if not (request.logprobs and "logprob" in str(err).lower()):
+                raise
+            self.logprobs_supported = False
+            log.info("%s does not return logprobs (%s); asking without them from now on", self.model, err)
+            result = await self._call(replace(request, logprobs=False), purpose)
+        if request.logprobs and result.logprobs is not None:
+            self.logprobs_supported = True
+        return result
+
+    async def _call(self, request: LLMRequest, purpose: str) -> LLMResult:
+        measured: list[float] = []
+
+        async def attempt() -> LLMResult:
+            try:
+                return await self.backend.complete(request)
+            except ProviderError as err:
+                self._redact.error(err)
+                raise
+
+        async def on_success(result: LLMResult, latency_ms: float) -> None:
+            measured.append(latency_ms)
+            await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=True,
+                                      tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+                                      latency_ms=latency_ms)
+
+        async def on_failure(err: ProviderError, latency_ms: float) -> None:
+            await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=False,
+                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}")
+
+        result = await self._resilience.call(attempt, what=purpose, on_success=on_success,
+                                             on_failure=on_failure)
+        return replace(result, latency_ms=measured[-1] if measured else result.latency_ms)

@@ -1,0 +1,187 @@
+"""The one way MoltBot calls an outside service: timeout, retries, circuit breaker.
+
+- Each attempt runs under a timeout; running out gives ProviderTimeout.
+- An attempt that raises a ProviderError whose `transient` is true (429, 5xx, timeouts,
+  empty or malformed bodies) is retried after exponential backoff with full jitter:
+  sleep ~ U(0, min(max, base * 2**(attempt-1))), at least a server's Retry-After.
+  Attempts are bounded; every retry is logged at WARNING.
+- One CircuitBreaker per provider counts consecutive transient failures. After
+  `failure_threshold` of them it opens: calls fail at once with CircuitOpen. After
+  `reset_after_s` it half-opens and lets exactly one trial call through; success closes
+  it, failure opens it again. Non-transient errors (bad request, auth) say nothing about
+  the provider's health and leave the count alone.
+
+Sleep, clock and random generator are injected so tests run instantly and reproducibly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from src.errors import CircuitOpen, ProviderError, ProviderTimeout, RateLimited
+from src.providers.settings import ResilienceSettings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    timeout_s: float = 30.0
+    max_attempts: int = 4
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 20.0
+
+    @classmethod
+    def from_settings(cls, s: ResilienceSettings) -> RetryPolicy:
+        return cls(s.timeout_s, s.max_attempts, s.backoff_base_s, s.backoff_max_s)
+
+    def backoff(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based); full jitter."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        delay = rng.uniform(0.0, ceiling)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max_s))
+        return delay
+
+
+class CircuitBreaker:
+    """Closed → open after N consecutive transient failures → half-open after a delay."""
+
+    def __init__(self, provider: str, failure_threshold: int = 5, reset_after_s: float = 30.0,
+                 clock: Clock = time.monotonic):
+        self.provider = provider
+        self.failure_threshold = failure_threshold
+        self.reset_after_s = reset_after_s
+        self._clock = clock
+        self._state: BreakerState = "closed"
+        self._failures = 0
+        self._opened_at = 0.0
+        self._trial_in_flight = False
+
+    @property
+    def state(self) -> BreakerState:
+        if self._state == "open" and self._clock() - self._opened_at >= self.reset_after_s:
+            return "half_open"
+        return self._state
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._failures
+
+    def before_call(self) -> bool:
+        """Admit a call or raise CircuitOpen. Returns True when the call is the half-open trial."""
+        state = self.state
+        if state == "closed":
+            return False
+        if state == "half_open" and not self._trial_in_flight:
+            self._state = "half_open"
+            self._trial_in_flight = True
+            log.info("%s circuit half-open: letting one trial call through", self.provider)
+            return True
+        wait = max(0.0, self.reset_after_s - (self._clock() - self._opened_at))
+        raise CircuitOpen(
+            f"{self.provider} is failing repeatedly; calls paused"
+            + (f" for {wait:.1f} s more" if state == "open" else " while a trial call runs"),
+            provider=self.provider,
+        )
+
+    def abandon(self, trial: bool) -> None:
+        """The call ended without an outcome (cancelled, or a bug): free the trial slot if it held it."""
+        if trial:
+            self._trial_in_flight = False
+
+    def record_success(self, trial: bool = False) -> None:
+        """Any answer from the provider shows it is up: close."""
+        if self._state != "closed":
+            log.info("%s circuit closed again after a successful call", self.provider)
+        self._state = "closed"
+        self._failures = 0
+        if trial:
+            self._trial_in_flight = False
+
+    def record_failure(self, transient: bool, trial: bool = False) -> None:
+        """Count a failed call. Only transient failures say the provider is unhealthy."""
+        if trial:
+            self._trial_in_flight = False
+        if not transient:
+            if trial:  # the trial reached the provider and got an answer: it is up
+                self._state, self._failures = "closed", 0
+            return
+        self._failures += 1
+        if trial or (self._state == "closed" and self._failures >= self.failure_threshold):
+            log.warning("%s circuit opened after %d consecutive failures; pausing calls for %.1f s",
+                        self.provider, self._failures, self.reset_after_s)
+            self._state = "open"
+            self._opened_at = self._clock()
+
+
+FailureHook = Callable[[ProviderError, float], Awaitable[None]]
+SuccessHook = Callable[[T, float], Awaitable[None]]
+
+
+class Resilience:
+    """Runs one logical call with the retry policy and the provider's breaker."""
+
+    def __init__(self, policy: RetryPolicy, breaker: CircuitBreaker, *,
+                 sleep: Sleep = asyncio.sleep, rng: random.Random | None = None,
+                 clock: Clock = time.monotonic):
+        self.policy = policy
+        self.breaker = breaker
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+        self._clock = clock
+
+    async def call(self, attempt_fn: Callable[[], Awaitable[T]], *, what: str,
+                   on_success: SuccessHook[T] | None = None,
+                   on_failure: FailureHook | None = None) -> T:
+        """Await `attempt_fn()` until it succeeds, fails for good, or attempts run out.
+
+        `attempt_fn` must raise ProviderError subclasses only (foreign errors mapped);
+        anything else is a bug and propagates untouched. `on_success(result, latency_ms)`
+        and `on_failure(error, latency_ms)` are awaited after each attempt that reached the
+        provider, outside the timeout (the cost ledger writes there).
+        """
+        provider = self.breaker.provider
+        attempts = self.policy.max_attempts
+        for attempt in range(1, attempts + 1):
+            trial = self.breaker.before_call()
+            started = self._clock()
+            try:
+                async with asyncio.timeout(self.policy.timeout_s):
+                    result = await attempt_fn()
+            except TimeoutError as exc:
+                err: ProviderError = ProviderTimeout(
+                    f"{provider} {what}: no answer within {self.policy.timeout_s:g} s", provider=provider)
+                err.__cause__ = exc
+            except ProviderError as exc:
+                err = exc
+            except BaseException:
+                self.breaker.abandon(trial)
+                raise
+            else:
+                self.breaker.record_success(trial)
+                if on_success is not None:
+                    await on_success(result, (self._clock() - started) * 1000.0)
+                return result
+            self.breaker.record_failure(err.transient, trial)
+            if on_failure is not None:
+                await on_failure(err, (self._clock() - started) * 1000.0)
+            if not err.transient or attempt == attempts:
+                raise err
+            retry_after = err.retry_after if isinstance(err, RateLimited) else None
+            delay = self.policy.backoff(attempt, self._rng, retry_after)
+            log.warning("%s %s attempt %d/%d failed (%s: %s); retrying in %.2f s",
+                        provider, what, attempt, attempts, type(err).__name__, err, delay)
+            await self._sleep(delay)
+        raise AssertionError("unreachable: the loop returns or raises")

@@ -1,0 +1,1 @@
+"""Helpers for the provider tests: fake HTTP transports and the tiny ONNX cross-encoder."""
