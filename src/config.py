@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from src.errors import ConfigError
 from src.providers.settings import ProvidersSettings, Secrets
+from src.safety import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
 
@@ -54,6 +55,7 @@ class Settings(_Section):
     logging: LoggingSettings = LoggingSettings()
     agent: AgentSettings = AgentSettings()
     providers: ProvidersSettings = ProvidersSettings()
+    safety: SafetySettings = SafetySettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

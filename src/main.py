@@ -23,6 +23,7 @@ from src.logging_setup import configure_logging
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
+from src.safety import Safety
 
 log = logging.getLogger("src.main")
 
@@ -37,6 +38,7 @@ class Agent:
         self.providers = providers
         self.out = out
         self.session_id = session_id
+        self.safety = Safety(settings.safety)
         self.stop = asyncio.Event()
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
@@ -66,6 +68,7 @@ class Agent:
         return (
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
+            + f"{self.safety.status_line()}\n"
             + f"session: {self.session_id}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "

@@ -160,3 +160,11 @@ async def test_cost_command_reads_the_ledger(db_dsn):
     assert rows["gemini-2.5-flash-lite"][2:] == ["0", "$0.0000", "1", "$0.0002", "1", "$0.0002", "0"]
     assert rows["claude-sonnet-4-5"][-1] == "1"  # failed calls
     assert rows["total"][-3] == "2"              # lifetime calls
+
+
+def test_status_shows_safety_phases_from_config(db_dsn, tmp_path):
+    config = tmp_path / "runtime.yaml"
+    config.write_text("safety:\n  phase_b: enforced\n")
+    result = run_agent(b"/status\n/quit\n", agent_env(DATABASE_URL=db_dsn), ("--config", str(config)))
+    assert result.returncode == 0, result.stderr.decode()
+    assert "safety: phase A enforced, phase B enforced, phase C shadow" in result.stdout.decode().splitlines()
