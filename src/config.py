@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from src.errors import ConfigError
 from src.providers.settings import ProvidersSettings, Secrets
+from src.memory.retrieval import RetrievalSettings
 from src.safety import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
@@ -56,6 +57,7 @@ class Settings(_Section):
     agent: AgentSettings = AgentSettings()
     providers: ProvidersSettings = ProvidersSettings()
     safety: SafetySettings = SafetySettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

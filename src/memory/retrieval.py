@@ -1,0 +1,313 @@
+"""Recall: hybrid search → ACT-R → hybrid relevance + spreading → rerank → mutation.
+
+    1. hybrid search (search.py): top-`limit` by RRF of vector and full text + recency
+    2. spreading activation (plan §3.1) from the memories active in context (or, on
+       a cold call, the best three hits) through `memory_co_access`: hop 0 ×1.0,
+       hop 1 ×0.3, hop 2 ×0.1 (DMN); partners that search missed join the candidates
+    3. ACT-R (plan §2.7) per candidate: A = B + S + P + ε
+    4. hybrid relevance (plan §3.1): five components, Dirichlet-sampled blend whose
+       alphas move from the cold-start set to the target set with maturity
+    5. weighted = (1 - a)·relevance + a·P(retrieve), P = 1 / (1 + e^{-(A - τ)/s}),
+       a = `activation_share`. Additive and bounded, like recency in search: ACT-R's
+       base level of a memory untouched for a year is about -8, and a multiplier
+       would make old memories unreachable however well they match.
+    6. dormant memories (center below `dormant_center`) leave the candidates unless
+       the cue is strong (cosine > `dormant_similarity`, plan §3.8)
+    7. rerank top-`limit` → top-`keep`: 0.6·rerank + 0.4·weighted (plan §2.6)
+    8. retrieval-induced mutation (plan §3.8), one transaction: retrieved rows get
+       reinforce(0.1) and an access (count, last_accessed, ACT-R presentation),
+       near-misses (ranks keep+1 … limit) contradict(0.05), co-access recorded for
+       the retrieved set. Weight changes go through the safety choke point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from src.cognition import activation as actr
+from src.cognition import relevance as rel
+from src.errors import ProviderError
+from src.memory import search
+from src.memory.co_access import fetch_partners, record_co_access
+from src.memory.weights import AccessTouch, WeightChange, apply_weight_changes
+from src.providers.protocols import Embedder, Reranker
+from src.safety import Safety
+from src.text import clean_text
+
+log = logging.getLogger(__name__)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActRSettings(_Section):
+    """ACT-R constants (plan §2.7)."""
+
+    d: float = Field(actr.DECAY_D, gt=0, lt=1)
+    s: float = Field(actr.NOISE_S, ge=0)
+    P: float = Field(actr.MISMATCH_P, le=0)
+    tau: float = actr.TAU
+
+
+class ArmWeights(_Section):
+    """RRF arm weights and recency share; tuned per embed model (DESIGN.md)."""
+
+    w_vector: float = Field(1.0, ge=0)
+    w_fulltext: float = Field(1.0, ge=0)
+    w_recency: float = Field(0.1, ge=0)
+
+
+class RetrievalSettings(_Section):
+    candidates: int = Field(50, ge=1)        # per search arm
+    limit: int = Field(20, ge=1)             # what ACT-R, relevance and rerank see
+    keep: int = Field(5, ge=1)               # retrieved after rerank
+    rrf_k: float = Field(60.0, gt=0)
+    arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
+    activation_share: float = Field(0.3, ge=0, le=1)
+    reinforce_retrieved: float = Field(0.1, ge=0)
+    contradict_near_miss: float = Field(0.05, ge=0)
+    dormant_center: float = Field(0.15, ge=0, le=1)
+    dormant_similarity: float = Field(0.9, ge=0, le=1)
+    spread_top_k: int = Field(3, ge=1)
+    spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
+    maturity_memories: int = Field(rel.MATURITY_MEMORIES, ge=1)
+    act_r: ActRSettings = ActRSettings()
+
+    def arm_weights(self, embed_model: str) -> ArmWeights:
+        return self.arms.get(embed_model) or self.arms.get("default") or ArmWeights()
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """A candidate after every stage; `final` orders the result."""
+
+    hit: search.SearchHit
+    activation: actr.ActivationResult
+    components: tuple[float, ...]          # rel.COMPONENTS order
+    relevance: float
+    weighted: float
+    spread: float                          # co-activation reached through co-access
+    rerank: float | None = None
+    final: float = 0.0
+
+    @property
+    def id(self) -> int:
+        return self.hit.id
+
+
+@dataclass
+class Retrieval:
+    query: str
+    memories: list[Recalled]               # retrieved, best first (at most `keep`)
+    near_misses: list[Recalled]            # ranks keep+1 … limit
+    blend: dict[str, float]                # the Dirichlet draw used this time
+    reranked: bool
+    rerank_skipped_reason: str | None
+    degraded: list[str] = field(default_factory=list)   # e.g. "query embedding failed: …"
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[int]:
+        return [m.id for m in self.memories]
+
+
+class Retriever:
+    """Recall for the cognitive loop, DMN and gates. One instance per process."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, reranker: Reranker | None,
+                 safety: Safety, settings: RetrievalSettings | None = None,
+                 layer_vecs: Sequence[tuple[np.ndarray, float]] = ()):
+        self.pool = pool
+        self.embedder = embedder
+        self.reranker = reranker
+        self.safety = safety
+        self.settings = settings or RetrievalSettings()
+        # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i.
+        self.layer_vecs = list(layer_vecs)
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        rng: np.random.Generator,
+        now: datetime | None = None,
+        context_vecs: Sequence[np.ndarray] = (),
+        active_ids: Sequence[int] = (),
+        hops: int = 1,
+        want_types: Sequence[str] = (),
+        mutate: bool = True,
+    ) -> Retrieval:
+        """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection."""
+        cfg = self.settings
+        now = now or datetime.now(UTC)
+        timings: dict[str, float] = {}
+        degraded: list[str] = []
+        query = clean_text(query).text
+        if not query.strip():
+            return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
+        t = time.perf_counter()
+        query_vec = None
+        try:
+            query_vec = (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
+        except ProviderError as exc:
+            degraded.append(f"query embedding failed ({exc}); full-text search only")
+            log.warning("query embedding failed, searching full text only: %s", exc)
+        timings["embed"] = _ms(t)
+
+        t = time.perf_counter()
+        arms = cfg.arm_weights(self.embedder.model_name)
+        hits = await search.search_hybrid(
+            self.pool, query, query_vec, embed_model=self.embedder.model_name, limit=cfg.limit,
+            k=cfg.rrf_k, w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
+            w_recency=arms.w_recency, candidates=cfg.candidates, now=now)
+        timings["search"] = _ms(t)
+
+        t = time.perf_counter()
+        spread = await self._spread(active_ids or [h.id for h in hits[:cfg.spread_seeds]], hops,
+                                    exclude=[h.id for h in hits] if not active_ids else ())
+        missing = [mid for mid in spread if mid not in {h.id for h in hits}]
+        if missing:
+            hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
+                                                  embed_model=self.embedder.model_name, now=now)
+        timings["spread"] = _ms(t)
+
+        t = time.perf_counter()
+        total = await self._memory_count()
+        maturity = rel.memory_maturity(total, cfg.maturity_memories)
+        blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
+        focus = [query_vec] if query_vec is not None else []
+        scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
+                        spread, blend, want_types)
+        awake = [r for r in scored if not _dormant(r.hit, cfg)]
+        awake.sort(key=lambda r: (-r.weighted, r.id))
+        top = awake[:cfg.limit]
+        timings["score"] = _ms(t)
+
+        t = time.perf_counter()
+        reranked = await search.rerank_hits(
+            self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=cfg.keep)
+        by_id = {r.id: r for r in top}
+        memories = [dataclasses.replace(by_id[h.hit.id], rerank=h.rerank, final=h.final) for h in reranked.hits]
+        kept = {m.id for m in memories}
+        near = [r for r in top if r.id not in kept]
+        timings["rerank"] = _ms(t)
+
+        if mutate and memories:
+            t = time.perf_counter()
+            await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
+                                         safety=self.safety, at=now, query=query, settings=cfg)
+            timings["mutation"] = _ms(t)
+        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
+                         reranked.reranked, reranked.skipped_reason, degraded, timings)
+
+    async def _spread(self, seeds: Sequence[int], hops: int, exclude: Sequence[int]) -> dict[int, float]:
+        """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""
+        if not seeds:
+            return {}
+        frontier = {s: 1.0 for s in seeds}
+        activated: dict[int, float] = {}
+        for hop in range(hops + 1):
+            edges = await fetch_partners(self.pool, list(frontier), self.settings.spread_top_k)
+            frontier = rel.spread_step(frontier, edges, self.settings.spread_top_k)
+            frontier = {m: s for m, s in frontier.items() if m not in seeds}
+            for mid, strength in frontier.items():
+                activated[mid] = max(activated.get(mid, 0.0), rel.DECAY_PER_HOP[hop] * strength)
+            if not frontier:
+                break
+        return activated
+
+    async def _memory_count(self) -> int:
+        # reltuples: an estimate kept by ANALYZE/autovacuum, free to read; maturity
+        # needs the order of magnitude, not the exact count. -1 = never analyzed.
+        estimate = await self.pool.fetchval(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass")
+        if estimate is None or estimate < 0:
+            return await self.pool.fetchval("SELECT count(*) FROM memories")
+        return int(estimate)
+
+
+def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
+           cfg: RetrievalSettings, context_vecs: list[np.ndarray],
+           layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
+           blend: np.ndarray, want_types: Sequence[str]) -> list[Recalled]:
+    """ACT-R and hybrid relevance for every candidate, vectorised."""
+    if not hits:
+        return []
+    a = cfg.act_r
+    presentations = [[h.event_time or h.created_at, *h.access_timestamps] for h in hits]
+    base = actr.base_levels(presentations, now, a.d)
+    usable = np.array([h.embedding is not None and h.similarity is not None for h in hits])
+    vecs = np.stack([h.embedding if h.embedding is not None else np.zeros(768, np.float32) for h in hits])
+    s_i = np.where(usable, actr.spreading_many(vecs, context_vecs, layer_vecs), 0.0)
+    p_i = np.array([a.P * _mismatch(h, want_types) for h in hits])
+    noise = actr.logistic_noise_many(rng, len(hits), a.s)
+    total = base + s_i + p_i + noise
+    p_retrieve = 1.0 / (1.0 + np.exp(-np.clip((total - a.tau) / max(a.s, 1e-9), -50, 50)))
+
+    semantic = np.array([h.similarity if h.similarity is not None else 0.0 for h in hits])
+    # Without a usable vector, the fused search score stands in for similarity.
+    rrf_norm = np.array([min(1.0, h.score) for h in hits])
+    semantic = np.where(usable, semantic, rrf_norm)
+    coact = np.array([spread.get(h.id, 0.0) for h in hits])
+    recency = np.array([h.recency for h in hits])
+    comps = rel.relevance_components(rng, semantic, coact, None, recency)
+    relevance = rel.hybrid_relevance(comps, blend)
+    weighted = (1 - cfg.activation_share) * relevance + cfg.activation_share * p_retrieve
+    return [
+        Recalled(h, actr.ActivationResult(float(base[i]), float(s_i[i]), float(p_i[i]), float(noise[i]),
+                                          float(total[i])),
+                 tuple(float(c) for c in comps[i]), float(relevance[i]), float(weighted[i]),
+                 float(coact[i]))
+        for i, h in enumerate(hits)
+    ]
+
+
+def _mismatch(hit: search.SearchHit, want_types: Sequence[str]) -> float:
+    """Partial matching (plan §2.7): a wrong memory type is a full mismatch; a vector
+    from another embed model (not comparable yet) half of one."""
+    degree = 0.0
+    if want_types and hit.memory_type not in want_types:
+        degree += 1.0
+    if hit.embedding is not None and hit.similarity is None:
+        degree += 0.5
+    return degree
+
+
+def _dormant(hit: search.SearchHit, cfg: RetrievalSettings) -> bool:
+    center = hit.alpha / (hit.alpha + hit.beta)
+    if center >= cfg.dormant_center or hit.immutable:
+        return False
+    return not (hit.similarity is not None and hit.similarity > cfg.dormant_similarity)
+
+
+async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], near_misses: Sequence[int],
+                                 *, safety: Safety, at: datetime, query: str = "",
+                                 settings: RetrievalSettings | None = None) -> None:
+    """Plan §3.8 in one transaction: strengthen the retrieved, suppress near-misses, co-access."""
+    cfg = settings or RetrievalSettings()
+    evidence = {"query": query[:200]}
+    changes = [WeightChange(mid, "reinforce", cfg.reinforce_retrieved, "retrieval", "retrieved", evidence)
+               for mid in retrieved]
+    changes += [WeightChange(mid, "contradict", cfg.contradict_near_miss, "retrieval", "near miss", evidence)
+                for mid in near_misses]
+    async with pool.acquire() as conn, conn.transaction():
+        await apply_weight_changes(conn, changes, safety=safety, touch=AccessTouch(list(retrieved), at))
+        await record_co_access(conn, retrieved, at)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
+
+
+__all__ = ["ActRSettings", "ArmWeights", "Recalled", "Retrieval", "RetrievalSettings", "Retriever",
+           "mutate_after_retrieval"]
