@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from src.errors import ConfigError
 from src.providers.settings import ProvidersSettings, Secrets
+from src.memory.gate_settings import GateSettings
 from src.memory.retrieval import RetrievalSettings
 from src.safety import SafetySettings
 
@@ -58,6 +59,7 @@ class Settings(_Section):
     providers: ProvidersSettings = ProvidersSettings()
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    gates: GateSettings = GateSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

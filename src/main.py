@@ -20,6 +20,7 @@ from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
 from src.logging_setup import configure_logging
+from src.memory.gates import Gates
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
@@ -76,12 +77,15 @@ class Agent:
         )
 
     async def handle_message(self, text: str) -> str:
-        """Plain input. Kept in the scratch buffer first, so nothing typed is lost."""
-        buffered_id = await self.db.pool.fetchval(
-            "INSERT INTO scratch_buffer (content, source_tag) VALUES ($1, 'external_user') RETURNING id",
-            text,
-        )
-        return (f"(kept in the scratch buffer as #{buffered_id}; "
+        """Plain input goes through the entry gate before anything else (plan §2.9).
+
+        What the gate keeps is a scratch_buffer row on return, so a crash loses nothing;
+        every `gates.scratch.flush_every` exchanges the buffer is flushed in the background.
+        """
+        admitted = await self.gates.admit(text, source_tag="external_user")
+        if admitted.scratch_id is None:
+            return f"(not kept: the entry gate skipped it, {admitted.decision.reason})"
+        return (f"(kept in the scratch buffer as #{admitted.scratch_id}; "
                 "the cognitive loop is not wired in this build, so there is no reply yet)")
 
     async def handle_line(self, item: object) -> str | None:
@@ -135,6 +139,8 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         await db.close()
         raise
     agent = Agent(settings, db, providers, session_id, out)
+    agent.gates = Gates.build(db.pool, providers.embedder, providers.meta, settings.gates,
+                              agent.safety)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop.set)
@@ -144,6 +150,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
             + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""), out)
         for line in providers.report:
             say(line, out)
+        await _recover_scratch(agent, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
         await agent.serve()
@@ -154,9 +161,24 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     return 0
 
 
+async def _recover_scratch(agent: Agent, out: TextIO) -> None:
+    """Crash recovery: what a previous run buffered but never flushed goes through the gate."""
+    try:
+        report = await agent.gates.recover()
+    except Exception:  # the items stay buffered; the next flush retries them
+        log.exception("scratch recovery failed; buffered items stay for the next flush")
+        return
+    if report.evaluated:
+        say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}", out)
+
+
 async def _shutdown(agent: Agent, timeout_s: float) -> None:
     async def steps() -> None:
         try:
+            try:
+                await agent.gates.shutdown()
+            except Exception:  # unflushed rows survive; start-up recovery evaluates them
+                log.exception("flushing the scratch buffer at shutdown failed")
             await agent.providers.aclose()
             hours = await record_shutdown(agent.db.pool, agent.session_id)
             if hours is not None:

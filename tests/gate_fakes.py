@@ -1,0 +1,89 @@
+"""Gate-test helpers: a scripted meta-call language model (the LLM seam) and set-up helpers.
+
+`ScriptedMetaLLM` implements the LanguageModel protocol. Only isolated meta calls are
+allowed (anything else fails the test), and each call is recorded with its question,
+schema and purpose so tests can check exactly what the gate sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from src.errors import ProviderUnavailable
+from src.memory.gate_settings import GateSettings
+from src.providers.protocols import LLMResult, Structured
+
+_STATEMENT = re.compile(r"^Statement ([AB]): (.*)$", re.M)
+
+
+@dataclass
+class MetaCall:
+    question: str
+    schema: type
+    purpose: str
+    max_tokens: int | None
+
+    @property
+    def statements(self) -> tuple[str, str]:
+        found = dict(_STATEMENT.findall(self.question))
+        return found["A"], found["B"]
+
+
+@dataclass
+class ScriptedMetaLLM:
+    """Answers "Does A contradict B?" with `verdict(a, b)`; summary_a = `summary(a)`."""
+
+    verdict: Callable[[str, str], bool] = lambda a, b: False
+    summary: Callable[[str], str] = lambda a: "summary: " + a
+    fail: bool = False
+    calls: list[MetaCall] = field(default_factory=list)
+    provider: str = "scripted"
+    model: str = "scripted-meta"
+    configured: bool = True
+
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+        assert isinstance(question, str), "a meta call takes one question string"
+        self.calls.append(MetaCall(question, schema, purpose, max_tokens))
+        if self.fail:
+            raise ProviderUnavailable("scripted outage", provider=self.provider)
+        a, b = self.calls[-1].statements
+        value = schema(contradicts=self.verdict(a, b), summary_a=self.summary(a))
+        return Structured(value, LLMResult(value.model_dump_json(), self.model, self.provider,
+                                           10, 5, 1.0), repaired=False)
+
+    async def meta_call(self, *a, **k):
+        raise AssertionError("the gate only makes structured meta calls")
+
+    async def generate(self, *a, **k):
+        raise AssertionError("the gate never calls generate (no history, no identity)")
+
+    async def generate_structured(self, *a, **k):
+        raise AssertionError("the gate never calls generate_structured")
+
+
+def gate_settings(**exit_overrides) -> GateSettings:
+    """Default gate settings with some exit-gate fields replaced."""
+    base = GateSettings()
+    return base.model_copy(update={"exit": base.exit.model_copy(update=exit_overrides)})
+
+
+def attention_for(vecs: np.ndarray, targets: list[float], seed: int = 7) -> np.ndarray:
+    """One unit vector `a` with cos(vecs[j], a) == targets[j] for every (unit) row j.
+
+    Least-norm solution of vecs @ a0 = targets, topped up to unit length with a
+    direction orthogonal to every row. Raises if the targets need |a0| > 1.
+    """
+    v = np.asarray(vecs, dtype=np.float64)
+    pinv = np.linalg.pinv(v @ v.T)
+    a0 = v.T @ (pinv @ np.asarray(targets, dtype=np.float64))
+    norm = float(np.linalg.norm(a0))
+    if norm > 1.0:
+        raise ValueError(f"targets need |a0| = {norm:.3f} > 1; lower the contrast")
+    u = np.random.default_rng(seed).standard_normal(v.shape[1])
+    u -= v.T @ (pinv @ (v @ u))
+    u /= np.linalg.norm(u)
+    return a0 + np.sqrt(1.0 - norm**2) * u
