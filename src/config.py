@@ -16,9 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from src.errors import ConfigError
-from src.providers.settings import ProvidersSettings, Secrets
 from src.memory.gate_settings import GateSettings
 from src.memory.retrieval import RetrievalSettings
+from src.providers.settings import ProvidersSettings, Secrets
 from src.safety import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
