@@ -1,0 +1,50 @@
+"""The action check of the output pipeline (plan §3.4): hard safety on source tags.
+
+Processing is source-agnostic; acting is not. An output may be:
+    communicate      say something to the user
+    internal         update the mind's own state (no effect outside the process)
+    external_effect  anything that changes the world outside (none exists yet; the
+                     check is here so the first one cannot be added without it)
+
+Externally prompted actions (source tag `external_*`) pass on ordinary confidence;
+self-generated impulses (`internal_*`: DMN, consolidation, gut, scheduled) need more.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ActionKind = Literal["communicate", "internal", "external_effect"]
+
+
+class ActionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # A thought of the mind's own is spoken to the user only when it is this sure.
+    internal_communicate_confidence: float = Field(0.8, ge=0, le=1)
+    external_effect_confidence: float = Field(0.5, ge=0, le=1)
+    internal_external_effect_confidence: float = Field(0.95, ge=0, le=1)
+    # source_confidence below this makes an input's impulses count as self-generated
+    trusted_source_confidence: float = Field(0.5, ge=0, le=1)
+
+    def allows(self, kind: ActionKind, source_tag: str, source_confidence: float,
+               confidence: float | None) -> tuple[bool, str]:
+        """(allowed, reason). `confidence` is the composite confidence of the output."""
+        external = source_tag.startswith("external_") and source_confidence >= self.trusted_source_confidence
+        conf = 0.0 if confidence is None else confidence
+        if kind == "internal":
+            return True, "internal actions change only the mind's own state"
+        if kind == "communicate":
+            if external:
+                return True, f"answering {source_tag}"
+            if conf >= self.internal_communicate_confidence:
+                return True, (f"self-generated ({source_tag}) and confident "
+                              f"({conf:.2f} >= {self.internal_communicate_confidence:.2f})")
+            return False, (f"self-generated ({source_tag}) thought kept internal: confidence "
+                           f"{conf:.2f} < {self.internal_communicate_confidence:.2f}")
+        need = self.external_effect_confidence if external else self.internal_external_effect_confidence
+        if conf >= need:
+            return True, f"external effect from {source_tag} at confidence {conf:.2f} >= {need:.2f}"
+        return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"
