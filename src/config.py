@@ -15,11 +15,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from src.cognition.attention import AttentionSettings
+from src.cognition.metacognition import MetacognitionSettings
 from src.errors import ConfigError
+from src.loop import LoopSettings
+from src.memory.context_assembly import ContextSettings
+from src.memory.escalation import EscalationSettings
+from src.memory.fifo import FifoSettings
 from src.memory.gate_settings import GateSettings
 from src.memory.retrieval import RetrievalSettings
 from src.providers.settings import ProvidersSettings, Secrets
 from src.safety import SafetySettings
+from src.tools.read_docs import DocsToolSettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
 
@@ -52,6 +59,15 @@ class AgentSettings(_Section):
     shutdown_timeout_s: float = Field(10.0, gt=0)
 
 
+class LayerSettings(_Section):
+    """Layer 0 (values/beliefs) and Layer 1 (goals), plan §2.4: JSON lists of
+    {"text": ..., "weight": 0..1}. Missing files mean an empty layer (bootstrap)."""
+
+    values_path: Path = Path("./data/layers/values.json")
+    goals_path: Path = Path("./data/layers/goals.json")
+    cache_dir: Path = Path("./data/layers/cache")
+
+
 class Settings(_Section):
     database: DatabaseSettings = DatabaseSettings()
     logging: LoggingSettings = LoggingSettings()
@@ -60,6 +76,14 @@ class Settings(_Section):
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     gates: GateSettings = GateSettings()
+    attention: AttentionSettings = AttentionSettings()
+    metacognition: MetacognitionSettings = MetacognitionSettings()
+    escalation: EscalationSettings = EscalationSettings()
+    context: ContextSettings = ContextSettings()
+    fifo: FifoSettings = FifoSettings()
+    loop: LoopSettings = LoopSettings()
+    docs_tool: DocsToolSettings = DocsToolSettings()
+    layers: LayerSettings = LayerSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

@@ -15,22 +15,24 @@ import sys
 import uuid
 from typing import TextIO
 
+import numpy as np
+
 from src.config import Settings, load_settings
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
 from src.logging_setup import configure_logging
-from src.memory.gates import Gates
+from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
+from src.readiness import format_readiness, readiness
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
-from src.safety import Safety
 
 log = logging.getLogger("src.main")
 
 
 class Agent:
-    """One running mind: its database, session, commands and input queue."""
+    """The process around one mind: its prompt, commands and shutdown."""
 
     def __init__(self, settings: Settings, db: Database, providers: Providers, session_id: str,
                  out: TextIO):
@@ -39,14 +41,16 @@ class Agent:
         self.providers = providers
         self.out = out
         self.session_id = session_id
-        self.safety = Safety(settings.safety)
+        self.mind: Mind | None = None
         self.stop = asyncio.Event()
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
         self.commands.add("help", "this list", self._help)
         self.commands.add("quit", "save what is buffered and stop", self._quit)
-        self.commands.add("status", "database, providers, session and uptime", self._status)
+        self.commands.add("status", "database, providers, safety, attention, session", self._status)
         self.commands.add("cost", "what thinking has cost: this session, 24 h, lifetime", self._cost)
+        self.commands.add("readiness", "the ten bootstrap achievements (plan §5.2)", self._readiness)
+        self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
 
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
@@ -58,6 +62,21 @@ class Agent:
     async def _cost(self, _: str) -> str:
         return format_cost_table(await self.providers.ledger.totals())
 
+    async def _readiness(self, _: str) -> str:
+        return format_readiness(await readiness(self.db.pool))
+
+    async def _memory(self, query: str) -> str:
+        if not query:
+            return "usage: /memory <words>"
+        result = await self.mind.retriever.retrieve(query, rng=np.random.default_rng(), mutate=False)
+        if not result.memories:
+            return "nothing recalled" + (f" ({'; '.join(result.degraded)})" if result.degraded else "")
+        lines = [f"#{r.id} [{r.hit.memory_type}, center {r.hit.alpha / (r.hit.alpha + r.hit.beta):.2f}, "
+                 f"score {r.final:.3f}] {' '.join(r.hit.content.split())[:200]}" for r in result.memories]
+        if result.rerank_skipped_reason:
+            lines.append(f"(rerank skipped: {result.rerank_skipped_reason})")
+        return "\n".join(lines)
+
     async def _status(self, _: str) -> str:
         row = await self.db.pool.fetchrow(
             """SELECT (SELECT count(*) FROM memories) AS memories,
@@ -66,27 +85,25 @@ class Agent:
                       EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days
                  FROM agent_manifest m WHERE m.id = 1"""
         )
+        mind = self.mind
+        pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items()) or "none"
         return (
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
-            + f"{self.safety.status_line()}\n"
-            + f"session: {self.session_id}\n"
+            + f"{mind.safety.status_line()}\n"
+            + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
         )
 
-    async def handle_message(self, text: str) -> str:
-        """Plain input goes through the entry gate before anything else (plan §2.9).
+    async def handle_message(self, text: str) -> str | None:
+        """Plain input: entry gate (kept in scratch_buffer before anything else), then attention.
 
-        What the gate keeps is a scratch_buffer row on return, so a crash loses nothing;
-        every `gates.scratch.flush_every` exchanges the buffer is flushed in the background.
+        The reply comes from the loop when the message wins a cycle.
         """
-        admitted = await self.gates.admit(text, source_tag="external_user")
-        if admitted.scratch_id is None:
-            return f"(not kept: the entry gate skipped it, {admitted.decision.reason})"
-        return (f"(kept in the scratch buffer as #{admitted.scratch_id}; "
-                "the cognitive loop is not wired in this build, so there is no reply yet)")
+        candidate = await self.mind.loop.submit("user", text)
+        return None if candidate is not None else "(not attended to)"
 
     async def handle_line(self, item: object) -> str | None:
         """One item from the reader → the text to print (None: print nothing)."""
@@ -102,21 +119,25 @@ class Agent:
             reply = await self.commands.dispatch(text.strip())
         else:
             reply = await self.handle_message(text)
-        return prefix + reply
+        return (prefix + reply) if reply else (prefix.rstrip() or None)
 
     async def serve(self) -> None:
+        """Read the prompt while the loop thinks; at end of input, finish what is queued."""
         loop = asyncio.get_running_loop()
         start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
+        thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop), name="cognitive-loop")
         stop_wait = asyncio.create_task(self.stop.wait())
+        eof = False
         try:
             while not self.stop.is_set():
                 get = asyncio.create_task(self.inputs.get())
-                await asyncio.wait({get, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({get, stop_wait, thinking}, return_when=asyncio.FIRST_COMPLETED)
                 if not get.done():
                     get.cancel()
                     break
                 item = get.result()
                 if item is EOF_MARK:
+                    eof = True
                     break
                 try:
                     reply = await self.handle_line(item)
@@ -127,6 +148,21 @@ class Agent:
                     say(reply, self.out)
         finally:
             stop_wait.cancel()
+            self.stop.set()
+            await _finish(thinking)
+        if eof:
+            # piped input: answer what is still queued before shutting down
+            await self.mind.loop.run(burst=True)
+
+
+async def _finish(task: asyncio.Task) -> None:
+    """Let the current cycle end (it stops at the next check of `stop`)."""
+    try:
+        await asyncio.wait_for(task, timeout=5)
+    except TimeoutError:
+        log.warning("the cognitive loop did not stop within 5 s; cancelling its cycle")
+    except Exception:
+        log.exception("the cognitive loop ended with an error")
 
 
 async def run(settings: Settings, out: TextIO | None = None) -> int:
@@ -139,8 +175,6 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         await db.close()
         raise
     agent = Agent(settings, db, providers, session_id, out)
-    agent.gates = Gates.build(db.pool, providers.embedder, providers.meta, settings.gates,
-                              agent.safety)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop.set)
@@ -150,6 +184,13 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
             + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""), out)
         for line in providers.report:
             say(line, out)
+        agent.mind = await build_mind(settings, db.pool, providers, session_id=session_id,
+                                      manifest=manifest, deliver=lambda text: say(text, out),
+                                      progress=lambda bar: log.info("%s", bar))
+        if agent.mind.stale_at_start:
+            say(f"{agent.mind.stale_at_start} memories need re-embedding with "
+                f"{providers.embedder.model_name}; running in the background "
+                "(until then only keyword search finds them)", out)
         await _recover_scratch(agent, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
@@ -164,7 +205,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
 async def _recover_scratch(agent: Agent, out: TextIO) -> None:
     """Crash recovery: what a previous run buffered but never flushed goes through the gate."""
     try:
-        report = await agent.gates.recover()
+        report = await agent.mind.gates.recover()
     except Exception:  # the items stay buffered; the next flush retries them
         log.exception("scratch recovery failed; buffered items stay for the next flush")
         return
@@ -175,10 +216,8 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
 async def _shutdown(agent: Agent, timeout_s: float) -> None:
     async def steps() -> None:
         try:
-            try:
-                await agent.gates.shutdown()
-            except Exception:  # unflushed rows survive; start-up recovery evaluates them
-                log.exception("flushing the scratch buffer at shutdown failed")
+            if agent.mind is not None:
+                await agent.mind.close()
             await agent.providers.aclose()
             hours = await record_shutdown(agent.db.pool, agent.session_id)
             if hours is not None:

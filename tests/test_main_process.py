@@ -96,11 +96,18 @@ async def test_oversized_line_is_refused_and_the_loop_goes_on(db_dsn, tmp_path):
     assert kept == ["after the big one"]
 
 
-def test_megabyte_message_is_accepted(db_dsn):
+async def test_megabyte_message_is_accepted(db_dsn):
     big = ("lorem ipsum " * 83_250).encode()  # 999,000 bytes: just under the default 1,000,000 limit
-    result = run_agent(big + b"\n/quit\n", agent_env(DATABASE_URL=db_dsn))
+    result = run_agent(big + b"\n", agent_env(DATABASE_URL=db_dsn))
     assert result.returncode == 0, result.stderr.decode()
-    assert "kept in the scratch buffer as #1" in result.stdout.decode()
+    assert "(reflex mode — no language model is configured" in result.stdout.decode()
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        assert await conn.fetchval("SELECT length(content) FROM scratch_buffer") == len(big)
+        row = await conn.fetchrow("SELECT action, reason FROM gate_decisions WHERE gate = 'exit'")
+        assert await conn.fetchval("SELECT length(content) FROM memories") == len(big), dict(row)
+    finally:
+        await conn.close()
 
 
 def test_unreachable_database_is_one_line(tmp_path):

@@ -365,6 +365,11 @@ class AttentionQueue:
         self._pending.remove(victim)
         return victim
 
+    def attach_embeddings(self, vectors: Mapping[int, np.ndarray]) -> None:
+        """Give pending candidates their embeddings (the loop embeds them in one batch)."""
+        self._pending = [replace(c, embedding=vectors[c.id]) if c.id in vectors else c
+                         for c in self._pending]
+
     def allocate(self, recent_context_vecs: np.ndarray | Sequence[np.ndarray] | None = None,
                  goal_vecs: np.ndarray | Sequence[np.ndarray] | None = None) -> Allocation | None:
         """Run one cycle's competition over everything pending; losers stay, decayed."""

@@ -1,0 +1,111 @@
+"""Wiring the mind's parts from settings: one place that knows how they connect.
+
+main.py owns the process (signals, stdin, exit codes); this module builds what runs
+inside it — store, recall, gates, context assembly, the loop, the re-embed worker —
+and tears it down in the right order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import asyncpg
+import numpy as np
+
+from src.cognition.attention import AttentionQueue
+from src.config import Settings
+from src.db.manifest import Manifest
+from src.errors import ConfigError, ProviderError
+from src.loop import CognitiveLoop
+from src.memory.context_assembly import ContextAssembler
+from src.memory.escalation_threshold import EscalationThreshold
+from src.memory.gates import Gates
+from src.memory.layers import LayerEmbeddings
+from src.memory.reembed import ReembedWorker, check_embed_model, progress_bar
+from src.memory.retrieval import Retriever
+from src.memory.store import MemoryStore
+from src.providers.factory import Providers
+from src.safety import Safety
+from src.tools.read_docs import DocsTool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Mind:
+    pool: asyncpg.Pool
+    providers: Providers
+    safety: Safety
+    store: MemoryStore
+    retriever: Retriever
+    gates: Gates
+    loop: CognitiveLoop
+    threshold: EscalationThreshold
+    layers: LayerEmbeddings
+    reembed: ReembedWorker | None = None
+    stale_at_start: int = 0
+    _tasks: list[asyncio.Task] = field(default_factory=list)
+
+    async def close(self) -> None:
+        """Stop background work; flush the scratch buffer through the exit gate."""
+        if self.reembed is not None:
+            await self.reembed.stop()
+        try:
+            await self.gates.shutdown()
+        except Exception:  # unflushed rows survive; start-up recovery evaluates them
+            log.exception("flushing the scratch buffer at shutdown failed")
+        await self.threshold.aclose()
+
+
+async def _layer_vectors(layers: LayerEmbeddings) -> tuple[list[tuple[np.ndarray, float]], list[np.ndarray]]:
+    """(values and goals as (vector, weight) for S_i, goal vectors for salience)."""
+    try:
+        values = await layers.get_layer_embeddings(0)
+        goals = await layers.get_layer_embeddings(1)
+    except ConfigError:
+        raise
+    except ProviderError as exc:
+        log.warning("layer embeddings unavailable (%s); identity spreading starts empty", exc)
+        return [], []
+    return [(v, w) for _, w, v in values + goals], [v for _, _, v in goals]
+
+
+async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Providers, *, session_id: str,
+                     manifest: Manifest, deliver: Callable[[str], Awaitable[None] | None],
+                     progress: Callable[[str], None] | None = None,
+                     rng: np.random.Generator | None = None) -> Mind:
+    rng = rng or np.random.default_rng()
+    safety = Safety(settings.safety)
+    store = MemoryStore(pool, providers.embedder)
+    layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
+                             goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
+    layer_vecs, goal_vecs = await _layer_vectors(layers)
+    retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
+                          layer_vecs=layer_vecs)
+
+    async def layer_source():
+        return layer_vecs
+
+    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source)
+    assembler = ContextAssembler(pool, settings.context)
+    threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
+                                    identity_center=settings.escalation.identity_center)
+    loop = CognitiveLoop(
+        pool=pool, providers=providers, retriever=retriever, store=store, gates=gates,
+        assembler=assembler, threshold=threshold, settings=settings.loop,
+        attention_queue=AttentionQueue(settings.attention),
+        fifo_max_tokens=settings.context.budget.conversation_tokens, session_id=session_id,
+        deliver=deliver, rng=rng, agent_name=settings.agent.name, manifest=manifest,
+        docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs,
+        reflection_settings=settings.escalation.reflection, fifo_settings=settings.fifo,
+        escalation_settings=settings.escalation, metacognition_settings=settings.metacognition)
+
+    def on_progress(done: int, total: int, rate: float) -> None:
+        if progress is not None:
+            progress(progress_bar(done, total, rate))
+
+    stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
+    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale)

@@ -1,0 +1,66 @@
+"""End to end: `python -m src.main` in reflex mode, a 20-message conversation piped in,
+then the operator's view — SQL on the tables, /cost and /readiness parsed."""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+
+from tests.proc import agent_env, run_agent
+
+CONVERSATION = [
+    "Hi, I'm Ana and I just moved to Porto for a new job",
+    "I work as a marine biologist studying octopus behaviour",
+    "My favourite food here is francesinha, though it is heavy",
+    "I drink earl grey tea every morning before work",
+    "My sister Marta lives in Lisbon with her two cats",
+    "I am learning Portuguese but the pronunciation is hard",
+    "On weekends I like to surf at Matosinhos beach",
+    "What do you remember about my job?",
+    "I am worried about a presentation to the research board next week",
+    "The octopus named Olga escaped her tank again yesterday",
+    "ok",
+    "I prefer cycling to work instead of taking the metro",
+    "My grandmother taught me to bake bread when I was seven",
+    "Do you remember what I drink in the morning?",
+    "I'm reading a novel by Saramago, Blindness",
+    "The presentation is about how octopuses solve puzzles",
+    "I feel calmer after surfing, the cold water helps",
+    "Marta is visiting Porto next month",
+    "What is my sister's name?",
+    "Thanks for listening, talk tomorrow",
+]
+
+
+async def test_twenty_message_conversation_leaves_an_inspectable_mind(db_dsn):
+    stdin = ("\n".join(CONVERSATION) + "\n/cost\n/readiness\n").encode()
+    result = run_agent(stdin, agent_env(DATABASE_URL=db_dsn), timeout=180)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "Traceback" not in err
+
+    # /cost in reflex mode: nothing paid
+    assert "No language-model calls recorded yet." in out
+    # /readiness: the header and ten lines
+    match = re.search(r"^Readiness: (\d+)/10 achievements$", out, re.M)
+    assert match is not None
+    assert len(re.findall(r"^ \[[ x]\] +\d+\. ", out, re.M)) == 10
+    # every message got an answer, and reflex mode says so plainly
+    assert out.count("(reflex mode — no language model is configured") == 20
+
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        cycles = await conn.fetch("SELECT cycle, source_tag, attention_focus, output FROM thought_log ORDER BY id")
+        assert [r["cycle"] for r in cycles] == list(range(1, 21))          # one row per cycle
+        assert {r["source_tag"] for r in cycles} == {"external_user"}
+        assert sorted(r["attention_focus"] for r in cycles) == sorted(CONVERSATION)
+        kept = await conn.fetchval("SELECT count(*) FROM memories WHERE source_tag = 'external_user'")
+        assert kept >= 15                       # the permissive newborn gate keeps what the user says
+        assert await conn.fetchval("SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL") == 0
+        recalled = await conn.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'")
+        assert recalled > 0                     # later questions recalled earlier memories
+        decisions = await conn.fetchval("SELECT count(*) FROM gate_decisions")
+        assert decisions >= 20
+    finally:
+        await conn.close()

@@ -1,0 +1,144 @@
+"""The attentional loop in-process (plan §3.4–§3.7): one pipeline, five sources, real PostgreSQL.
+
+Fakes only at the provider seam: HashEmbedder and ScriptedLLM (which record what they
+are sent). Everything else — gates, recall, context assembly, escalation, thought_log —
+is the real code on the real database.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import numpy as np
+
+from src.config import load_settings
+from src.db.manifest import record_start
+from src.mind import build_mind
+from src.providers.costs import CostLedger
+from src.providers.settings import ProvidersSettings
+from tests.fakes import HashEmbedder
+from tests.fakes_llm import ScriptedLLM
+
+CONFIDENT = "Earl grey, every morning. Confidence: 0.95"
+HEDGED = "I'm not sure, maybe tea? Perhaps coffee? I might be wrong. Confidence: 0.1"
+
+
+def _meta(question: str, schema: type, fok=("KNOWN", 0.9)) -> dict:
+    if schema.__name__ == "FokAnswer":
+        return {"judgement": fok[0], "confidence": fok[1]}
+    if schema.__name__ == "ContradictionAnswer":
+        return {"contradicts": False, "summary_a": question.splitlines()[-1][:60]}
+    raise AssertionError(f"unexpected meta call {schema.__name__}")
+
+
+async def _mind(pool, tmp_path, *, system1=None, system2=None, overrides=None, fok=("KNOWN", 0.9)):
+    settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
+        "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
+                   "cache_dir": str(tmp_path / "cache")},
+        **(overrides or {})})
+    session = "test-session"
+    providers = SimpleNamespace(
+        embedder=HashEmbedder(), reranker=None,
+        system1=system1 or ScriptedLLM(configured=False), system2=system2 or ScriptedLLM(configured=False),
+        meta=system1 or ScriptedLLM(configured=False),
+        ledger=CostLedger(pool, session_id=session, prices=ProvidersSettings().prices))
+    if system1 is not None:
+        system1.meta = lambda q, schema: _meta(q, schema, fok)
+    delivered: list[str] = []
+    manifest = await record_start(pool, session, "fake-hash-768")
+    mind = await build_mind(settings, pool, providers, session_id=session, manifest=manifest,
+                            deliver=delivered.append, rng=np.random.default_rng(3))
+    return mind, delivered
+
+
+async def test_every_source_goes_through_the_same_pipeline_with_its_tag(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    t = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    for source, text in [("user", "I drink earl grey tea every morning"),
+                         ("dmn", "I just remembered the blue bicycle, it connects to mornings"),
+                         ("consolidation", "I notice a pattern about tea and mornings"),
+                         ("gut", "something feels unsettled about the garden plans"),
+                         ("scheduled", "time to review what I learned this week")]:
+        assert await mind.loop.submit(source, text, now=t) is not None
+    ran = await mind.loop.run(burst=True)
+    assert ran == 5
+    rows = await pool.fetch("SELECT cycle, source_tag, winner, candidates, context_summary, output, actions "
+                            "FROM thought_log ORDER BY cycle")
+    assert [r["cycle"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[0]["source_tag"] == "external_user"            # the user wins on urgency
+    assert sorted(r["source_tag"] for r in rows) == sorted(
+        ["external_user", "internal_dmn", "internal_consolidation", "internal_gut", "internal_scheduled"])
+    assert len(json.loads(rows[0]["candidates"])) == 5           # everyone competed in cycle 1
+    for r in rows:                                               # same stages for every source
+        summary = json.loads(r["context_summary"])
+        assert set(summary["timings_ms"]) == {"recall", "assembly", "think"}
+        assert r["output"].startswith("(reflex mode — ")
+    # reflex mode: the user is answered; self-generated thoughts stay internal (confidence unknown)
+    acts = {r["source_tag"]: json.loads(r["actions"])[0] for r in rows}
+    assert acts["external_user"]["allowed"] is True
+    assert acts["internal_dmn"]["allowed"] is False
+    assert len(delivered) == 1
+    scratch = {r["source_tag"] for r in await pool.fetch("SELECT DISTINCT source_tag FROM scratch_buffer")}
+    assert scratch >= {"external_user", "internal_dmn", "internal_consolidation", "internal_scheduled"}
+
+
+async def test_state_report_and_memories_reach_system1(pool, tmp_path):
+    s1 = ScriptedLLM().say(CONFIDENT)
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.store.store("I drink earl grey tea every morning")
+    await mind.loop.submit("user", "what do I drink every morning?")
+    await mind.loop.submit("dmn", "the garden needs water")
+    record = await mind.loop.cycle()
+    assert record.winner.source == "user"
+    [call] = s1.of("generate")
+    assert "[COGNITIVE STATE]" in call.system
+    assert '  - User message: "what do I drink every morning?" (salience: ' in call.system
+    assert "Winner: User message" in call.system
+    assert "I drink earl grey tea every morning" in call.system       # recalled, injected
+    assert "Session cost: $" in call.system
+    assert call.messages[-1].content == "what do I drink every morning?"
+    assert delivered == ["Earl grey, every morning."]
+    fok_calls = s1.of("meta_call_structured")
+    assert fok_calls and all(c.messages == () for c in fok_calls)   # isolated meta calls
+
+
+async def test_low_confidence_retries_once_then_escalates_and_the_correction_surfaces(pool, tmp_path):
+    s1 = ScriptedLLM().say(HEDGED, HEDGED)
+    s2 = ScriptedLLM().answer_structured({
+        "answer": "You drink earl grey every morning.", "explanation": "stated earlier",
+        "needed_correction": True, "error_type": "hedged on a known fact",
+        "correction_pattern": "state remembered preferences plainly"})
+    mind, delivered = await _mind(pool, tmp_path, system1=s1, system2=s2, fok=("UNKNOWN", 0.1))
+    await mind.loop.submit("user", "what tea do I drink in the morning?")
+    record = await mind.loop.cycle()
+    assert record.escalated is True and record.path == "system2"
+    assert len(s1.of("generate")) == 2 and len(s2.of("generate_structured")) == 1
+    assert delivered == ["You drink earl grey every morning."]
+    row = await pool.fetchrow("SELECT escalated, confidence FROM thought_log")
+    assert row["escalated"] is True
+    correction = await pool.fetchrow("SELECT content, source_tag FROM memories WHERE memory_type = 'correction'")
+    assert correction["source_tag"] == "internal_system2"
+    # next time, a similar focus brings the correction into System 1's prompt
+    s1.say(CONFIDENT)
+    await mind.loop.submit("user", "which tea do I drink in the morning?")
+    await mind.loop.cycle()
+    assert "In similar past situations, you made these errors" in s1.of("generate")[-1].system
+
+
+async def test_pruned_messages_go_through_the_exit_gate(pool, tmp_path):
+    mind, _ = await _mind(pool, tmp_path, overrides={
+        "context": {"budget": {"context_window": 10300, "identity_cap": 3000, "situational": 2000,
+                               "output_reserve": 4000}},
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}, "scratch": {"prune_embed_interval_s": 0.0}}})
+    assert mind.loop.fifo.max_tokens == 10300 - (100 + 3000 + 2000 + 200 + 4000)
+    long = " ".join(["the lighthouse keeper counted ships in the fog"] * 12)
+    for i in range(12):
+        await mind.loop.submit("user", f"{i}: {long}")
+        await mind.loop.cycle()
+    pruned = await pool.fetch("SELECT content FROM scratch_buffer WHERE metadata->>'pruned' = 'true' "
+                              "OR tags @> ARRAY['pruned']")
+    assert pruned, "nothing reached the exit gate through pruning"
+    assert mind.loop.fifo.tokens <= mind.loop.fifo.max_tokens
