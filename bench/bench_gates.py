@@ -24,27 +24,18 @@ micro-call".
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
-from pathlib import Path
 
-import asyncpg
 import numpy as np
 
-from src.db.embedded import start_embedded
-from src.db.migrations import apply_migrations
-from src.db.pool import create_pool
+from bench.common import bench_pool, build_hnsw
 from src.memory.gate_settings import GateSettings
 from src.memory.gates import Gates
 from src.memory.store import MemoryStore, NewMemory
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.safety import Safety
-
-ROOT = Path(__file__).resolve().parents[1]
-HNSW_DDL = ("CREATE INDEX idx_memories_embedding ON memories "
-            "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 128)")
 
 NAMES = ["my sister", "my brother", "my neighbour", "our manager", "the new intern", "my cousin",
          "the landlord", "my best friend", "the doctor", "our teacher"]
@@ -66,11 +57,6 @@ NEWS = ["the museum opens a new wing", "a storm is expected on Friday", "the rec
         "the bus route changes in May", "the garden needs more sun", "the printer is out of ink",
         "the concert was sold out", "the river flooded the meadow", "the library extends its hours",
         "the bakery started selling bagels"]
-
-
-def _dsn(base_uri: str, dbname: str) -> str:
-    head, _, query = base_uri.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{dbname}?{query}"
 
 
 def _filler(rng: np.random.Generator, n: int) -> list[str]:
@@ -107,17 +93,8 @@ def _mixed(rng: random.Random) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 async def run() -> list[dict]:
-    uri, _ = start_embedded(ROOT / "data" / "test-pg")
-    name = f"bench_gates_{os.getpid()}"
-    admin = await asyncpg.connect(uri)
-    await admin.execute(f'CREATE DATABASE "{name}"')  # name built from our pid, not input
     rows: list[dict] = []
-    pool = None
-    try:
-        conn = await asyncpg.connect(_dsn(uri, name))
-        await apply_migrations(conn)
-        await conn.close()
-        pool = await create_pool(_dsn(uri, name), min_size=1, max_size=8, command_timeout=None)
+    async with bench_pool("bench_gates", max_size=8) as pool:
         embedder = WordLlamaEmbedder()
         store = MemoryStore(pool, embedder)
         rng = np.random.default_rng(5)
@@ -126,10 +103,7 @@ async def run() -> list[dict]:
         filler = _filler(rng, 100_000)
         for i in range(0, len(filler), 5_000):
             await store.store_many([NewMemory(t) for t in filler[i:i + 5_000]])
-        async with pool.acquire() as c:
-            await c.execute("SET maintenance_work_mem = '2GB'")
-            await c.execute(HNSW_DDL)
-            await c.execute("VACUUM ANALYZE memories")
+        await build_hnsw(pool)
 
         settings = GateSettings()
         gates = Gates.build(pool, embedder, ReflexLanguageModel("benchmark"), settings, Safety(),
@@ -194,9 +168,4 @@ async def run() -> list[dict]:
             got = cells.get(kind, [])
             rows.append({"name": f"{kind} items judged {cell} (layers 1-2 only)",
                          "value": 100.0 * got.count(cell) / max(1, len(got)), "unit": "%"})
-    finally:
-        if pool is not None:
-            await pool.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     return rows

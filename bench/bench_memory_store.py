@@ -21,27 +21,20 @@ to end: cleaning, embed calls of 100, halfvec encoding, one COPY).
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import asyncpg
 import numpy as np
 
-from src.db.embedded import start_embedded
-from src.db.migrations import apply_migrations
-from src.db.pool import create_pool
+from bench.common import bench_pool, build_hnsw
 from src.memory.search import search_hybrid
 from src.memory.store import MemoryStore, NewMemory
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = "bench-random-768"
 VOCABULARY = 30_000
 STOP_WORDS = "the a and of to in was i it with for on my that at we is".split()
-HNSW_DDL = ("CREATE INDEX idx_memories_embedding ON memories "
-            "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 128)")
 
 
 class WordVectorEmbedder:
@@ -121,11 +114,6 @@ class TextMaker:
         return "what about the " + " ".join(self.words[i] for i in picks) + "?"
 
 
-def _dsn(base_uri: str, dbname: str) -> str:
-    head, _, query = base_uri.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{dbname}?{query}"
-
-
 async def _load(store: MemoryStore, maker: TextMaker, n: int, chunk: int = 5_000) -> float:
     texts = maker.texts(n)
     started = time.perf_counter()
@@ -151,17 +139,8 @@ async def _timed_searches(conn: asyncpg.Connection, questions: list[str],
 
 
 async def run() -> list[dict]:
-    uri, _ = start_embedded(ROOT / "data" / "test-pg")
-    name = f"bench_memory_store_{os.getpid()}"
-    admin = await asyncpg.connect(uri)
-    await admin.execute(f'CREATE DATABASE "{name}"')  # name built from our pid, not input
     rows: list[dict] = []
-    pool = None
-    try:
-        conn = await asyncpg.connect(_dsn(uri, name))
-        await apply_migrations(conn)
-        await conn.close()
-        pool = await create_pool(_dsn(uri, name), min_size=1, max_size=4, command_timeout=None)
+    async with bench_pool("bench_memory_store", max_size=4) as pool:
         maker = TextMaker()
         embedder = WordVectorEmbedder(maker.words)
         store = MemoryStore(pool, embedder)
@@ -172,14 +151,8 @@ async def run() -> list[dict]:
             rows.append({"name": f"store_many bulk load, {n:,} rows (no HNSW yet)",
                          "value": rate, "unit": "rows/s"})
 
-        async with pool.acquire() as conn:
-            await conn.execute("SET maintenance_work_mem = '2GB'")
-            started = time.perf_counter()
-            await conn.execute(HNSW_DDL)
-            rows.append({"name": "HNSW build at 100k (maintenance_work_mem 2GB)",
-                         "value": time.perf_counter() - started, "unit": "s"})
-            await conn.execute("RESET maintenance_work_mem")
-            await conn.execute("VACUUM ANALYZE memories")
+        rows.append({"name": "HNSW build at 100k (maintenance_work_mem 2GB)",
+                     "value": await build_hnsw(pool), "unit": "s"})
         rate = await _load(store, maker, 1_000, chunk=1_000)
         rows.append({"name": "store_many of 1,000 rows with HNSW present (at 100k)",
                      "value": rate, "unit": "rows/s"})
@@ -212,9 +185,4 @@ async def run() -> list[dict]:
                      "value": matched["common"], "unit": "rows"})
         rows.append({"name": "rows matching a rare-word question (mean of 20)",
                      "value": matched["rare"], "unit": "rows"})
-    finally:
-        if pool is not None:
-            await pool.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     return rows

@@ -16,26 +16,23 @@ Reported, p50 / p95 over the same questions in the same run:
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
 import numpy as np
 
-from bench.bench_memory_store import HNSW_DDL, TextMaker, WordVectorEmbedder, _dsn, _load
-from src.db.embedded import start_embedded
-from src.db.migrations import apply_migrations
-from src.db.pool import create_pool
+from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
+from bench.common import bench_pool, build_hnsw
 from src.memory.retrieval import RetrievalSettings, Retriever, mutate_after_retrieval
 from src.memory.search import search_hybrid
 from src.memory.store import MemoryStore
+from src.providers.rerank_flashrank import FlashRankReranker
 from src.safety import Safety
+from tests.providers.tiny_cross_encoder import build_tiny_cross_encoder
 
-ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 150
 
 
@@ -110,20 +107,8 @@ async def _co_access(pool, n_pairs: int, max_id: int) -> float:
 
 
 async def run() -> list[dict]:
-    from src.providers.rerank_flashrank import FlashRankReranker
-    from tests.providers.tiny_cross_encoder import build_tiny_cross_encoder
-
-    uri, _ = start_embedded(ROOT / "data" / "test-pg")
-    name = f"bench_retrieval_{os.getpid()}"
-    admin = await asyncpg.connect(uri)
-    await admin.execute(f'CREATE DATABASE "{name}"')  # name from our pid, not input
     rows: list[dict] = []
-    pool = None
-    try:
-        conn = await asyncpg.connect(_dsn(uri, name))
-        await apply_migrations(conn)
-        await conn.close()
-        pool = await create_pool(_dsn(uri, name), min_size=2, max_size=4, command_timeout=None)
+    async with bench_pool("bench_retrieval", max_size=4) as pool:
         maker = TextMaker()
         embedder = WordVectorEmbedder(maker.words)
         store = MemoryStore(pool, embedder)
@@ -138,14 +123,7 @@ async def run() -> list[dict]:
                 rows.append({"name": f"bulk load up to {n // 1000}k (store_many, no HNSW)", "value": rate,
                              "unit": "rows/s"})
                 loaded = n
-                async with pool.acquire() as c:
-                    await c.execute("SET maintenance_work_mem = '2GB'")
-                    started = time.perf_counter()
-                    await c.execute(HNSW_DDL)
-                    rows.append({"name": f"HNSW build at {n // 1000}k", "value": time.perf_counter() - started,
-                                 "unit": "s"})
-                    await c.execute("RESET maintenance_work_mem")
-                    await c.execute("VACUUM ANALYZE memories")
+                rows.append({"name": f"HNSW build at {n // 1000}k", "value": await build_hnsw(pool), "unit": "s"})
                 rows += await _measure(pool, embedder, reranker, maker, n)
 
             seconds = await _co_access(pool, 1_050_000, 100_000)
@@ -157,9 +135,4 @@ async def run() -> list[dict]:
             for hops in (1, 2):
                 samples = await _time(lambda s, h=hops: retriever._spread(s, h, exclude=()), [(s,) for s in seeds])
                 rows += _rows(f"100k + 1M co-access: {hops}-hop spreading from 3 seeds", samples)
-    finally:
-        if pool is not None:
-            await pool.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     return rows

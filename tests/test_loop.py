@@ -142,3 +142,22 @@ async def test_pruned_messages_go_through_the_exit_gate(pool, tmp_path):
                               "OR tags @> ARRAY['pruned']")
     assert pruned, "nothing reached the exit gate through pruning"
     assert mind.loop.fifo.tokens <= mind.loop.fifo.max_tokens
+
+
+async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
+    s1 = ScriptedLLM().say("READ_DOC: README.md", "I am MoltBot, I read my README. Confidence: 0.9",
+                           "READ_DOC: ../../etc/passwd", "I could not read that. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "what are you, according to your README?")
+    await mind.loop.cycle()
+    first, second = s1.of("generate")[:2]
+    assert "READ_DOC: <relative path>" in first.system
+    assert second.messages[-2].content == "READ_DOC: README.md"
+    assert second.messages[-1].content.startswith("[READ_DOC README.md]\n")
+    assert "make run" in second.messages[-1].content
+    assert delivered == ["I am MoltBot, I read my README."]
+    await mind.loop.submit("user", "show me the password file please")
+    await mind.loop.cycle()
+    refused = s1.of("generate")[3].messages[-1].content
+    assert refused.startswith("[READ_DOC ../../etc/passwd]\nerror: ")
+    assert "root:" not in refused

@@ -1,0 +1,156 @@
+"""The cognitive cycle (issue 6's benchmark).
+
+    python -m bench loop
+
+- Per-cycle overhead excluding model latency, at 10k and 100k memories: attention +
+  recall + context assembly + the entry gate + thought_log, with an instant language
+  model (it answers at once; the metacognition heuristics still run), p50 / p95, and
+  the stage breakdown the loop records.
+- LLM calls and tokens per user turn over a scripted 50-turn conversation: the fake
+  model counts the prompt it is actually sent (system prompt + window) with the
+  project's token counter, so the numbers are the prompt sizes a real model would see.
+
+Own database on the embedded test server, dropped at the end; synthetic memories from
+bench_memory_store.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
+from bench.common import bench_pool, build_hnsw
+from src.cognition.tokens import count_message_tokens, count_tokens
+from src.config import load_settings
+from src.db.manifest import record_start
+from src.memory.store import MemoryStore
+from src.mind import build_mind
+from src.providers.costs import CostLedger
+from src.providers.protocols import LLMResult, Structured
+from src.providers.settings import ProvidersSettings
+
+TURNS = 50
+
+
+class InstantLLM:
+    """Answers at once; counts the tokens of what it is sent. Confidence varies by turn."""
+
+    provider, model, configured = "bench", "instant-1", True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []   # (kind, tokens_in, tokens_out)
+        self.turn = 0
+
+    def _result(self, kind: str, prompt_tokens: int, text: str) -> LLMResult:
+        out = count_tokens(text)
+        self.calls.append((kind, prompt_tokens, out))
+        return LLMResult(text, self.model, self.provider, prompt_tokens, out, 0.0)
+
+    async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None, logprobs=None):
+        prompt = count_message_tokens([{"role": "system", "content": system or ""}]
+                                      + [{"role": m.role, "content": m.content} for m in messages])
+        self.turn += 1
+        hedge = self.turn % 4 == 0   # every fourth answer is unsure: retry / escalation paths run too
+        text = ("I'm not sure, maybe? Perhaps. Confidence: 0.2" if hedge
+                else "That is what you told me earlier, and I remember it. Confidence: 0.9")
+        return self._result("generate", prompt, text)
+
+    async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None):
+        prompt = count_message_tokens([{"role": "system", "content": system or ""}]
+                                      + [{"role": m.role, "content": m.content} for m in messages])
+        value = schema(answer="Here is the considered answer.", explanation="checked", needed_correction=False)
+        return Structured(value, self._result("generate_structured", prompt, value.model_dump_json()), False)
+
+    async def meta_call(self, question, *, purpose, max_tokens=None):
+        return self._result("meta_call", count_tokens(question), "NO")
+
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+        if schema.__name__ == "FokAnswer":
+            value = schema(judgement="PARTIAL", confidence=0.5)
+        else:
+            value = schema(contradicts=False, summary_a=question[:40])
+        return Structured(value, self._result("meta_call_structured", count_tokens(question),
+                                              value.model_dump_json()), False)
+
+
+def _p(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(round(0.95 * (len(ordered) - 1)))]
+
+
+async def _mind(pool, embedder, llm, tmp: str, session: str):
+    settings = load_settings(Path(tmp) / "none.yaml", env={}, overrides={
+        "layers": {"values_path": f"{tmp}/v.json", "goals_path": f"{tmp}/g.json", "cache_dir": f"{tmp}/c"},
+        "gates": {"scratch": {"prune_embed_interval_s": 0.0}}})
+    providers = SimpleNamespace(embedder=embedder, reranker=None, system1=llm, system2=llm, meta=llm,
+                                ledger=CostLedger(pool, session_id=session, prices=ProvidersSettings().prices))
+    manifest = await record_start(pool, session, embedder.model_name)
+    return await build_mind(settings, pool, providers, session_id=session, manifest=manifest,
+                            deliver=lambda text: None, rng=np.random.default_rng(9))
+
+
+async def _overhead(pool, embedder, maker: TextMaker, n: int, tmp: str) -> list[dict]:
+    llm = InstantLLM()
+    mind = await _mind(pool, embedder, llm, tmp, f"bench-{n}")
+    totals, stages = [], {"recall": [], "assembly": [], "think": []}
+    for i in range(60):
+        await mind.loop.submit("user", maker.question(0, 3_000))
+        started = time.perf_counter()
+        record = await mind.loop.cycle()
+        if i >= 10:   # the first cycles warm caches and the identity scan
+            totals.append((time.perf_counter() - started) * 1000)
+            for k in stages:
+                stages[k].append(record.timings_ms[k])
+    await mind.close()
+    k = n // 1000
+    p50, p95 = _p(totals)
+    rows = [{"name": f"{k}k: cycle overhead, instant model, p50", "value": p50, "unit": "ms"},
+            {"name": f"{k}k: cycle overhead, instant model, p95", "value": p95, "unit": "ms"}]
+    rows += [{"name": f"{k}k: stage {s} p50", "value": _p(v)[0], "unit": "ms"} for s, v in stages.items()]
+    return rows
+
+
+async def _conversation(pool, embedder, tmp: str) -> list[dict]:
+    llm = InstantLLM()
+    mind = await _mind(pool, embedder, llm, tmp, "bench-50")
+    maker = TextMaker(seed=99)
+    for _ in range(TURNS):
+        await mind.loop.submit("user", maker.texts(1)[0][:300])
+        await mind.loop.cycle()
+    await mind.close()
+    kinds = {k for k, _, _ in llm.calls}
+    rows = [{"name": f"50 turns: {k} calls per turn", "value": sum(c[0] == k for c in llm.calls) / TURNS,
+             "unit": "calls"} for k in sorted(kinds)]
+    rows.append({"name": "50 turns: all LLM calls per turn", "value": len(llm.calls) / TURNS, "unit": "calls"})
+    rows.append({"name": "50 turns: tokens in per turn", "value": sum(c[1] for c in llm.calls) / TURNS,
+                 "unit": "tokens"})
+    rows.append({"name": "50 turns: tokens out per turn", "value": sum(c[2] for c in llm.calls) / TURNS,
+                 "unit": "tokens"})
+    escalated = await pool.fetchval("SELECT count(*) FROM thought_log WHERE session_id = 'bench-50' AND escalated")
+    rows.append({"name": "50 turns: turns escalated to System 2", "value": int(escalated), "unit": "turns"})
+    return rows
+
+
+async def run() -> list[dict]:
+    rows: list[dict] = []
+    async with bench_pool("bench_loop", max_size=6) as pool:
+        maker = TextMaker()
+        embedder = WordVectorEmbedder(maker.words)
+        store = MemoryStore(pool, embedder)
+        loaded = 0
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in (10_000, 100_000):
+                await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")
+                await _load(store, maker, n - loaded)
+                loaded = n
+                await build_hnsw(pool)
+                rows += await _overhead(pool, embedder, maker, n, tmp)
+                if n == 10_000:
+                    rows += await _conversation(pool, embedder, tmp)
+    return rows

@@ -1,0 +1,61 @@
+"""What every benchmark needs: its own throw-away database on the embedded test server."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import asyncpg
+
+from src.db.embedded import start_embedded
+from src.db.migrations import apply_migrations
+from src.db.pool import create_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+HNSW_DDL = ("CREATE INDEX idx_memories_embedding ON memories "
+            "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 128)")
+
+
+def dsn_for(base_uri: str, dbname: str) -> str:
+    head, _, query = base_uri.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{dbname}?{query}"
+
+
+@asynccontextmanager
+async def bench_pool(prefix: str, *, min_size: int = 1, max_size: int = 4) -> AsyncIterator[asyncpg.Pool]:
+    """A migrated database named `<prefix>_<pid>` (fsync off server), dropped afterwards."""
+    uri, _ = start_embedded(ROOT / "data" / "test-pg")
+    name = f"{prefix}_{os.getpid()}"
+    admin = await asyncpg.connect(uri)
+    await admin.execute(f'CREATE DATABASE "{name}"')  # name from a constant and our pid, not input
+    pool = None
+    try:
+        conn = await asyncpg.connect(dsn_for(uri, name))
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+        pool = await create_pool(dsn_for(uri, name), min_size=min_size, max_size=max_size,
+                                 command_timeout=None)
+        yield pool
+    finally:
+        if pool is not None:
+            await pool.close()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def build_hnsw(pool: asyncpg.Pool) -> float:
+    """(Re)build the HNSW index with a large maintenance_work_mem; seconds taken."""
+    async with pool.acquire() as conn:
+        await conn.execute("DROP INDEX IF EXISTS idx_memories_embedding")
+        await conn.execute("SET maintenance_work_mem = '2GB'")
+        started = time.perf_counter()
+        await conn.execute(HNSW_DDL)
+        seconds = time.perf_counter() - started
+        await conn.execute("RESET maintenance_work_mem")
+        await conn.execute("VACUUM ANALYZE memories")
+    return seconds
