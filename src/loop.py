@@ -57,6 +57,7 @@ TOOL_INSTRUCTION = (
     "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
 )
 _TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 INTERNAL_FRAMES = {
     "dmn": "[internal thought — default mode] {text}",
     "consolidation": "[internal — consolidation insight] {text}",
@@ -131,6 +132,9 @@ class CognitiveLoop:
         self._recent: list[np.ndarray] = []
         self._active_ids: list[int] = []
         self._last_system2: datetime | None = None
+        self._current: Candidate | None = None
+        self._unbuffered: list[Candidate] = []
+        self._failed: set[int] = set()
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
@@ -139,11 +143,19 @@ class CognitiveLoop:
         now = now or datetime.now(UTC)
         candidate = Candidate.of(source, text, enqueued_at=now, urgency=urgency,
                                  emotional_charge=emotional_charge, settings=self.queue.settings)
-        admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
-                                          source_confidence=candidate.source_confidence,
-                                          exchange=source == "user")
-        if admitted.scratch_id is None and source != "user":
-            return None  # a skipped internal impulse does not compete for attention
+        try:
+            admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
+                                              source_confidence=candidate.source_confidence,
+                                              exchange=source == "user")
+        except _DB_ERRORS as exc:
+            # The database is away (restarting?): hold the input in memory, offer it to the
+            # gate again before the next cycle, and let it compete for attention meanwhile.
+            log.warning("entry gate unavailable (%s); holding the input in memory until the "
+                        "database is back", exc)
+            self._unbuffered.append(candidate)
+        else:
+            if admitted.scratch_id is None and source != "user":
+                return None  # a skipped internal impulse does not compete for attention
         evicted = self.queue.push(candidate)
         if evicted is not None:
             log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
@@ -171,6 +183,7 @@ class CognitiveLoop:
                 raise
             except Exception:  # one bad cycle must not end the mind
                 log.exception("cognitive cycle failed; the loop goes on")
+                self._requeue_failed()
             ran += 1
         return ran
 
@@ -178,12 +191,13 @@ class CognitiveLoop:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
+        await self._rebuffer()
         await self._embed_pending()
         allocation = self.queue.allocate(self._recent or None, self.goal_vecs or None)
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
-        winner = allocation.winner
+        winner = self._current = allocation.winner
         report = cognitive_state_report(allocation, self.queue.settings)
 
         t = time.perf_counter()
@@ -252,7 +266,30 @@ class CognitiveLoop:
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
                              escalated, path, retrieval, _ms(started), timings)
         await self._log(record, allocation, assembled, since=now)
+        self._current = None
         return record
+
+    def _requeue_failed(self) -> None:
+        """A cycle that failed (database restarting, a bug) gets its input back once."""
+        winner, self._current = self._current, None
+        if winner is None or winner.id in self._failed:
+            if winner is not None:
+                log.error("dropping %s input after a second failed cycle (it stays in scratch_buffer): %r",
+                          winner.source, winner.text[:80])
+            return
+        self._failed.add(winner.id)
+        self.queue.push(winner)
+
+    async def _rebuffer(self) -> None:
+        """Inputs that arrived while the database was away go through the entry gate now."""
+        while self._unbuffered:
+            c = self._unbuffered[0]
+            try:
+                await self.gates.admit(c.text, source_tag=c.source_tag, source_confidence=c.source_confidence,
+                                       exchange=c.source == "user")
+            except _DB_ERRORS:
+                return
+            self._unbuffered.pop(0)
 
     # -- steps -----------------------------------------------------------------------
     async def _embed_pending(self) -> None:

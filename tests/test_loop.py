@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import asyncpg
 import numpy as np
 
 from src.config import load_settings
@@ -161,3 +162,43 @@ async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
     refused = s1.of("generate")[3].messages[-1].content
     assert refused.startswith("[READ_DOC ../../etc/passwd]\nerror: ")
     assert "root:" not in refused
+
+
+async def test_a_database_restart_under_the_loop_costs_one_cycle_not_the_message(pool, db_dsn, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    await mind.loop.submit("user", "I keep my bicycle in the garage")
+    assert await mind.loop.run(burst=True) == 1
+    # every server connection of the pool dies, as in a restart
+    outside = await asyncpg.connect(db_dsn)
+    try:
+        killed = await outside.fetchval(
+            """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid()""")
+    finally:
+        await outside.close()
+    assert killed >= 1
+    await mind.loop.submit("user", "where do I keep my bicycle?")
+    await mind.loop.run(burst=True)
+    assert len(delivered) == 2                     # the question was answered after all
+    outputs = await pool.fetch("SELECT attention_focus FROM thought_log ORDER BY id")
+    assert [r["attention_focus"] for r in outputs][-1] == "where do I keep my bicycle?"
+
+
+async def test_input_arriving_while_the_database_is_away_is_held_then_buffered(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    real_admit = mind.loop.gates.admit
+    calls = {"n": 0}
+
+    async def flaky_admit(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise asyncpg.CannotConnectNowError("the database system is starting up")
+        return await real_admit(*args, **kwargs)
+
+    mind.loop.gates.admit = flaky_admit
+    assert await mind.loop.submit("user", "remember that the spare key is under the blue pot") is not None
+    assert await pool.fetchval("SELECT count(*) FROM scratch_buffer") == 0     # held in memory
+    await mind.loop.run(burst=True)
+    assert await pool.fetchval("SELECT content FROM scratch_buffer") == \
+        "remember that the spare key is under the blue pot"
+    assert len(delivered) == 1
