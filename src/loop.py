@@ -322,11 +322,13 @@ class CognitiveLoop:
         reading = await self.threshold.current()
         outcome = None
         for _ in range(self.settings.max_tool_calls + 1):
-            outcome = await loop_before_escalate(
-                system1, self.providers.system2, messages, focus=winner.text, threshold=reading.threshold,
-                meta=self.providers.meta, system=system, triggers=EscalationTriggers(),
-                store=self.store, source_tag=winner.source_tag, settings=self.escalation_settings,
-                metacognition=self.metacognition_settings)
+            try:
+                outcome = await self._escalating_answer(winner, messages, system, reading.threshold)
+            except ProviderError as exc:
+                # rate limit, outage, open breaker, malformed output: say so, keep the loop going
+                log.warning("System 1 failed this cycle: %s", exc)
+                return (self._reflex_reply(winner, retrieval, because=f"the language model failed: {exc}"),
+                        None, False, "system1_failed", None)
             call = _TOOL_CALL.search(outcome.answer)
             if call is None or self.docs is None:
                 break
@@ -337,9 +339,20 @@ class CognitiveLoop:
             self._last_system2 = datetime.now(UTC)
         return outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome
 
-    def _reflex_reply(self, winner: Candidate, retrieval: Retrieval | None) -> str:
-        said = getattr(self.providers.system1, "message", None) or "no language model is configured"
-        lines = [f"(reflex mode — {said}: I cannot answer in words.)"]
+    async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
+                                 threshold: float):
+        return await loop_before_escalate(
+            self.providers.system1, self.providers.system2, messages, focus=winner.text, threshold=threshold,
+            meta=self.providers.meta, system=system, triggers=EscalationTriggers(),
+            store=self.store, source_tag=winner.source_tag, settings=self.escalation_settings,
+            metacognition=self.metacognition_settings)
+
+    def _reflex_reply(self, winner: Candidate, retrieval: Retrieval | None, because: str | None = None) -> str:
+        if because is None:
+            said = getattr(self.providers.system1, "message", None) or "no language model is configured"
+            lines = [f"(reflex mode — {said}: I cannot answer in words.)"]
+        else:
+            lines = [f"(I cannot answer in words right now: {because}.)"]
         recalled = retrieval.memories[: self.settings.reflex_recall_lines] if retrieval else []
         if recalled:
             lines.append("What this brings back:")

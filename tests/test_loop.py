@@ -202,3 +202,16 @@ async def test_input_arriving_while_the_database_is_away_is_held_then_buffered(p
     assert await pool.fetchval("SELECT content FROM scratch_buffer") == \
         "remember that the spare key is under the blue pot"
     assert len(delivered) == 1
+
+
+async def test_a_failing_language_model_gets_a_plain_reply_and_the_loop_goes_on(pool, tmp_path):
+    from src.errors import RateLimited
+
+    s1 = ScriptedLLM().say(RateLimited("gemini: 429 quota exhausted", provider="gemini"), CONFIDENT)
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "what do I drink in the morning?")
+    await mind.loop.submit("user", "and in the evening?")
+    assert await mind.loop.run(burst=True) == 2
+    assert delivered[0].startswith("(I cannot answer in words right now: the language model failed: "
+                                   "gemini: 429 quota exhausted.)")
+    assert delivered[1] == "Earl grey, every morning."
