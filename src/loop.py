@@ -21,7 +21,6 @@ looks at the source; only the action check does.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -35,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from src.cognition.actions import ActionPolicy
 from src.cognition.attention import AttentionQueue, Candidate, cognitive_state_report
+from src.db.thought_log import record_cycle
 from src.errors import ProviderError
 from src.memory.context_assembly import ContextAssembler
 from src.memory.escalation import EscalationTriggers, loop_before_escalate
@@ -376,24 +376,17 @@ class CognitiveLoop:
         winner = record.winner
         summary = assembled.summary()
         if record.retrieval is not None:
-            summary = {**summary, "recalled": record.retrieval.ids,
-                       "rerank_skipped": record.retrieval.rerank_skipped_reason,
-                       "degraded": record.retrieval.degraded}
+            summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
+                        "degraded": record.retrieval.degraded}
         summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
-        await self.pool.execute(
-            """INSERT INTO thought_log (session_id, cycle, source_tag, attention_focus, candidates, winner,
-                                        context_summary, output, actions, confidence, escalated,
-                                        tokens_in, tokens_out, cost_usd, duration_ms)
-               SELECT $1, $2, $3, $4, $5::jsonb, $6::jsonb, $7::jsonb, $8, $9::jsonb, $10, $11,
-                      COALESCE(sum(c.tokens_in), 0), COALESCE(sum(c.tokens_out), 0),
-                      COALESCE(sum(c.cost_usd), 0), $12
-                 FROM llm_calls c WHERE c.session_id = $1 AND c.at >= $13""",
-            self.session_id, record.cycle, winner.source_tag, winner.text[:2000],
-            json.dumps(allocation.candidates_json()),
-            json.dumps({"source": winner.source, "source_tag": winner.source_tag,
-                        "reason": allocation.reason, "path": record.path}),
-            json.dumps(summary, default=str), record.output, json.dumps(record.actions),
-            record.confidence, record.escalated, record.duration_ms, since)
+        await record_cycle(
+            self.pool, session_id=self.session_id, cycle=record.cycle, source_tag=winner.source_tag,
+            attention_focus=winner.text, candidates=allocation.candidates_json(),
+            winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
+                    "path": record.path},
+            context_summary=summary, output=record.output, actions=record.actions,
+            confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
+            cycle_started=since)
 
 
 def _one_line(text: str, limit: int = 160) -> str:
