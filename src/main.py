@@ -86,7 +86,7 @@ class Agent:
                  FROM agent_manifest m WHERE m.id = 1"""
         )
         mind = self.mind
-        pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items()) or "none"
+        pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items() if v) or "none"
         return (
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
