@@ -74,6 +74,7 @@ class LoopSettings(BaseModel):
     max_tool_calls: int = Field(2, ge=0)
     reflex_recall_lines: int = Field(5, ge=0)
     recent_context: int = Field(5, ge=1)           # recent focus vectors kept for salience
+    cost_line_refresh_s: float = Field(30.0, ge=0)
     actions: ActionPolicy = ActionPolicy()
 
 
@@ -134,6 +135,7 @@ class CognitiveLoop:
         self._last_system2: datetime | None = None
         self._current: Candidate | None = None
         self._unbuffered: list[Candidate] = []
+        self._cost_cache: tuple[float, str] | None = None
         self._failed: set[int] = set()
 
     # -- input ---------------------------------------------------------------------
@@ -226,7 +228,7 @@ class CognitiveLoop:
         corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
                                             focus_vec=winner.embedding, settings=self.reflection_settings)
         system = self._system_prompt(assembled.text, report, reflection_block(corrections) if corrections else "",
-                                     await self.providers.ledger.summary_line())
+                                     await self._cost_line())
         user_text = INTERNAL_FRAMES.get(winner.source, "{text}").format(text=winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
                    for m in self.fifo.window(assembled.conversation_budget)]
@@ -279,6 +281,14 @@ class CognitiveLoop:
             return
         self._failed.add(winner.id)
         self.queue.push(winner)
+
+    async def _cost_line(self) -> str:
+        """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
+        every `cost_line_refresh_s`, not every cycle."""
+        now = time.monotonic()
+        if self._cost_cache is None or now - self._cost_cache[0] >= self.settings.cost_line_refresh_s:
+            self._cost_cache = (now, await self.providers.ledger.summary_line())
+        return self._cost_cache[1]
 
     async def _rebuffer(self) -> None:
         """Inputs that arrived while the database was away go through the entry gate now."""
