@@ -57,7 +57,7 @@ TOOL_INSTRUCTION = (
     "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
 )
 _TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
-_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
 INTERNAL_FRAMES = {
     "dmn": "[internal thought — default mode] {text}",
     "consolidation": "[internal — consolidation insight] {text}",
@@ -214,7 +214,7 @@ class CognitiveLoop:
             retrieval = await self.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self._active_ids, hops=self.settings.dmn_hops if winner.source == "dmn" else 1)
-        except (ProviderError, asyncpg.PostgresError, OSError) as exc:
+        except (ProviderError, *_DB_ERRORS) as exc:
             log.warning("recall failed this cycle, answering without memories: %s", exc)
         timings["recall"] = _ms(t)
 

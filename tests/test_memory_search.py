@@ -118,7 +118,7 @@ async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fullt
     # the full-text arm's order, from an independently written query
     keyword_ids = [r["id"] for r in await pool.fetch(
         "SELECT id FROM memories, to_tsquery('english', 'comet | orbit') q WHERE content_tsv @@ q "
-        "ORDER BY ts_rank_cd(content_tsv, q) DESC, id")]
+        "ORDER BY ts_rank(content_tsv, q) DESC, id")]
     assert [h.id for h in sorted((h for h in hits if h.fts_rank), key=lambda h: h.fts_rank)] == keyword_ids
     assert len(keyword_ids) == 6
 
