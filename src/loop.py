@@ -213,7 +213,8 @@ class CognitiveLoop:
         try:
             retrieval = await self.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
-                active_ids=self._active_ids, hops=self.settings.dmn_hops if winner.source == "dmn" else 1)
+                active_ids=self._active_ids, hops=self.settings.dmn_hops if winner.source == "dmn" else 1,
+                query_vec=winner.embedding)
         except (ProviderError, *_DB_ERRORS) as exc:
             log.warning("recall failed this cycle, answering without memories: %s", exc)
         timings["recall"] = _ms(t)
@@ -269,6 +270,7 @@ class CognitiveLoop:
                              escalated, path, retrieval, _ms(started), timings)
         await self._log(record, allocation, assembled, since=now)
         self._current = None
+        self._failed.discard(winner.id)
         return record
 
     def _requeue_failed(self) -> None:

@@ -7,10 +7,9 @@ and tears it down in the right order.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 import numpy as np
@@ -18,7 +17,7 @@ import numpy as np
 from src.cognition.attention import AttentionQueue
 from src.config import Settings
 from src.db.manifest import Manifest
-from src.errors import ConfigError, ProviderError
+from src.errors import ProviderError
 from src.loop import CognitiveLoop
 from src.memory.context_assembly import ContextAssembler
 from src.memory.escalation_threshold import EscalationThreshold
@@ -47,7 +46,6 @@ class Mind:
     layers: LayerEmbeddings
     reembed: ReembedWorker | None = None
     stale_at_start: int = 0
-    _tasks: list[asyncio.Task] = field(default_factory=list)
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
@@ -65,8 +63,6 @@ async def _layer_vectors(layers: LayerEmbeddings) -> tuple[list[tuple[np.ndarray
     try:
         values = await layers.get_layer_embeddings(0)
         goals = await layers.get_layer_embeddings(1)
-    except ConfigError:
-        raise
     except ProviderError as exc:
         log.warning("layer embeddings unavailable (%s); identity spreading starts empty", exc)
         return [], []

@@ -102,6 +102,11 @@ async def test_state_report_and_memories_reach_system1(pool, tmp_path):
     assert "Session cost: $" in call.system
     assert call.messages[-1].content == "what do I drink every morning?"
     assert delivered == ["Earl grey, every morning."]
+    # the winner is embedded once per cycle (for salience) and that vector is reused by
+    # recall and the reflection bank: a paid embedding is not bought twice
+    query_calls = [c for c in mind.providers.embedder.calls
+                   if c.task_type == "RETRIEVAL_QUERY" and "what do I drink every morning?" in c.texts]
+    assert len(query_calls) == 1
     fok_calls = s1.of("meta_call_structured")
     assert fok_calls and all(c.messages == () for c in fok_calls)   # isolated meta calls
 

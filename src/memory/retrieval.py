@@ -146,8 +146,13 @@ class Retriever:
         hops: int = 1,
         want_types: Sequence[str] = (),
         mutate: bool = True,
+        query_vec: np.ndarray | None = None,
     ) -> Retrieval:
-        """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection."""
+        """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
+
+        `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
+        (the loop embeds attention candidates), so it is not paid for twice.
+        """
         cfg = self.settings
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
@@ -156,12 +161,12 @@ class Retriever:
         if not query.strip():
             return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
         t = time.perf_counter()
-        query_vec = None
-        try:
-            query_vec = (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
-        except ProviderError as exc:
-            degraded.append(f"query embedding failed ({exc}); full-text search only")
-            log.warning("query embedding failed, searching full text only: %s", exc)
+        if query_vec is None:
+            try:
+                query_vec = (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
+            except ProviderError as exc:
+                degraded.append(f"query embedding failed ({exc}); full-text search only")
+                log.warning("query embedding failed, searching full text only: %s", exc)
         timings["embed"] = _ms(t)
 
         t = time.perf_counter()
