@@ -137,14 +137,19 @@ class CognitiveLoop:
         self._unbuffered: list[Candidate] = []
         self._cost_cache: tuple[float, str] | None = None
         self._failed: set[int] = set()
+        # candidates the entry gate buffered: their text reaches the exit gate through the
+        # scratch flush, so the FIFO must not hand it to the exit gate a second time
+        self._buffered: set[int] = set()
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None) -> Candidate | None:
         """Entry gate first (nothing is lost), then the attention queue. None: skipped."""
         now = now or datetime.now(UTC)
-        candidate = Candidate.of(source, text, enqueued_at=now, urgency=urgency,
-                                 emotional_charge=emotional_charge, settings=self.queue.settings)
+        candidate = self.queue.stamp(Candidate.of(source, text, enqueued_at=now, urgency=urgency,
+                                                  emotional_charge=emotional_charge,
+                                                  settings=self.queue.settings))
+        admitted = None
         try:
             admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
                                               source_confidence=candidate.source_confidence,
@@ -158,6 +163,8 @@ class CognitiveLoop:
         else:
             if admitted.scratch_id is None and source != "user":
                 return None  # a skipped internal impulse does not compete for attention
+        if admitted is not None and admitted.scratch_id is not None:
+            self._buffered.add(candidate.id)
         evicted = self.queue.push(candidate)
         if evicted is not None:
             log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
@@ -247,13 +254,21 @@ class CognitiveLoop:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
                 await result
+        answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
-            await self.gates.admit(answer, source_tag="internal_self",
-                                   source_confidence=round(confidence or 0.5, 3), exchange=False)
-        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now)
+            kept = await self.gates.admit(answer, source_tag="internal_self",
+                                          source_confidence=round(confidence or 0.5, 3), exchange=False)
+            answer_buffered = kept.scratch_id is not None
+        # Pruning gives the exit gate a last look only at what the entry gate skipped;
+        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
+        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now,
+                         metadata={"gated": winner.id in self._buffered})
+        self._buffered.discard(winner.id)
         if answer:
-            self.fifo.append("assistant", answer, source_tag="internal_self", at=now)
+            # a reflex reply (outcome None) only lists recall: nothing new to keep
+            self.fifo.append("assistant", answer, source_tag="internal_self", at=now,
+                             metadata={"gated": answer_buffered or outcome is None})
         # "average gate score": how strongly this input engaged memory — the mean weighted
         # recall score of what was retrieved (0 when nothing was).
         engaged = [m.weighted for m in retrieval.memories] if retrieval else []
@@ -297,10 +312,13 @@ class CognitiveLoop:
         while self._unbuffered:
             c = self._unbuffered[0]
             try:
-                await self.gates.admit(c.text, source_tag=c.source_tag, source_confidence=c.source_confidence,
-                                       exchange=c.source == "user")
+                admitted = await self.gates.admit(c.text, source_tag=c.source_tag,
+                                                  source_confidence=c.source_confidence,
+                                                  exchange=c.source == "user")
             except _DB_ERRORS:
                 return
+            if admitted.scratch_id is not None:
+                self._buffered.add(c.id)
             self._unbuffered.pop(0)
 
     # -- steps -----------------------------------------------------------------------

@@ -134,19 +134,27 @@ async def test_low_confidence_retries_once_then_escalates_and_the_correction_sur
     assert "In similar past situations, you made these errors" in s1.of("generate")[-1].system
 
 
-async def test_pruned_messages_go_through_the_exit_gate(pool, tmp_path):
+async def test_pruning_gives_the_exit_gate_only_what_the_entry_gate_skipped(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path, overrides={
         "context": {"budget": {"context_window": 10300, "identity_cap": 3000, "situational": 2000,
                                "output_reserve": 4000}},
-        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}, "scratch": {"prune_embed_interval_s": 0.0}}})
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0},
+                  "entry": {"short_skip_rate": 1.0},          # every short input is skipped
+                  "scratch": {"prune_embed_interval_s": 0.0}}})
     assert mind.loop.fifo.max_tokens == 10300 - (100 + 3000 + 2000 + 200 + 4000)
     long = " ".join(["the lighthouse keeper counted ships in the fog"] * 12)
     for i in range(12):
         await mind.loop.submit("user", f"{i}: {long}")
         await mind.loop.cycle()
-    pruned = await pool.fetch("SELECT content FROM scratch_buffer WHERE metadata->>'pruned' = 'true' "
-                              "OR tags @> ARRAY['pruned']")
-    assert pruned, "nothing reached the exit gate through pruning"
+        await mind.loop.submit("user", f"ok {i}")              # < 10 chars: the entry gate skips it
+        await mind.loop.cycle()
+    pruned = [r["content"] for r in await pool.fetch(
+        "SELECT content FROM scratch_buffer WHERE tags @> ARRAY['pruned'] ORDER BY id")]
+    assert pruned and set(pruned) <= {f"ok {i}" for i in range(12)}   # the last chance, for what was skipped
+    # what the entry gate buffered is judged once, by the scratch flush — never again when pruned
+    copies = await pool.fetch("SELECT content, count(*) AS n FROM scratch_buffer WHERE content LIKE '%lighthouse%' "
+                              "GROUP BY content")
+    assert len(copies) == 12 and {r["n"] for r in copies} == {1}
     assert mind.loop.fifo.tokens <= mind.loop.fifo.max_tokens
 
 

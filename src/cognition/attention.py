@@ -353,10 +353,13 @@ class AttentionQueue:
             out[c.source] += 1
         return out
 
+    def stamp(self, candidate: Candidate) -> Candidate:
+        """`candidate` with a queue id (kept if it has one), so callers can track it."""
+        return candidate if candidate.id is not None else replace(candidate, id=next(self._ids))
+
     def push(self, candidate: Candidate) -> Candidate | None:
         """Queue `candidate` (an id is assigned); return the evicted candidate, if any."""
-        if candidate.id is None:
-            candidate = replace(candidate, id=next(self._ids))
+        candidate = self.stamp(candidate)
         self._pending.append(candidate)
         if len(self._pending) <= self.settings.queue_max:
             return None
