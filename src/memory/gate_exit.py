@@ -25,7 +25,6 @@ sets one, the other items of the chunk and the most recent memories stand in for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,7 +51,7 @@ from src.memory.gate_matrix import (
 )
 from src.memory.gate_settings import GateSettings, GateThresholds
 from src.memory.scratch import BufferedItem, FlushReport
-from src.memory.search import check_novelty
+from src.memory.search import check_novelty_many
 from src.memory.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
@@ -137,8 +136,9 @@ class ExitGate:
         `burst` embeds through the rate-limited embedder (context-window pruning).
         """
         report = FlushReport()
-        guard = self._lock if ids is None else contextlib.nullcontext()
-        async with guard:
+        # One flush at a time, pruning included: two flushes over the same rows would both
+        # embed and ask the LLM, and claim() would throw one side's work away.
+        async with self._lock:
             after = 0
             while True:
                 items = await scratch.pending(self.pool, limit=self.settings.scratch.flush_batch,
@@ -192,10 +192,10 @@ class ExitGate:
         maturity = memory_maturity(count, cfg.maturity_memories)
         centroid = await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []
-        recent = await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
-        found = await asyncio.gather(*(check_novelty(self.pool, v, model, cfg.novelty_k) for v in vecs))
-        wanted = {m.id for hits in found for m in hits if m.similarity > th.contradicting}
-        stored = await gate_record.vectors_of(self.pool, wanted)
+        # the recent memories stand in for a focus only when the loop has not set one
+        recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
+                  if self.attention is None else None)
+        found, stored = await check_novelty_many(self.pool, vecs, model, cfg.novelty_k)
         in_batch = vecs @ vecs.T
 
         evaluations: list[Evaluation] = []
@@ -215,12 +215,10 @@ class ExitGate:
             for n in neighbours[: cfg.contradiction_candidates]:
                 if n.similarity <= th.contradicting:
                     break
-                other = stored.get(n.memory_id) if n.memory_id is not None else vecs[n.batch_index]
-                if other is None:       # stored without a vector: only layer 1 can judge it
-                    e.verdicts.append((n, screen(item.content, vec, n.content, vec, None)))
-                else:
-                    e.verdicts.append((n, screen(item.content, vec, n.content, other, direction,
-                                                 th.opposition_no_below, th.opposition_yes_above)))
+                # novelty neighbours always carry their vector (they were found by it)
+                other = stored[n.memory_id] if n.memory_id is not None else vecs[n.batch_index]
+                e.verdicts.append((n, screen(item.content, vec, n.content, other, direction,
+                                             th.opposition_no_below, th.opposition_yes_above)))
             evaluations.append(e)
 
         await self._ask_llm(evaluations)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -59,16 +59,6 @@ async def recent_vectors(db: Executor, embed_model: str, limit: int) -> np.ndarr
     if not rows:
         return np.empty((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
     return np.vstack([r["embedding"].to_numpy() for r in rows]).astype(np.float32)
-
-
-async def vectors_of(db: Executor, ids: Iterable[int]) -> dict[int, np.ndarray]:
-    """The stored embeddings of `ids` (rows without one are left out), in one query."""
-    ids = sorted(set(ids))
-    if not ids:
-        return {}
-    rows = await db.fetch("SELECT id, embedding FROM memories WHERE id = ANY($1) "
-                          "AND embedding IS NOT NULL", ids)
-    return {r["id"]: r["embedding"].to_numpy().astype(np.float32) for r in rows}
 
 
 def _target(n: Neighbour | None, batch_ids: dict[int, int]) -> int | None:
