@@ -235,8 +235,11 @@ class CognitiveLoop:
         self._active_ids = assembled.ids_by_track.get("situational", [])
         corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
                                             focus_vec=winner.embedding, settings=self.reflection_settings)
-        system = self._system_prompt(assembled.text, report, reflection_block(corrections) if corrections else "",
-                                     await self._cost_line())
+        block = ""
+        if corrections:
+            chars = self.reflection_settings.block_field_chars if self.reflection_settings else 300
+            block = reflection_block(corrections, field_chars=chars)
+        system = self._system_prompt(assembled.text, report, block, await self._cost_line())
         user_text = INTERNAL_FRAMES.get(winner.source, "{text}").format(text=winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
                    for m in self.fifo.window(assembled.conversation_budget)]

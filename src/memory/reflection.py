@@ -169,15 +169,17 @@ def _past(row: asyncpg.Record) -> PastCorrection:
 
 
 async def corrections_for(pool: asyncpg.Pool | asyncpg.Connection, embedder: Embedder, attention_focus: str,
-                          *, k: int = 3, focus_vec: np.ndarray | None = None,
+                          *, k: int | None = None, focus_vec: np.ndarray | None = None,
                           settings: ReflectionSettings | None = None) -> list[PastCorrection]:
-    """The top-`k` past corrections for the current attention focus, best first.
+    """The top-`k` past corrections for the current attention focus, best first
+    (`k` defaults to `settings.k`).
 
     `focus_vec` is the focus embedded with RETRIEVAL_QUERY by `embedder` when the
     caller has it already (retrieval embeds the same text); otherwise it is
     embedded here. Without a vector (embedder down) only full text searches.
     """
     cfg = settings or ReflectionSettings()
+    k = cfg.k if k is None else k
     text = clean_text(attention_focus).text.strip()
     if not text:
         return []

@@ -10,9 +10,9 @@ Reading side of `memories`: `search_hybrid` (the one-statement search),
 * vector arm: top-`candidates` by `embedding <=> query` over the HNSW index
   (iterative scan is SET on every pool connection), restricted to rows of the
   current `embed_model`; vectors of another model are never compared;
-* full-text arm: top-`candidates` over `content_tsv`, ranked by ts_rank with length
-  normalisation 1 (÷ 1 + log length). Every matching row is ranked, so the ranking
-  function is the arm's cost: ts_rank_cd (cover density, i.e. proximity — which an OR
+* full-text arm: top-`candidates` over `content_tsv`, ranked by ts_rank (term
+  frequency, no length normalisation). Every matching row is ranked, so the ranking
+  function is the arm's cost: ts_rank_cd (cover density, i.e. proximity, which an OR
   of lexemes hardly needs) took 111 ms p50 for common-word questions at 100k rows,
   ts_rank 63 ms in the same run. The
   question becomes an OR of its own lexemes: `to_tsvector('english', question)`
@@ -186,7 +186,7 @@ class SearchHit:
     similarity: float | None          # cosine to the query; None for another model / no query vector
     vec_rank: int | None              # 1-based rank in the vector arm, None if absent from it
     fts_rank: int | None
-    fts_score: float | None           # ts_rank_cd
+    fts_score: float | None           # ts_rank
     rrf: float
     recency: float
     score: float                      # rrf / rrf_max + w_recency * recency
