@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from src.errors import ProviderSkipped, ProviderUnavailable
+from src.errors import ProviderRejected, ProviderSkipped, ProviderUnavailable
 from src.memory.reembed import ReembedWorker, check_embed_model, count_stale, progress_bar
 from src.memory.search import search_hybrid
 from src.memory.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
@@ -139,19 +139,34 @@ async def test_provider_errors_back_off_and_retry(pool):
     assert await count_stale(pool, "new-model") == 0
 
 
-async def test_a_batch_that_keeps_failing_stays_stale_and_the_rest_goes_on(pool):
+async def test_an_outage_pauses_the_worker_and_it_resumes_the_same_batch(pool):
     await _seed_stale(pool, old=150, unembedded=0)
     clock = Clock()
     embedder = TimedEmbedder(clock, fail=[ProviderUnavailable("down")] * 2, model_name="new-model")
+    sleeps = []
 
     async def sleep(seconds):
-        return None
+        sleeps.append(seconds)
 
-    report = await ReembedWorker(pool, embedder, max_attempts=2, sleep=sleep, clock=clock).run()
-    assert (report.done, report.skipped, report.failures, report.stopped) == (50, 100, 2, "complete")
-    stale = await pool.fetch("SELECT id FROM memories WHERE embed_model = 'old-model' ORDER BY id")
-    first = await pool.fetchval("SELECT min(id) FROM memories")
-    assert [r["id"] for r in stale] == list(range(first, first + 100))   # the first batch
+    report = await ReembedWorker(pool, embedder, max_attempts=2, sleep=sleep, clock=clock,
+                                 rng=random.Random(1), backoff_max_s=60.0).run()
+    assert (report.done, report.skipped, report.failures, report.stopped) == (150, 0, 2, "complete")
+    assert 60.0 in sleeps                           # paused for the longest backoff, then went on
+    assert await count_stale(pool, "new-model") == 0
+
+
+async def test_an_embedder_that_refuses_is_not_retried(pool):
+    await _seed_stale(pool, old=5, unembedded=0)
+    embedder = TimedEmbedder(Clock(), fail=[ProviderRejected("401 bad key")], model_name="new-model")
+    sleeps = []
+
+    async def sleep(seconds):
+        sleeps.append(seconds)
+
+    report = await ReembedWorker(pool, embedder, sleep=sleep).run()
+    assert (report.done, report.failures, report.stopped) == (0, 1, "provider refused")
+    assert sleeps == [] and len(embedder.calls) == 0  # the refused call raised before recording
+    assert await count_stale(pool, "new-model") == 5
 
 
 async def test_without_an_embedder_the_worker_stops(pool):

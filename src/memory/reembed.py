@@ -123,10 +123,10 @@ class ReembedWorker:
         self.total = 0
         self._task: asyncio.Task[ReembedReport] | None = None
 
-    def start(self) -> asyncio.Task[ReembedReport]:
+    def start(self, known_stale: int | None = None) -> asyncio.Task[ReembedReport]:
         """Run in the background; the task's result is the ReembedReport."""
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self.run(), name="reembed")
+            self._task = asyncio.create_task(self.run(known_stale), name="reembed")
         return self._task
 
     async def stop(self) -> None:
@@ -144,10 +144,12 @@ class ReembedWorker:
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
         return ceiling * (0.5 + 0.5 * self._rng.random())      # "equal jitter"
 
-    async def run(self) -> ReembedReport:
-        """Re-embed every stale row, batch by batch; return when none is left."""
+    async def run(self, known_stale: int | None = None) -> ReembedReport:
+        """Re-embed every stale row, batch by batch; return when none is left.
+
+        `known_stale`: the count the caller already has (each count is a full scan)."""
         started = self._clock()
-        self.total = await count_stale(self.pool, self.model)
+        self.total = known_stale if known_stale is not None else await count_stale(self.pool, self.model)
         self.done = 0
         skipped = failures = 0
         last_id = 0
@@ -160,16 +162,20 @@ class ReembedWorker:
                                              self.batch_size)
                 if not rows:
                     break
-                vectors, fails = await self._embed(rows)
+                vectors, fails, stop = await self._embed(rows)
                 failures += fails
+                if stop is not None:    # no embedder, or one that refuses (bad key): retrying cannot help
+                    return self._report(started, skipped, failures, stop)
                 if vectors is None:
-                    if fails == 0:      # ProviderSkipped: no embedder to re-embed with
-                        return self._report(started, skipped, failures, "no embedder")
-                    skipped += len(rows)
-                else:
-                    written = await self._write(rows, vectors)
-                    skipped += len(rows) - written
-                    self.done += written
+                    # still failing after max_attempts: the provider is down. Wait the longest
+                    # backoff and try the same batch again; the worker outlives an outage.
+                    log.warning("re-embedding paused for %.0f s: the embedder keeps failing",
+                                self.backoff_max_s)
+                    await self._sleep(self.backoff_max_s)
+                    continue
+                written = await self._write(rows, vectors)
+                skipped += len(rows) - written
+                self.done += written
                 last_id = rows[-1]["id"]
                 self.total = max(self.total, self.done + skipped)
                 self._report_progress(started)
@@ -179,8 +185,12 @@ class ReembedWorker:
             raise
         return self._report(started, skipped, failures, "complete")
 
-    async def _embed(self, rows: list[asyncpg.Record]) -> tuple[np.ndarray | None, int]:
-        """(vectors or None, failed attempts); None with 0 failures = no embedder."""
+    async def _embed(self, rows: list[asyncpg.Record]) -> tuple[np.ndarray | None, int, str | None]:
+        """(vectors or None, failed attempts, reason to stop the run or None).
+
+        Only transient errors are retried (the embedder's own policy has already retried
+        each call); an embedder that is missing or refuses stops the run.
+        """
         for attempt in range(1, self.max_attempts + 1):
             try:
                 vectors = await embed_memories(self.embedder, [r["content"] for r in rows],
@@ -190,16 +200,16 @@ class ReembedWorker:
                     raise ProviderError(f"embedder {self.model} returned shape {vectors.shape} "
                                         f"(or non-finite values) for {len(rows)} texts",
                                         provider=self.model)
-                return vectors, attempt - 1
+                return vectors, attempt - 1, None
             except ProviderSkipped as exc:
                 log.warning("re-embedding stopped: no embedder configured (%s)", exc)
-                return None, 0
+                return None, 0, "no embedder"
             except ProviderError as exc:
+                if not exc.transient:
+                    log.warning("re-embedding stopped: the embedder refuses (%s); rows stay stale", exc)
+                    return None, attempt, "provider refused"
                 if attempt == self.max_attempts:
-                    log.warning("re-embedding: giving up on memories %d..%d after %d attempts; they "
-                                "stay stale until the next run: %s", rows[0]["id"], rows[-1]["id"],
-                                attempt, exc)
-                    return None, attempt
+                    return None, attempt, None
                 delay = self._backoff(attempt)
                 log.warning("re-embedding: embed failed (attempt %d of %d), retrying in %.1f s: %s",
                             attempt, self.max_attempts, delay, exc)
@@ -239,7 +249,7 @@ async def check_embed_model(pool: asyncpg.Pool, embedder: Embedder, *, start: bo
                 "(until then only keyword search finds them)", stale, embedder.model_name)
     worker = ReembedWorker(pool, embedder, on_progress=on_progress)
     if start:
-        worker.start()
+        worker.start(known_stale=stale)
     return stale, worker
 
 
