@@ -39,6 +39,7 @@ from src.errors import ProviderError
 from src.memory.context_assembly import ContextAssembler
 from src.memory.escalation import EscalationTriggers, loop_before_escalate
 from src.memory.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
+from src.memory.layers import LayerEmbeddings, identity_vectors
 from src.memory.reflection import corrections_for, reflection_block
 from src.memory.retrieval import Retrieval, Retriever
 from src.memory.store import MemoryStore
@@ -106,6 +107,7 @@ class CognitiveLoop:
                  attention_queue: AttentionQueue, fifo_max_tokens: int, session_id: str,
                  deliver: Deliver, rng: np.random.Generator, agent_name: str = "MoltBot",
                  manifest=None, docs: DocsTool | None = None, goal_vecs: Sequence[np.ndarray] = (),
+                 layers: LayerEmbeddings | None = None,
                  reflection_settings=None, fifo_settings=None, escalation_settings=None,
                  metacognition_settings=None):
         self.pool = pool
@@ -125,6 +127,7 @@ class CognitiveLoop:
         self.manifest = manifest
         self.docs = docs if docs is not None and docs.settings.enabled else None
         self.goal_vecs = list(goal_vecs)
+        self.layers = layers
         self.reflection_settings = reflection_settings
         self.escalation_settings = escalation_settings
         self.metacognition_settings = metacognition_settings
@@ -201,6 +204,8 @@ class CognitiveLoop:
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
         await self._rebuffer()
+        if self.layers is not None:   # values/goals files edited while running take effect now
+            self.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
         await self._embed_pending()
         allocation = self.queue.allocate(self._recent or None, self.goal_vecs or None)
         if allocation is None or allocation.winner is None:

@@ -17,12 +17,11 @@ import numpy as np
 from src.cognition.attention import AttentionQueue
 from src.config import Settings
 from src.db.manifest import Manifest
-from src.errors import ProviderError
 from src.loop import CognitiveLoop
 from src.memory.context_assembly import ContextAssembler
 from src.memory.escalation_threshold import EscalationThreshold
 from src.memory.gates import Gates
-from src.memory.layers import LayerEmbeddings
+from src.memory.layers import LayerEmbeddings, identity_vectors
 from src.memory.reembed import ReembedWorker, check_embed_model, progress_bar
 from src.memory.retrieval import Retriever
 from src.memory.store import MemoryStore
@@ -58,17 +57,6 @@ class Mind:
         await self.threshold.aclose()
 
 
-async def _layer_vectors(layers: LayerEmbeddings) -> tuple[list[tuple[np.ndarray, float]], list[np.ndarray]]:
-    """(values and goals as (vector, weight) for S_i, goal vectors for salience)."""
-    try:
-        values = await layers.get_layer_embeddings(0)
-        goals = await layers.get_layer_embeddings(1)
-    except ProviderError as exc:
-        log.warning("layer embeddings unavailable (%s); identity spreading starts empty", exc)
-        return [], []
-    return [(v, w) for _, w, v in values + goals], [v for _, _, v in goals]
-
-
 async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Providers, *, session_id: str,
                      manifest: Manifest, deliver: Callable[[str], Awaitable[None] | None],
                      progress: Callable[[str], None] | None = None,
@@ -78,12 +66,12 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     store = MemoryStore(pool, providers.embedder)
     layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
                              goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
-    layer_vecs, goal_vecs = await _layer_vectors(layers)
+    layer_vecs, goal_vecs = await identity_vectors(layers)
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
                           layer_vecs=layer_vecs)
 
     async def layer_source():
-        return layer_vecs
+        return retriever.layer_vecs     # the loop refreshes them every cycle
 
     gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source)
     assembler = ContextAssembler(pool, settings.context)
@@ -95,7 +83,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         attention_queue=AttentionQueue(settings.attention),
         fifo_max_tokens=settings.context.budget.conversation_tokens, session_id=session_id,
         deliver=deliver, rng=rng, agent_name=settings.agent.name, manifest=manifest,
-        docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs,
+        docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs, layers=layers,
         reflection_settings=settings.escalation.reflection, fifo_settings=settings.fifo,
         escalation_settings=settings.escalation, metacognition_settings=settings.metacognition)
 

@@ -209,3 +209,14 @@ class LayerEmbeddings:
                 vector.setflags(write=False)
                 out.append((entry.text, entry.weight, vector))
         return out, complete
+
+
+async def identity_vectors(layers: LayerEmbeddings) -> tuple[list[tuple[np.ndarray, float]], list[np.ndarray]]:
+    """(values and goals as (vector, weight) for ACT-R's S_i, the goal vectors for salience).
+
+    Cheap enough per cycle: the files are read and compared, and only changed entries
+    are embedded; with the embedder down the cached vectors are returned.
+    """
+    values = await layers.get_layer_embeddings(0)
+    goals = await layers.get_layer_embeddings(1)
+    return [(v, w) for _, w, v in values + goals], [v for _, _, v in goals]
