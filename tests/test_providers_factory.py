@@ -157,7 +157,7 @@ async def test_every_call_lands_in_llm_calls_with_tokens_and_cost(pool):
     rows = await pool.fetch("SELECT session_id, provider, model, purpose, tokens_in, tokens_out, cost_usd, ok,"
                             " error, latency_ms IS NOT NULL AS timed FROM llm_calls ORDER BY id")
     assert [tuple(r) for r in rows] == [
-        ("sess-7", "gemini", "gemini-embedding-001", "embed:RETRIEVAL_QUERY", 4, 0, Decimal("0.00000060"),
+        ("sess-7", "gemini", "gemini-embedding-001", "embed:RETRIEVAL_QUERY", 3, 0, Decimal("0.00000045"),
          True, None, True),
         ("sess-7", "gemini", "gemini-2.5-flash-lite", "reply", 10, 2, Decimal("0.00000180"), True, None, True),
         ("sess-7", "anthropic", "claude-sonnet-4-5", "escalation", 0, 0, Decimal("0E-8"), False,

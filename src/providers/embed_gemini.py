@@ -16,9 +16,10 @@ import numpy as np
 from google import genai
 from google.genai import types as genai_types
 
+from src.cognition.tokens import count_tokens
 from src.errors import MalformedOutput, ProviderError
 from src.providers.costs import Ledger
-from src.providers.embedding import check_inputs, estimate_tokens, pad_and_normalise
+from src.providers.embedding import check_inputs, pad_and_normalise
 from src.providers.gemini_errors import PROVIDER, map_gemini_error
 from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
@@ -108,5 +109,5 @@ class GeminiEmbedder:
         usage = response.usage_metadata
         tokens = getattr(usage, "prompt_token_count", None) if usage is not None else None
         if tokens is None:
-            tokens = sum(estimate_tokens(t) for t in batch)
+            tokens = sum(count_tokens(t) for t in batch)
         return vectors, int(tokens)

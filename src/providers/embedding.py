@@ -7,7 +7,6 @@ SEMANTIC_SIMILARITY; consolidation clustering uses CLUSTERING.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -81,8 +80,3 @@ def pad_and_normalise(vectors: np.ndarray, dimensions: int) -> np.ndarray:
     if np.any(norms == 0) or not np.all(np.isfinite(norms)):
         raise ValueError("an embedding has zero or non-finite length")
     return out / norms
-
-
-def estimate_tokens(text: str) -> int:
-    """Plan §2.10's fast count (words × 1.3), for APIs that report no usage."""
-    return math.ceil(len(text.split()) * 1.3)
