@@ -52,7 +52,7 @@ from src.memory.gate_matrix import (
 from src.memory.gate_settings import GateSettings, GateThresholds
 from src.memory.scratch import BufferedItem, FlushReport
 from src.memory.search import check_novelty_many
-from src.memory.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS
+from src.memory.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.safety import Safety
@@ -188,7 +188,7 @@ class ExitGate:
         th = cfg.thresholds_for(model)
         now = self.clock()
         direction = await self.negation_direction()
-        count = await gate_record.memory_count(self.pool, cfg.maturity_memories)
+        count = await count_memories(self.pool, cfg.maturity_memories)
         maturity = memory_maturity(count, cfg.maturity_memories)
         centroid = await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []

@@ -44,11 +44,6 @@ _DECISION_COLUMNS = (
 )
 
 
-async def memory_count(db: Executor, cap: int) -> int:
-    """How many memories there are, counting no further than `cap` (cheap at any size)."""
-    return await db.fetchval("SELECT count(*) FROM (SELECT 1 FROM memories LIMIT $1) AS capped", cap)
-
-
 async def recent_vectors(db: Executor, embed_model: str, limit: int) -> np.ndarray:
     """Embeddings of the `limit` newest memories of `embed_model`, as rows."""
     if limit <= 0:

@@ -38,6 +38,7 @@ from src.cognition import relevance as rel
 from src.errors import ProviderError
 from src.memory import search
 from src.memory.co_access import fetch_partners, record_co_access
+from src.memory.store import count_memories
 from src.memory.weights import AccessTouch, WeightChange, apply_weight_changes
 from src.providers.protocols import Embedder, Reranker
 from src.safety import Safety
@@ -187,7 +188,7 @@ class Retriever:
         timings["spread"] = _ms(t)
 
         t = time.perf_counter()
-        total = await self._memory_count()
+        total = await count_memories(self.pool, cfg.maturity_memories)
         maturity = rel.memory_maturity(total, cfg.maturity_memories)
         blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
         focus = [query_vec] if query_vec is not None else []
@@ -231,14 +232,6 @@ class Retriever:
                 break
         return activated
 
-    async def _memory_count(self) -> int:
-        # reltuples: an estimate kept by ANALYZE/autovacuum, free to read; maturity
-        # needs the order of magnitude, not the exact count. -1 = never analyzed.
-        estimate = await self.pool.fetchval(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass")
-        if estimate is None or estimate < 0:
-            return await self.pool.fetchval("SELECT count(*) FROM memories")
-        return int(estimate)
 
 
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,

@@ -241,3 +241,12 @@ class MemoryStore:
                             start, len(prepared), start, len(prepared) - 1, exc)
                 return vectors, start
         return vectors, len(prepared)
+
+
+async def count_memories(db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int:
+    """How many memories there are, counting no further than `cap`.
+
+    Maturity (plan §3.1, §3.5) saturates at `cap` memories, so beyond it the exact
+    number does not matter: exact where it counts, and at most `cap` rows read.
+    """
+    return await db.fetchval("SELECT count(*) FROM (SELECT 1 FROM memories LIMIT $1) AS capped", cap)
