@@ -79,3 +79,10 @@ def test_pricing_one_model_keeps_the_other_defaults(tmp_path):
     assert prices["my-local-model"].input_per_mtok == 0.5
     assert prices["claude-sonnet-4-5"].output_per_mtok == 15.0
     assert prices["gemini-2.5-flash-lite"].input_per_mtok == 0.10
+
+
+def test_embedding_width_is_fixed_by_the_schema(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("providers:\n  embeddings:\n    dimensions: 1024\n")
+    with pytest.raises(ConfigError, match=r"invalid value for 'providers\.embeddings\.dimensions': Input should be 768"):
+        load_settings(cfg, env={})

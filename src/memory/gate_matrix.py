@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 from src.memory.gate_settings import ExitGateSettings, GateThresholds
 
-RELEVANCE_CELLS = ("core", "peripheral", "irrelevant")
 NOVELTY_CELLS = ("confirming", "novel", "contradicting")
 
 MATRIX: dict[tuple[str, str], str] = {

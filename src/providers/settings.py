@@ -19,8 +19,10 @@ class _Section(BaseModel):
 class EmbeddingSettings(_Section):
     provider: Literal["auto", "gemini", "wordllama"] = "auto"
     gemini_model: str = "gemini-embedding-001"
-    # Width of the `halfvec(768)` column; smaller embeddings are zero-padded to it.
-    dimensions: int = Field(768, ge=1)
+    # Width of the `halfvec(768)` column (sql/001); smaller embeddings are zero-padded to it.
+    # Fixed: another width would store every memory without a vector. Changing it is a
+    # migration, not a setting.
+    dimensions: Literal[768] = 768
     # Gemini accepts at most 100 texts per batchEmbedContents call.
     batch_size: int = Field(100, ge=1, le=100)
     # The offline model ships inside the wordllama wheel as weights/<config>_<dim>.safetensors.
