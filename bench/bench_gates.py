@@ -30,12 +30,12 @@ import time
 import numpy as np
 
 from bench.common import bench_pool, build_hnsw
-from src.memory.gate_settings import GateSettings
-from src.memory.gates import Gates
-from src.memory.store import MemoryStore, NewMemory
+from src.gates.memory_gate import Gates
+from src.gates.settings import GateSettings
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.llm_reflex import ReflexLanguageModel
-from src.safety import Safety
+from src.recall.store import MemoryStore, NewMemory
+from src.weights.safety import Safety
 
 NAMES = ["my sister", "my brother", "my neighbour", "our manager", "the new intern", "my cousin",
          "the landlord", "my best friend", "the doctor", "our teacher"]

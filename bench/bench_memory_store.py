@@ -29,8 +29,8 @@ import asyncpg
 import numpy as np
 
 from bench.common import bench_pool, build_hnsw
-from src.memory.search import search_hybrid
-from src.memory.store import MemoryStore, NewMemory
+from src.recall.search import search_hybrid
+from src.recall.store import MemoryStore, NewMemory
 
 MODEL = "bench-random-768"
 VOCABULARY = 30_000

@@ -15,18 +15,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from src.cognition.attention import AttentionSettings
-from src.cognition.metacognition import MetacognitionSettings
+from src.context.assembly import ContextSettings
+from src.context.fifo import FifoSettings
 from src.errors import ConfigError
-from src.loop import LoopSettings
-from src.memory.context_assembly import ContextSettings
-from src.memory.escalation import EscalationSettings
-from src.memory.fifo import FifoSettings
-from src.memory.gate_settings import GateSettings
-from src.memory.retrieval import RetrievalSettings
+from src.gates.settings import GateSettings
+from src.loop.attention import AttentionSettings
+from src.loop.cognitive_loop import LoopSettings
+from src.metacognition.confidence import MetacognitionSettings
+from src.metacognition.escalation import EscalationSettings
 from src.providers.settings import ProvidersSettings, Secrets
-from src.safety import SafetySettings
+from src.recall.settings import RetrievalSettings
 from src.tools.read_docs import DocsToolSettings
+from src.weights.safety import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
 

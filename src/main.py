@@ -17,6 +17,7 @@ from typing import TextIO
 
 import numpy as np
 
+from src.bootstrap.readiness import format_readiness, readiness
 from src.config import Settings, load_settings
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
@@ -25,7 +26,6 @@ from src.logging_setup import configure_logging
 from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
-from src.readiness import format_readiness, readiness
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
 
 log = logging.getLogger("src.main")

@@ -14,20 +14,20 @@ from dataclasses import dataclass
 import asyncpg
 import numpy as np
 
-from src.cognition.attention import AttentionQueue
 from src.config import Settings
+from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
-from src.loop import CognitiveLoop
-from src.memory.context_assembly import ContextAssembler
-from src.memory.escalation_threshold import EscalationThreshold
-from src.memory.gates import Gates
-from src.memory.layers import LayerEmbeddings, identity_vectors
-from src.memory.reembed import ReembedWorker, check_embed_model, progress_bar
-from src.memory.retrieval import Retriever
-from src.memory.store import MemoryStore
+from src.gates.memory_gate import Gates
+from src.loop.attention import AttentionQueue
+from src.loop.cognitive_loop import CognitiveLoop
+from src.metacognition.threshold import EscalationThreshold
 from src.providers.factory import Providers
-from src.safety import Safety
+from src.recall.layers import LayerEmbeddings, identity_vectors
+from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
+from src.recall.retrieval import Retriever
+from src.recall.store import MemoryStore
 from src.tools.read_docs import DocsTool
+from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from src.errors import ProviderUnavailable
-from src.memory.gate_settings import GateSettings
+from src.gates.settings import GateSettings
 from src.providers.protocols import LLMResult, Structured
 
 _STATEMENT = re.compile(r"^Statement ([AB]): (.*)$", re.M)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.cognition.actions import ActionPolicy
+from src.loop.actions import ActionPolicy
 
 
 @pytest.mark.parametrize(

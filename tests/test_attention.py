@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from src.cognition.attention import (
+from src.context.tokens import count_tokens
+from src.loop.attention import (
     DEFAULT_URGENCY,
     AttentionQueue,
     AttentionSettings,
@@ -24,7 +25,6 @@ from src.cognition.attention import (
     decay_urgency,
     salience_components,
 )
-from src.cognition.tokens import count_tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DIMS = 8

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from src.cognition.activation import (
+from src.recall.activation import (
     TAU,
     ActivationResult,
     activation,

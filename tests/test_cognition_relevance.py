@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.cognition.relevance import (
+from src.recall.relevance import (
     COLD_START_ALPHA,
     COMPONENTS,
     TARGET_ALPHA,

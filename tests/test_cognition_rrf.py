@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.cognition.rrf import recency_score, rrf_fuse
+from src.recall.rrf import recency_score, rrf_fuse
 
 DAY = 86_400.0
 

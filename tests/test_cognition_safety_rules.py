@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.cognition.safety_rules import (
+from src.weights.safety_rules import (
     CircuitBreaker,
     EntropyMonitor,
     RuleResult,
@@ -22,7 +22,7 @@ from src.cognition.safety_rules import (
     two_gate,
     value_coherence,
 )
-from src.cognition.stochastic import StochasticWeight, center_after
+from src.weights.stochastic import StochasticWeight, center_after
 
 
 @pytest.mark.parametrize(

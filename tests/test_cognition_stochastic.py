@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.cognition.stochastic import (
+from src.weights.stochastic import (
     StochasticWeight,
     center_after,
     diminished_gain,

@@ -23,9 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from src.cognition.tokens import count_tokens
-from src.db.manifest import Manifest
-from src.memory.context_assembly import (
+from src.context.assembly import (
     IDENTITY_HEADER,
     IMMUTABLE_HEADER,
     SITUATIONAL_HEADER,
@@ -34,7 +32,9 @@ from src.memory.context_assembly import (
     ContextSettings,
     IdentityCache,
 )
-from src.memory.context_tracks import (
+from src.context.fifo import AdaptiveFifo
+from src.context.tokens import count_tokens
+from src.context.tracks import (
     Candidate,
     blend_attention,
     fill_situational,
@@ -43,10 +43,10 @@ from src.memory.context_tracks import (
     section_tokens,
     session_stats_line,
 )
-from src.memory.fifo import AdaptiveFifo
-from src.memory.retrieval import RetrievalSettings, Retriever
-from src.memory.store import MemoryStore, NewMemory
-from src.safety import Safety
+from src.db.manifest import Manifest
+from src.recall.retrieval import RetrievalSettings, Retriever
+from src.recall.store import MemoryStore, NewMemory
+from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -370,7 +370,7 @@ async def test_budget_table_summary_and_conversation_room(pool):
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.text(min_size=0, max_size=60), min_size=1, max_size=6), st.text(max_size=30))
 def test_section_accounting_never_undercounts_the_joined_text(lines, header):
-    from src.memory.context_tracks import Placed, render_section
+    from src.context.tracks import Placed, render_section
     placed = [Placed(i, "situational", "full", 1.0, line, count_tokens(line))
               for i, line in enumerate(lines)]
     assert count_tokens(render_section(header, placed)) <= section_tokens(header, lines)

@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from src.cognition.metacognition import Confidence, FeelingOfKnowing, score_answer
-from src.cognition.relevance import escalation_threshold
 from src.errors import ProviderSkipped, ProviderUnavailable
-from src.memory.escalation import (
+from src.metacognition.confidence import Confidence, FeelingOfKnowing, score_answer
+from src.metacognition.escalation import (
     EscalationThreshold,
     EscalationTriggers,
     System2Answer,
@@ -21,15 +20,16 @@ from src.memory.escalation import (
     retry_feedback,
     system2_brief,
 )
-from src.memory.escalation_log import (
+from src.metacognition.escalation_log import (
     EscalationRow,
     escalation_stats,
     record_escalation,
     retry_success_rate,
 )
-from src.memory.store import MemoryStore, NewMemory
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import ChatMessage
+from src.recall.relevance import escalation_threshold
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM, fok
 

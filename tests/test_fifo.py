@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from src.cognition.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
-from src.memory.fifo import (
+from src.context.fifo import (
     AdaptiveFifo,
     FifoSettings,
     IntensitySignals,
@@ -16,6 +15,7 @@ from src.memory.fifo import (
     system2_recency,
     target_fraction,
 )
+from src.context.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

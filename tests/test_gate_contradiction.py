@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from src.memory.contradiction import (
+from src.gates.contradiction import (
     ContradictionAnswer,
     NegationDirection,
     ask_llm,
@@ -22,7 +22,7 @@ from src.memory.contradiction import (
     negation_heuristic,
     screen,
 )
-from src.memory.negation_pairs import NEGATION_PAIRS, pairs_sha256
+from src.gates.negation_pairs import NEGATION_PAIRS, pairs_sha256
 from src.providers.costs import MemoryLedger
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.embedding import embed_memories
@@ -34,7 +34,7 @@ from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM
 from tests.providers.fakes import FakeServer, Sleeps, gemini_client, gemini_generate_ok
 
-# Held out: none of these sentences is in src/memory/negation_pairs.py.
+# Held out: none of these sentences is in src/gates/negation_pairs.py.
 HELD_OUT_CONTRADICTING = [
     ("I enjoy tea", "I hate tea"),
     ("My sister lives in Paris", "My sister does not live in Paris"),
@@ -214,7 +214,7 @@ async def test_layer_three_is_an_isolated_meta_call_through_the_real_client():
 
 async def test_layer_three_in_reflex_mode_is_skipped_and_logged(caplog):
     reflex = ScriptedMetaLLM(configured=False)
-    with caplog.at_level("INFO", logger="src.memory.contradiction"):
+    with caplog.at_level("INFO", logger="src.gates.contradiction"):
         verdict = await ask_llm(reflex, "a", "b", None)
     assert (verdict.contradicts, verdict.layer, reflex.calls) == (None, "llm_skipped", [])
     assert caplog.messages == ["contradiction layer 3 skipped: no language model is configured"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pgvector import HalfVector
 
-from src.memory.emotion import StoreCentroid, emotional_charge, gut_signal
+from src.gates.emotion import StoreCentroid, emotional_charge, gut_signal
 
 
 def _at_cos(c: float) -> tuple[np.ndarray, np.ndarray]:

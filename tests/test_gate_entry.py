@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from src.errors import InputRejected
-from src.memory.gate_entry import EntryGate, decide_entry, mechanical_reason, preliminary_tags
-from src.memory.gate_settings import EntryGateSettings
+from src.gates.entry import EntryGate, decide_entry, mechanical_reason, preliminary_tags
+from src.gates.settings import EntryGateSettings
 
 MECHANICAL = [
     ("Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n    main()\n"

@@ -10,12 +10,12 @@ import random
 import numpy as np
 import pytest
 
-from src.memory.contradiction import ContradictionAnswer
-from src.memory.gate_matrix import NOISE_ALTERNATIVE
-from src.memory.gates import Gates
-from src.memory.store import MemoryStore, NewMemory
+from src.gates.contradiction import ContradictionAnswer
+from src.gates.matrix import NOISE_ALTERNATIVE
+from src.gates.memory_gate import Gates
 from src.providers.embedding import embed_memories
-from src.safety import Safety
+from src.recall.store import MemoryStore, NewMemory
+from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM, attention_for, gate_settings
 
@@ -169,7 +169,7 @@ async def test_the_noise_floor_takes_the_alternative_in_every_cell(pool):
 async def test_reflex_mode_skips_layer_three_and_keeps_the_item(pool, caplog):
     reflex = ScriptedMetaLLM(configured=False)
     gates, llm, embedder, stored = await _setup(pool, noise_floor=0.0, llm=reflex)
-    with caplog.at_level("INFO", logger="src.memory.contradiction"):
+    with caplog.at_level("INFO", logger="src.gates.contradiction"):
         report = await gates.exit.flush(reason="test")
     assert reflex.calls == [] and report.llm_calls == 0
     row = next(r for r in await _exit_rows(pool) if r["content_preview"] == "The office coffee machine is slow")

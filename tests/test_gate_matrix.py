@@ -8,7 +8,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from src.memory.gate_matrix import (
+from src.gates.matrix import (
     MATRIX,
     NOISE_ALTERNATIVE,
     bootstrap_floor,
@@ -18,7 +18,7 @@ from src.memory.gate_matrix import (
     novelty_cell,
     relevance_cell,
 )
-from src.memory.gate_settings import ExitGateSettings, GateSettings, GateThresholds
+from src.gates.settings import ExitGateSettings, GateSettings, GateThresholds
 
 TH = GateThresholds()
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.memory.gate_entry import EntryGate
-from src.memory.gate_exit import ExitGate
-from src.memory.gates import Gates
-from src.memory.rate_limit import RateLimitedEmbedder
-from src.memory.scratch import ScratchLifecycle
-from src.safety import Safety
+from src.gates.entry import EntryGate
+from src.gates.exit import ExitGate
+from src.gates.memory_gate import Gates
+from src.gates.rate_limit import RateLimitedEmbedder
+from src.gates.scratch import ScratchLifecycle
+from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM, gate_settings
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from src.errors import ConfigError, ProviderUnavailable
-from src.memory.layers import LayerEmbeddings, cache_key, parse_layer
+from src.recall.layers import LayerEmbeddings, cache_key, parse_layer
 from tests.fakes import HashEmbedder
 
 VALUES = [{"text": "Honesty over agreeableness.", "weight": 0.9},
@@ -137,7 +137,7 @@ async def test_embedder_down_returns_the_cached_entries_and_retries_later(files,
     _write(values_path, VALUES + [{"text": "Patience with slow progress.", "weight": 0.4}])
     embedder = DownEmbedder()
     layers = _layers(files, embedder)
-    with caplog.at_level(logging.WARNING, logger="src.memory.layers"):
+    with caplog.at_level(logging.WARNING, logger="src.recall.layers"):
         partial = await layers.get_layer_embeddings(0)
     assert [t for t, _, _ in partial] == [v["text"] for v in VALUES]
     assert caplog.messages == [

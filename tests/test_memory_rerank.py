@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.memory.search import SearchHit, fetch_hits, normalise_scores, rerank_hits, search_hybrid
-from src.memory.store import MemoryStore, NewMemory
 from src.providers.rerank_skipped import SkippedReranker
+from src.recall.search import SearchHit, fetch_hits, normalise_scores, rerank_hits, search_hybrid
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_rerank import FakeReranker
 

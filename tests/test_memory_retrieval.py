@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from src.cognition.stochastic import diminished_gain
 from src.errors import ProviderUnavailable
-from src.memory.retrieval import RetrievalSettings, Retriever
-from src.memory.store import MemoryStore, NewMemory
-from src.safety import Safety
+from src.recall.retrieval import RetrievalSettings, Retriever
+from src.recall.store import MemoryStore, NewMemory
+from src.weights.safety import Safety
+from src.weights.stochastic import diminished_gain
 from tests.fakes import HashEmbedder
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

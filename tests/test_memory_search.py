@@ -9,15 +9,15 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from src.cognition.rrf import recency_score, rrf_fuse
-from src.memory.search import (
+from src.recall.rrf import recency_score, rrf_fuse
+from src.recall.search import (
     HYBRID_SQL,
     QUESTION_TSQUERY,
     check_novelty,
     hybrid_arguments,
     search_hybrid,
 )
-from src.memory.store import MemoryStore, NewMemory
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from src.errors import InputRejected, ProviderUnavailable
-from src.memory.search import search_hybrid
-from src.memory.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
+from src.recall.search import search_hybrid
+from src.recall.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 
 
@@ -133,7 +133,7 @@ async def test_megabyte_content_is_stored_whole_embedded_by_its_head_and_searcha
 
 async def test_embedder_failure_still_stores_the_memory_unembedded(pool, caplog):
     embedder = FailingEmbedder()
-    with caplog.at_level(logging.WARNING, logger="src.memory.store"):
+    with caplog.at_level(logging.WARNING, logger="src.recall.store"):
         memory_id = await MemoryStore(pool, embedder).store("the zeppelin landed at noon")
     row = await _row(pool, memory_id)
     assert row["content"] == "the zeppelin landed at noon"
@@ -190,7 +190,7 @@ async def test_store_many_returns_ids_in_input_order_and_embeds_in_batches_of_10
 async def test_store_many_after_an_embed_failure_writes_the_rest_unembedded(pool, caplog):
     embedder = FailingEmbedder(fail_from=1)
     items = [NewMemory(f"bulk memory {i}") for i in range(230)]
-    with caplog.at_level(logging.WARNING, logger="src.memory.store"):
+    with caplog.at_level(logging.WARNING, logger="src.recall.store"):
         ids = await MemoryStore(pool, embedder).store_many(items)
     assert len(embedder.calls) == 2  # the third chunk is not tried
     rows = await pool.fetch("SELECT id, embed_model, embedding IS NULL AS no_vec FROM memories "

@@ -7,7 +7,14 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from src.cognition.metacognition import (
+from src.errors import MalformedOutput, ProviderUnavailable
+from src.metacognition.calls import (
+    FOK_PURPOSE,
+    FokAnswer,
+    assess_confidence,
+    feeling_of_knowing,
+)
+from src.metacognition.confidence import (
     ConfidenceWeights,
     FeelingOfKnowing,
     MetacognitionSettings,
@@ -20,13 +27,6 @@ from src.cognition.metacognition import (
     structural_signals,
     verbalized_confidence,
     weaknesses,
-)
-from src.errors import MalformedOutput, ProviderUnavailable
-from src.memory.metacognition_calls import (
-    FOK_PURPOSE,
-    FokAnswer,
-    assess_confidence,
-    feeling_of_knowing,
 )
 from src.providers.llm_reflex import ReflexLanguageModel
 from tests.fakes_llm import ScriptedLLM, fok, result

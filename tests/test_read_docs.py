@@ -78,7 +78,7 @@ def test_refuses_directories_fifos_and_missing_files(project):
                                        "(use list_docs to see what it holds)")
     assert tool.read("src/pipe") == "error: 'src/pipe' is not a regular file"   # and did not block
     assert tool.read("src/nope.py") == "error: 'src/nope.py' does not exist"
-    assert tool.read("") == "error: give a file path, e.g. 'notes.md' or 'src/loop.py'"
+    assert tool.read("") == "error: give a file path, e.g. 'notes.md' or 'src/loop/cognitive_loop.py'"
     assert tool.read("src/a\x00b") == "error: the path contains a NUL byte"
 
 

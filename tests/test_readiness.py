@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from src.readiness import format_readiness, readiness
+from src.bootstrap.readiness import format_readiness, readiness
 
 
 async def test_newborn_mind_has_reached_nothing(pool):

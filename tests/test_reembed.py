@@ -8,10 +8,10 @@ import random
 import pytest
 
 from src.errors import ProviderRejected, ProviderSkipped, ProviderUnavailable
-from src.memory.reembed import ReembedWorker, check_embed_model, count_stale, progress_bar
-from src.memory.search import search_hybrid
-from src.memory.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
 from src.providers.embedding import storage_text
+from src.recall.reembed import ReembedWorker, check_embed_model, count_stale, progress_bar
+from src.recall.search import search_hybrid
+from src.recall.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 
 TYPES = ["episodic", "semantic", "procedural", "preference", "reflection"]

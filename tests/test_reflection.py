@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.memory.escalation import EscalationTriggers, loop_before_escalate
-from src.memory.reflection import (
+from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
+from src.metacognition.reflection import (
     PastCorrection,
     ReflectionSettings,
     corrections_for,
     reflection_block,
     store_correction,
 )
-from src.memory.store import MemoryStore
 from src.providers.protocols import ChatMessage
+from src.recall.store import MemoryStore
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM, fok
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from src.cognition.safety_rules import shannon_entropy
-from src.cognition.stochastic import diminished_gain
-from src.memory.weights import (
+from src.weights.apply import (
     MAX_ACCESS_TIMESTAMPS,
     AccessTouch,
     WeightChange,
     apply_weight_changes,
 )
-from src.safety import Safety, SafetySettings, weight_entropy
+from src.weights.safety import Safety, SafetySettings, weight_entropy
+from src.weights.safety_rules import shannon_entropy
+from src.weights.stochastic import diminished_gain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,11 +234,11 @@ _WEIGHT_WRITE = re.compile(r"depth_weight_(alpha|beta)\s*=(?!=)|depth_weight_(al
 def test_no_sql_outside_the_choke_point_writes_weights():
     offenders = []
     for path in (ROOT / "src").rglob("*.py"):
-        if path == ROOT / "src" / "memory" / "weights.py":
+        if path == ROOT / "src" / "weights" / "apply.py":
             continue
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             if _WEIGHT_WRITE.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
     assert offenders == []
     # and the choke point itself does write them
-    assert _WEIGHT_WRITE.search((ROOT / "src" / "memory" / "weights.py").read_text())
+    assert _WEIGHT_WRITE.search((ROOT / "src" / "weights" / "apply.py").read_text())

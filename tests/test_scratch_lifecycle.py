@@ -10,9 +10,9 @@ import random
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.memory import scratch
-from src.memory.gates import Gates
-from src.safety import Safety
+from src.gates import scratch
+from src.gates.memory_gate import Gates
+from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM, gate_settings
 
@@ -145,7 +145,7 @@ async def test_items_that_cannot_be_embedded_stay_buffered(pool, caplog):
     gates = _gates(pool, embedder=DownEmbedder())
     for text in TEN[:3]:
         await gates.admit(text, exchange=False)
-    with caplog.at_level("WARNING", logger="src.memory.gate_exit"):
+    with caplog.at_level("WARNING", logger="src.gates.exit"):
         report = await gates.exit.flush(reason="test")
     assert (report.evaluated, report.deferred, report.actions) == (0, 3, {})
     assert await scratch.count_unflushed(pool) == 3

@@ -16,7 +16,7 @@ import numpy as np
 from google import genai
 from google.genai import types as genai_types
 
-from src.cognition.tokens import count_tokens
+from src.context.tokens import count_tokens
 from src.errors import MalformedOutput, ProviderError
 from src.providers.costs import Ledger
 from src.providers.embedding import check_inputs, pad_and_normalise

@@ -78,7 +78,7 @@ def _display(path: Path, base: Path) -> str:
 def _locate(path: str, roots: Sequence[Path], base: Path) -> Path | str:
     """The resolved path, or an error string."""
     if not isinstance(path, str) or not path.strip():
-        return _error("give a file path, e.g. 'notes.md' or 'src/loop.py'")
+        return _error("give a file path, e.g. 'notes.md' or 'src/loop/cognitive_loop.py'")
     if "\x00" in path:
         return _error("the path contains a NUL byte")
     if ".." in Path(path).parts or ".." in path.replace("\\", "/").split("/"):
@@ -188,7 +188,7 @@ READ_DOC_TOOL: dict[str, Any] = {
     "name": "read_doc",
     "description": ("Read one of your own source or documentation files (read-only). "
                     "Paths are relative to your project root, e.g. 'notes.md' or "
-                    "'src/memory/context_assembly.py'. Use list_docs to see what exists."),
+                    "'src/context/assembly.py'. Use list_docs to see what exists."),
     "parameters": {
         "type": "object",
         "properties": {"path": {"type": "string", "description": "file path, no '..'"}},

@@ -1,0 +1,289 @@
+"""The exit gate (plan §2.8): what of the scratch buffer becomes long-term memory.
+
+A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
+
+1. embeds them in one call, the way memories are stored (type prefix,
+   RETRIEVAL_DOCUMENT), so the same vector serves novelty, activation and storage;
+2. scores each item (no writes): ACT-R activation with spreading S_i from the
+   attention focus and the identity layers; the bootstrap floor; the nearest
+   memories by `check_novelty()` plus earlier items of the same chunk (a thing
+   said twice in one flush confirms itself); contradiction layers 1 and 2 for
+   every neighbour above the contradicting threshold, then layer 3 (concurrent
+   LLM micro-calls) for the pairs still undecided; the emotional charge;
+3. draws the matrix cell and its noise floor, in item order, from the injected
+   generator (reproducible: the LLM's answers never change the sequence of draws);
+4. writes in one transaction: re-claims the rows still unflushed, inserts the
+   survivors, applies reinforce / contradict through the weight choke point,
+   records every decision, and marks the rows flushed (or buffered for another
+   round). See src/gates/scratch.py for why this makes a flush exactly-once.
+
+The attention focus is whatever the loop last set with `set_attention`; until it
+sets one, the other items of the chunk and the most recent memories stand in for
+"what the mind is attending to".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+import numpy as np
+
+from src.errors import ProviderError
+from src.gates import record as gate_record
+from src.gates import scratch
+from src.gates.contradiction import NegationDirection, Verdict, ask_llm, load_or_learn, screen
+from src.gates.emotion import StoreCentroid, emotional_charge
+from src.gates.matrix import (
+    PERSISTING,
+    CellDecision,
+    bootstrap_floor,
+    compress_fallback,
+    decide_cell,
+    novelty_band,
+    novelty_cell,
+)
+from src.gates.scratch import BufferedItem, FlushReport
+from src.gates.settings import GateSettings, GateThresholds
+from src.providers.embedding import embed_memories
+from src.providers.protocols import Embedder, LanguageModel
+from src.recall.activation import ActivationResult, activation
+from src.recall.relevance import memory_maturity
+from src.recall.search import check_novelty_many
+from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+#: Memory type of everything the gate persists: it was experienced, not yet abstracted.
+GATE_MEMORY_TYPE = "episodic"
+
+LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A memory (or an earlier item of the chunk) close to the item being judged."""
+
+    similarity: float
+    content: str
+    memory_id: int | None = None
+    batch_index: int | None = None
+
+
+@dataclass
+class Evaluation:
+    """Everything the gate worked out for one item; written as one decision row."""
+
+    item: BufferedItem
+    vec: np.ndarray
+    act: ActivationResult
+    floor: float
+    relevance: float
+    nearest: Neighbour | None
+    band: str
+    charge: float
+    maturity: float
+    verdicts: list[tuple[Neighbour, Verdict]] = field(default_factory=list)
+    decided_by: tuple[Neighbour, Verdict] | None = None
+    novelty: str = "novel"
+    cell: CellDecision | None = None
+    compressed: str | None = None
+    compressed_by: str = "fallback"
+    llm_calls: int = 0
+    memory_id: int | None = None            # the row this decision wrote or touched
+    outcome: dict | None = None             # the weight choke point's answer, if any
+
+    @property
+    def round(self) -> int:
+        return self.item.rounds + 1
+
+
+class ExitGate:
+    """Scores buffered items and writes the survivors; see the module docstring."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
+                 settings: GateSettings, rng: random.Random, safety: Safety, *,
+                 layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
+                 centroid: StoreCentroid | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self.pool = pool
+        self.embedder = embedder
+        self.prune_embedder = prune_embedder or embedder
+        self.llm = llm
+        self.settings = settings
+        self.rng = rng
+        self.safety = safety
+        self.layers = layers
+        self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
+        self.clock = clock
+        self.attention: np.ndarray | None = None
+        self._directions: dict[str, NegationDirection | None] = {}
+        self._lock = asyncio.Lock()
+
+    def set_attention(self, vectors: np.ndarray | None) -> None:
+        """The current attention focus (rows of unit vectors) that activation spreads from."""
+        self.attention = None if vectors is None else np.atleast_2d(np.asarray(vectors, np.float32))
+
+    async def flush(self, *, reason: str, ids: Sequence[int] | None = None,
+                    created_before: datetime | None = None, burst: bool = False) -> FlushReport:
+        """Run unflushed scratch rows (all, or `ids`) through the gate, chunk by chunk.
+
+        `burst` embeds through the rate-limited embedder (context-window pruning).
+        """
+        report = FlushReport()
+        # One flush at a time, pruning included: two flushes over the same rows would both
+        # embed and ask the LLM, and claim() would throw one side's work away.
+        async with self._lock:
+            after = 0
+            while True:
+                items = await scratch.pending(self.pool, limit=self.settings.scratch.flush_batch,
+                                              after_id=after, ids=ids,
+                                              created_before=created_before)
+                if not items:
+                    return report
+                after = items[-1].id
+                report.add(await self._flush_chunk(items, reason, burst))
+
+    async def _flush_chunk(self, items: list[BufferedItem], reason: str, burst: bool) -> FlushReport:
+        embedder = self.prune_embedder if burst else self.embedder
+        try:
+            vecs = await self._embed(embedder, items)
+        except ProviderError as exc:
+            log.warning("exit gate: %d buffered items could not be embedded and stay buffered "
+                        "for the next flush: %s", len(items), exc)
+            return FlushReport(deferred=len(items))
+        evaluations = await self.evaluate(items, vecs)
+        return await self._write(evaluations, reason)
+
+    @staticmethod
+    async def _embed(embedder: Embedder, items: list[BufferedItem]) -> np.ndarray:
+        vecs = await embed_memories(embedder, [i.content[:EMBED_MAX_CHARS] for i in items],
+                                    [GATE_MEMORY_TYPE] * len(items))
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if vecs.shape != (len(items), EMBEDDING_DIMENSIONS) or not np.all(np.isfinite(vecs)):
+            raise ProviderError(f"embedder {embedder.model_name} returned shape {vecs.shape} for "
+                                f"{len(items)} texts", provider=embedder.model_name)
+        return vecs
+
+    async def negation_direction(self) -> NegationDirection | None:
+        """The embedder's learned negation direction (None while it cannot be learned)."""
+        model = self.embedder.model_name
+        if model not in self._directions:
+            try:
+                self._directions[model] = await load_or_learn(self.pool, self.embedder)
+            except ProviderError as exc:   # layer 2 sits out; the next flush tries again
+                log.warning("negation direction unavailable for %s: %s", model, exc)
+                return None
+        return self._directions[model]
+
+    async def evaluate(self, items: list[BufferedItem], vecs: np.ndarray) -> list[Evaluation]:
+        """Score `items` (embedded as `vecs`) and decide each one's cell; no writes."""
+        cfg = self.settings.exit
+        model = self.embedder.model_name
+        th = cfg.thresholds_for(model)
+        now = self.clock()
+        direction = await self.negation_direction()
+        count = await count_memories(self.pool, cfg.maturity_memories)
+        maturity = memory_maturity(count, cfg.maturity_memories)
+        centroid = await self.centroid.get(self.pool, model)
+        layers = await self.layers() if self.layers is not None else []
+        # the recent memories stand in for a focus only when the loop has not set one
+        recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
+                  if self.attention is None else None)
+        found, stored = await check_novelty_many(self.pool, vecs, model, cfg.novelty_k)
+        in_batch = vecs @ vecs.T
+
+        evaluations: list[Evaluation] = []
+        for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):
+            context = self.attention if self.attention is not None else np.vstack(
+                [vecs[:j], vecs[j + 1:], recent])
+            act = activation([item.created_at], now, self.rng, vec, context, layers)
+            floor = bootstrap_floor(item.source_tag, maturity, cfg)
+            neighbours = [Neighbour(m.similarity, m.content, memory_id=m.id) for m in found[j]]
+            neighbours += [Neighbour(float(in_batch[j, i]), items[i].content, batch_index=i)
+                           for i in range(j)]
+            neighbours.sort(key=lambda n: -n.similarity)
+            nearest = neighbours[0] if neighbours else None
+            e = Evaluation(item, vec, act, floor, max(act.S, floor), nearest,
+                           novelty_band(nearest.similarity if nearest else None, th),
+                           emotional_charge(vec, centroid), maturity)
+            for n in neighbours[: cfg.contradiction_candidates]:
+                if n.similarity <= th.contradicting:
+                    break
+                # novelty neighbours always carry their vector (they were found by it)
+                other = stored[n.memory_id] if n.memory_id is not None else vecs[n.batch_index]
+                e.verdicts.append((n, screen(item.content, vec, n.content, other, direction,
+                                             th.opposition_no_below, th.opposition_yes_above)))
+            evaluations.append(e)
+
+        await self._ask_llm(evaluations)
+        for e in evaluations:
+            self._finish(e, th)
+        return evaluations
+
+    async def _ask_llm(self, evaluations: list[Evaluation]) -> None:
+        """Layer 3 for the most similar undecided pairs of items that have no opposed pair."""
+        asks: list[tuple[Evaluation, int]] = []
+        for e in evaluations:
+            if any(v.contradicts for _, v in e.verdicts):
+                continue
+            undecided = [k for k, (_, v) in enumerate(e.verdicts) if v.contradicts is None]
+            asks += [(e, k) for k in undecided[: self.settings.exit.llm_pairs_per_item]]
+        limit = asyncio.Semaphore(self.settings.exit.llm_concurrency)
+
+        async def ask(e: Evaluation, k: int) -> Verdict:
+            async with limit:
+                return await ask_llm(self.llm, e.item.content, e.verdicts[k][0].content,
+                                     e.verdicts[k][1].opposition)
+
+        answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
+        for (e, k), verdict in zip(asks, answers, strict=True):
+            e.verdicts[k] = (e.verdicts[k][0], verdict)
+            if verdict.layer == "llm":
+                e.llm_calls += 1
+                if verdict.summary and e.compressed is None:
+                    e.compressed, e.compressed_by = verdict.summary, "llm"
+
+    def _finish(self, e: Evaluation, th: GateThresholds) -> None:
+        opposed = next(((n, v) for n, v in e.verdicts if v.contradicts), None)
+        if opposed is not None:
+            e.decided_by, e.novelty = opposed, "contradicting"
+        else:
+            first = e.verdicts[0] if e.verdicts else None
+            e.decided_by = first
+            e.novelty = novelty_cell(e.nearest.similarity if e.nearest else None,
+                                     first[1].contradicts if first else None, th)
+        cfg = self.settings.exit
+        e.cell = decide_cell(e.relevance, e.novelty, th, cfg.noise_floor, self.rng,
+                             round_=e.round, max_rounds=cfg.max_buffer_rounds,
+                             expired=e.item.expires_at <= self.clock())
+        if e.compressed is None:
+            e.compressed = compress_fallback(e.item.content)
+
+    async def _write(self, evaluations: list[Evaluation], reason: str) -> FlushReport:
+        model = self.embedder.model_name
+        report = FlushReport()
+        async with self.pool.acquire() as conn, conn.transaction():
+            claimed = await scratch.claim(conn, [e.item.id for e in evaluations])
+            mine = [e for e in evaluations if e.item.id in claimed]
+            report.claimed_elsewhere = len(evaluations) - len(mine)
+            chunk_index = {e.item.id: k for k, e in enumerate(evaluations)}
+            batch_ids = await gate_record.persist(conn, mine, model, GATE_MEMORY_TYPE, chunk_index)
+            await gate_record.apply_weights(conn, mine, batch_ids, self.settings.exit, self.safety)
+            await gate_record.record_exit(conn, mine, batch_ids, model, reason)
+            await scratch.mark_flushed(conn, [e.item.id for e in mine if e.cell.action != "buffer"])
+            await scratch.keep_buffered(conn, [e.item.id for e in mine if e.cell.action == "buffer"])
+        persisted = [e.vec for e in mine if e.cell.action in PERSISTING]
+        if persisted:
+            self.centroid.absorb(model, np.vstack(persisted))
+        report.evaluated = len(mine)
+        report.llm_calls = sum(e.llm_calls for e in mine)
+        for e in mine:
+            report.actions[e.cell.action] = report.actions.get(e.cell.action, 0) + 1
+        return report

@@ -1,0 +1,160 @@
+"""The exit gate's 3×3 decision matrix (plan §2.8), pure: no I/O, the generator passed in.
+
+Relevance axis, on r = max(S_i, bootstrap floor):  core r > core (0.6),
+peripheral peripheral (0.3) <= r <= core, irrelevant r < peripheral. The plan leaves
+the boundaries themselves open; they fall on the permissive side.
+
+Novelty axis, on s = cosine similarity to the nearest stored memory:
+contradicting when s > contradicting (0.7) and the pair is judged opposed;
+confirming when s > confirming (0.85) and judged *not* opposed; novel otherwise.
+Two cases the plan leaves open also fall on the permissive side: the band between
+novel (0.6) and confirming is treated as novel (related but different content is
+worth keeping), and a very similar pair whose opposition stayed undecided (reflex
+mode, provider failure) is novel too — kept, with no claim of agreement that would
+fold it into the old memory, and no claim of contradiction that would weaken it.
+
+                 confirming         novel              contradicting
+    core         reinforce (mod.)   persist (high)     persist_flag (max)
+    peripheral   skip (low)         buffer (mod.)      persist (high)
+    irrelevant   drop               drop               drop
+
+Noise floor: in every cell, with probability `noise_floor`, the gate takes the
+cell's alternative instead, so gate tuning (§4.5) sees what the other choice would
+have led to. The alternative flips whether the item is written now: cells that do
+not persist (reinforce, skip, buffer, drop) persist; cells that persist defer to
+the buffer (the item returns at the next flush). Noise therefore never destroys
+anything: dropping is permanent, over-persisting is recoverable.
+
+Bootstrap floor: a newborn mind has no identity, goals or memories, so spreading
+activation has nothing to spread from and S_i = 0 for everything. The floor
+`bootstrap_floor * (1 - maturity)` for the sources in `bootstrap_sources` (the
+user) keeps novel input from them in the core row at birth; it fades linearly
+with the maturity the rest of the mind uses (memory count / 1000) and is gone
+once the store is mature, when S_i has real sources to spread from.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from src.gates.settings import ExitGateSettings, GateThresholds
+
+NOVELTY_CELLS = ("confirming", "novel", "contradicting")
+
+MATRIX: dict[tuple[str, str], str] = {
+    ("core", "confirming"): "reinforce",
+    ("core", "novel"): "persist",
+    ("core", "contradicting"): "persist_flag",
+    ("peripheral", "confirming"): "skip",
+    ("peripheral", "novel"): "buffer",
+    ("peripheral", "contradicting"): "persist",
+    ("irrelevant", "confirming"): "drop",
+    ("irrelevant", "novel"): "drop",
+    ("irrelevant", "contradicting"): "drop",
+}
+PRIORITY: dict[tuple[str, str], str] = {
+    ("core", "confirming"): "moderate", ("core", "novel"): "high", ("core", "contradicting"): "max",
+    ("peripheral", "confirming"): "low", ("peripheral", "novel"): "moderate",
+    ("peripheral", "contradicting"): "high",
+    ("irrelevant", "confirming"): "none", ("irrelevant", "novel"): "none",
+    ("irrelevant", "contradicting"): "none",
+}
+NOISE_ALTERNATIVE: dict[str, str] = {
+    "reinforce": "persist", "skip": "persist", "buffer": "persist", "drop": "persist",
+    "persist": "buffer", "persist_flag": "buffer",
+}
+PERSISTING = frozenset({"persist", "persist_flag"})
+
+
+def relevance_cell(relevance: float, th: GateThresholds) -> str:
+    """core / peripheral / irrelevant for a relevance score."""
+    if relevance > th.core:
+        return "core"
+    if relevance >= th.peripheral:
+        return "peripheral"
+    return "irrelevant"
+
+
+def novelty_band(similarity: float | None, th: GateThresholds) -> str:
+    """How close the nearest memory is, before any opposition judgement (for the log)."""
+    if similarity is None or similarity < th.novel:
+        return "novel"
+    return "confirming" if similarity > th.confirming else "related"
+
+
+def novelty_cell(similarity: float | None, opposed: bool | None, th: GateThresholds) -> str:
+    """confirming / novel / contradicting from similarity and the opposition verdict.
+
+    `opposed` is the contradiction detector's verdict for the nearest memory: True,
+    False, or None when it was not asked or stayed undecided.
+    """
+    if similarity is None:
+        return "novel"                       # empty store: nothing to confirm or contradict
+    if opposed is True and similarity > th.contradicting:
+        return "contradicting"
+    if opposed is False and similarity > th.confirming:
+        return "confirming"
+    return "novel"
+
+
+def bootstrap_floor(source_tag: str, maturity: float, settings: ExitGateSettings) -> float:
+    """The relevance floor for an item from `source_tag` at `maturity` in [0, 1]."""
+    if not 0.0 <= maturity <= 1.0:
+        raise ValueError(f"maturity must be in [0, 1], got {maturity!r}")
+    if source_tag not in settings.bootstrap_sources:
+        return 0.0
+    return settings.bootstrap_floor * (1.0 - maturity)
+
+
+@dataclass(frozen=True)
+class CellDecision:
+    """Where an item landed and what the gate does with it."""
+
+    relevance: str
+    novelty: str
+    cell_action: str
+    action: str
+    draw: float
+    noise_rate: float
+    noise_fired: bool
+    priority: str
+    reason: str
+
+
+def decide_cell(relevance: float, novelty: str, th: GateThresholds, noise_rate: float,
+                rng: random.Random, *, round_: int = 1, max_rounds: int = 3,
+                expired: bool = False) -> CellDecision:
+    """Matrix cell, noise floor (one draw from `rng`), and the buffer's last round."""
+    if novelty not in NOVELTY_CELLS:
+        raise ValueError(f"novelty must be one of {NOVELTY_CELLS}, got {novelty!r}")
+    rel = relevance_cell(relevance, th)
+    cell_action = MATRIX[(rel, novelty)]
+    draw = rng.random()
+    noise = draw < noise_rate
+    action = NOISE_ALTERNATIVE[cell_action] if noise else cell_action
+    reason = f"{rel} x {novelty} -> {cell_action}"
+    if noise:
+        reason += f"; noise floor fired (draw {draw:.4f} < {noise_rate:.3f}) -> {action}"
+    if action == "buffer" and (round_ >= max_rounds or expired):
+        action = "persist"
+        why = "its TTL has passed" if expired else f"round {round_} of {max_rounds}"
+        reason += f"; undecided for too long ({why}) -> persist"
+    return CellDecision(rel, novelty, cell_action, action, draw, noise_rate, noise,
+                        PRIORITY[(rel, novelty)], reason)
+
+
+def compress_fallback(text: str, limit: int = 120) -> str:
+    """A one-line summary without a language model: the first sentence, whitespace
+    collapsed, cut at a word boundary with an ellipsis when longer than `limit`."""
+    flat = " ".join(text.split())
+    for stop in (". ", "? ", "! "):
+        cut = flat.find(stop)
+        if 0 < cut < limit:
+            flat = flat[: cut + 1]
+            break
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"

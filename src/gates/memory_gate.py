@@ -1,0 +1,83 @@
+"""The gates as one object for the process: entry gate, scratch lifecycle, exit gate.
+
+`Gates.build` wires them from settings and providers; main calls `admit` for every
+plain input, `recover` at start-up and `shutdown` at graceful exit. The context
+window's pruning (plan §3.3) calls `prune`, whose embedding goes through the
+rate-limited embedder (one call per `prune_embed_interval_s`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from src.gates import scratch
+from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
+from src.gates.exit import ExitGate, LayerSource
+from src.gates.rate_limit import RateLimitedEmbedder
+from src.gates.scratch import FlushReport, ScratchLifecycle
+from src.gates.settings import GateSettings
+from src.providers.protocols import Embedder, LanguageModel
+from src.text import clean_text
+from src.weights.safety import Safety
+
+
+class Gates:
+    """Entry gate -> scratch buffer -> exit gate, for one running mind."""
+
+    def __init__(self, pool: asyncpg.Pool, entry: EntryGate, exit_gate: ExitGate,
+                 lifecycle: ScratchLifecycle, settings: GateSettings):
+        self.pool = pool
+        self.entry = entry
+        self.exit = exit_gate
+        self.lifecycle = lifecycle
+        self.settings = settings
+
+    @classmethod
+    def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
+              settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
+              layers: LayerSource | None = None) -> Gates:
+        """One generator feeds both gates: seeded from `settings.seed` when set."""
+        rng = rng or random.Random(settings.seed)
+        ttl = timedelta(hours=settings.scratch.ttl_hours)
+        pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
+                                      max_batch=settings.scratch.prune_embed_max_batch)
+        exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
+                             prune_embedder=pruning)
+        entry = EntryGate(pool, settings.entry, rng, ttl)
+        return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
+                   settings)
+
+    async def admit(self, content: str, *, source_tag: str = "external_user",
+                    source_confidence: float = 1.0, exchange: bool = True) -> Admitted:
+        """Entry gate for one input; counts an exchange (which may start a flush)."""
+        admitted = await self.entry.admit(content, source_tag=source_tag,
+                                          source_confidence=source_confidence)
+        if exchange:
+            self.lifecycle.note_exchange()
+        return admitted
+
+    async def prune(self, texts: Sequence[str], *, source_tag: str) -> FlushReport:
+        """Last chance for messages pruned from the context window (plan §3.3).
+
+        They bypass the entry gate's filter (they were already attended to) but are
+        buffered first like everything else, then flushed through the exit gate with
+        rate-limited embedding.
+        """
+        contents = [c for c in (clean_text(t).text for t in texts) if c.strip()]
+        if not contents:
+            return FlushReport()
+        ttl = timedelta(hours=self.settings.scratch.ttl_hours)
+        ids = await scratch.buffer_pruned(self.pool, contents, source_tag, ttl, PREVIEW_CHARS)
+        return await self.exit.flush(reason="context pruning", ids=ids, burst=True)
+
+    async def recover(self, started_at: datetime | None = None) -> FlushReport:
+        """Start-up crash recovery (see ScratchLifecycle.recover)."""
+        return await self.lifecycle.recover(started_at)
+
+    async def shutdown(self) -> FlushReport:
+        """Graceful shutdown: flush everything still buffered."""
+        return await self.lifecycle.shutdown()

@@ -1,0 +1,280 @@
+"""The scratch buffer (plan §2.9): its SQL, and its lifecycle around the exit gate.
+
+Lifecycle. Everything the entry gate keeps is a `scratch_buffer` row first. The
+rows go through the exit gate together:
+
+- every `flush_every` exchanges (default 5), in the background;
+- at graceful shutdown;
+- at start-up, for rows a crash left unflushed (crash recovery);
+- when the context window prunes messages (rate-limited, src/gates/rate_limit.py).
+
+A flush evaluates first and writes afterwards, in one transaction that re-claims
+the rows (`FOR UPDATE SKIP LOCKED`, still unflushed), writes the memories and the
+decisions, and sets `flushed_at`. A crash before the commit leaves every row
+unflushed, to be evaluated again; after it, nothing is evaluated twice. Flushed
+rows stay until `expires_at` (TTL, 24 h) so an operator can still read what was
+said, then `clean_expired` deletes them; the decision row keeps a preview.
+
+An unflushed row is never deleted, even past its TTL: expiry must not drop an item
+the exit gate has not seen (dropping is permanent). The exit gate instead treats
+an expired item in the "buffer" cell as undecidable for too long and persists it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import asyncpg
+
+from src.gates.settings import ScratchSettings
+
+log = logging.getLogger(__name__)
+
+Executor = asyncpg.Pool | asyncpg.Connection
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    """One entry-gate decision, as written to scratch_buffer and gate_decisions."""
+
+    content: str
+    source_tag: str
+    source_confidence: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    rule: str
+    reason: str
+    draw: float | None
+    skip_rate: float | None
+    preview: str
+    mechanical: str | None = None
+
+    def details(self) -> str:
+        return json.dumps({"tags": self.tags, "mechanical": self.mechanical})
+
+
+_BUFFER = """
+WITH kept AS (
+    INSERT INTO scratch_buffer (content, source_tag, source_confidence, tags, metadata, expires_at)
+    VALUES ($1, $2, $3, $4, $5::jsonb, now() + $6::interval)
+    RETURNING id
+)
+INSERT INTO gate_decisions (gate, scratch_id, source_tag, content_preview, rule, action,
+                            random_draw, noise_rate, reason, details)
+SELECT 'entry', kept.id, $2, $7, $8, 'buffer', $9, $10, $11, $12::jsonb FROM kept
+RETURNING scratch_id
+"""
+
+_SKIP = """
+INSERT INTO gate_decisions (gate, source_tag, content_preview, rule, action, random_draw,
+                            noise_rate, reason, details)
+VALUES ('entry', $1, $2, $3, 'skip', $4, $5, $6, $7::jsonb)
+"""
+
+
+async def buffer(pool: Executor, record: EntryRecord, ttl: timedelta) -> int:
+    """Write a kept item and its entry decision in one statement; return the scratch id."""
+    return await pool.fetchval(
+        _BUFFER, record.content, record.source_tag, float(record.source_confidence),
+        record.tags, json.dumps(record.metadata, ensure_ascii=False), ttl, record.preview,
+        record.rule, record.draw, record.skip_rate, record.reason, record.details(),
+    )
+
+
+_BUFFER_PRUNED = """
+WITH kept AS (
+    INSERT INTO scratch_buffer (content, source_tag, tags, expires_at)
+    SELECT content, $2, ARRAY['pruned'], now() + $3::interval
+      FROM unnest($1::text[]) WITH ORDINALITY AS s(content, ord) ORDER BY ord
+    RETURNING id, content
+)
+INSERT INTO gate_decisions (gate, scratch_id, source_tag, content_preview, rule, action, reason)
+SELECT 'entry', kept.id, $2, left(kept.content, $4), 'pruned', 'buffer',
+       'pruned from the context window: buffered for the exit gate'
+  FROM kept
+RETURNING scratch_id
+"""
+
+
+async def buffer_pruned(pool: Executor, contents: Sequence[str], source_tag: str,
+                        ttl: timedelta, preview_chars: int) -> list[int]:
+    """Buffer messages pruned from the context window (no entry filter), in one statement."""
+    rows = await pool.fetch(_BUFFER_PRUNED, list(contents), source_tag, ttl, preview_chars)
+    return sorted(r["scratch_id"] for r in rows)
+
+
+async def record_skip(pool: Executor, record: EntryRecord) -> None:
+    """Record an entry decision that kept nothing."""
+    await pool.execute(_SKIP, record.source_tag, record.preview, record.rule, record.draw,
+                       record.skip_rate, record.reason, record.details())
+
+
+@dataclass(frozen=True)
+class BufferedItem:
+    """An unflushed scratch row, as the exit gate sees it."""
+
+    id: int
+    content: str
+    source_tag: str
+    source_confidence: float
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    created_at: datetime
+    expires_at: datetime
+
+    @property
+    def rounds(self) -> int:
+        """Flushes this item has already stayed in the buffer cell through."""
+        return int(self.metadata.get("gate_rounds", 0))
+
+
+_PENDING = """
+SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, expires_at
+  FROM scratch_buffer
+ WHERE flushed_at IS NULL
+   AND ($1::bigint[] IS NULL OR id = ANY($1))
+   AND ($2::timestamptz IS NULL OR created_at < $2)
+   AND id > $3
+ ORDER BY id
+ LIMIT $4
+"""
+
+
+async def pending(pool: Executor, *, limit: int, after_id: int = 0,
+                  ids: Sequence[int] | None = None,
+                  created_before: datetime | None = None) -> list[BufferedItem]:
+    """Unflushed rows in id order (optionally only `ids`, or created before a time)."""
+    rows = await pool.fetch(_PENDING, None if ids is None else list(ids), created_before,
+                            after_id, limit)
+    return [BufferedItem(r["id"], r["content"], r["source_tag"], r["source_confidence"],
+                         tuple(r["tags"]), json.loads(r["metadata"]), r["created_at"],
+                         r["expires_at"]) for r in rows]
+
+
+async def claim(conn: asyncpg.Connection, ids: Sequence[int]) -> set[int]:
+    """Lock the rows of `ids` that are still unflushed; skip rows another flush holds.
+
+    Must run inside the transaction that then writes the memories and marks the rows.
+    """
+    rows = await conn.fetch(
+        "SELECT id FROM scratch_buffer WHERE id = ANY($1) AND flushed_at IS NULL "
+        "FOR UPDATE SKIP LOCKED", list(ids))
+    return {r["id"] for r in rows}
+
+
+async def mark_flushed(conn: asyncpg.Connection, ids: Sequence[int]) -> None:
+    """The exit gate has decided these rows for good."""
+    if ids:
+        await conn.execute("UPDATE scratch_buffer SET flushed_at = now() WHERE id = ANY($1)",
+                           list(ids))
+
+
+async def keep_buffered(conn: asyncpg.Connection, ids: Sequence[int]) -> None:
+    """These rows stay for the next flush; count the round they just went through."""
+    if ids:
+        await conn.execute(
+            """UPDATE scratch_buffer
+                  SET metadata = jsonb_set(metadata, '{gate_rounds}',
+                                           to_jsonb(COALESCE((metadata->>'gate_rounds')::int, 0) + 1))
+                WHERE id = ANY($1)""", list(ids))
+
+
+async def clean_expired(pool: Executor) -> int:
+    """Delete flushed rows past their TTL; return how many. Unflushed rows are kept."""
+    status = await pool.execute(
+        "DELETE FROM scratch_buffer WHERE flushed_at IS NOT NULL AND expires_at < now()")
+    return int(status.split()[-1])
+
+
+async def count_unflushed(pool: Executor) -> int:
+    return await pool.fetchval("SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL")
+
+
+@dataclass
+class FlushReport:
+    """What one flush did, by action; `claimed_elsewhere` rows were taken by another flush."""
+
+    evaluated: int = 0
+    actions: dict[str, int] = field(default_factory=dict)
+    claimed_elsewhere: int = 0
+    cleaned: int = 0
+    llm_calls: int = 0
+    deferred: int = 0          # rows left unflushed because they could not be embedded
+
+    def add(self, other: FlushReport) -> None:
+        self.evaluated += other.evaluated
+        self.claimed_elsewhere += other.claimed_elsewhere
+        self.cleaned += other.cleaned
+        self.llm_calls += other.llm_calls
+        self.deferred += other.deferred
+        for action, n in other.actions.items():
+            self.actions[action] = self.actions.get(action, 0) + n
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{n} {a}" for a, n in sorted(self.actions.items())) or "nothing"
+        return f"{self.evaluated} evaluated: {parts}"
+
+
+class Flusher(Protocol):
+    """What the lifecycle needs from the exit gate."""
+
+    async def flush(self, *, reason: str, ids: Sequence[int] | None = None,
+                    created_before: datetime | None = None) -> FlushReport: ...
+
+
+class ScratchLifecycle:
+    """When the scratch buffer is flushed: every N exchanges, at start-up, at shutdown."""
+
+    def __init__(self, pool: asyncpg.Pool, gate: Flusher, settings: ScratchSettings):
+        self.pool = pool
+        self.gate = gate
+        self.settings = settings
+        self.exchanges = 0
+        self._task: asyncio.Task | None = None
+        self._again = False
+
+    async def recover(self, started_at: datetime | None = None) -> FlushReport:
+        """Crash recovery: evaluate every row a previous run left unflushed, then clean."""
+        report = await self.gate.flush(reason="recovery", created_before=started_at)
+        report.cleaned += await clean_expired(self.pool)
+        if report.evaluated:
+            log.info("scratch recovery: %s", report.summary())
+        return report
+
+    def note_exchange(self) -> asyncio.Task | None:
+        """Count one exchange; every `flush_every` start a background flush (returned)."""
+        self.exchanges += 1
+        if self.exchanges % self.settings.flush_every:
+            return None
+        if self._task is not None and not self._task.done():
+            self._again = True          # the running flush may have missed the newest rows
+            return self._task
+        self._task = asyncio.create_task(self._flush_in_background(), name="scratch-flush")
+        return self._task
+
+    async def _flush_in_background(self) -> None:
+        while True:
+            self._again = False
+            try:
+                report = await self.gate.flush(reason=f"every {self.settings.flush_every} exchanges")
+                report.cleaned += await clean_expired(self.pool)
+                log.info("scratch flush: %s", report.summary())
+            except Exception:  # the rows stay unflushed; the next flush or start-up retries
+                log.exception("scratch flush failed; the items stay buffered")
+            if not self._again:
+                return
+
+    async def shutdown(self) -> FlushReport:
+        """Graceful shutdown: wait for a running flush, then flush what is left."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        report = await self.gate.flush(reason="shutdown")
+        report.cleaned += await clean_expired(self.pool)
+        log.info("scratch flush at shutdown: %s", report.summary())
+        return report

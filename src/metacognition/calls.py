@@ -1,0 +1,97 @@
+"""The metacognitive calls (plan §2.11): feeling of knowing in an isolated meta-context.
+
+The FOK question goes out through `LanguageModel.meta_call_structured`, which
+takes one question string and nothing else: no history, no identity, no system
+prompt of the agent's, and the answer is discarded once its signal is read. The
+model judges whether it knows the answer *before* seeing any answer, so the
+judgement is not anchored on a draft it would defend.
+
+Failure is never fatal here: reflex mode (ProviderSkipped) and any provider
+error give a FeelingOfKnowing without a value and the reason recorded; the
+composite then renormalises over the other signals (src/cognition/metacognition).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import BaseModel, Field
+
+from src.errors import ProviderError, ProviderSkipped
+from src.metacognition.confidence import (
+    Confidence,
+    FeelingOfKnowing,
+    Judgement,
+    MetacognitionSettings,
+    fok_value,
+    score_answer,
+)
+from src.providers.protocols import LanguageModel, LLMResult
+
+log = logging.getLogger(__name__)
+
+FOK_PURPOSE = "metacognition_fok"
+#: Questions longer than this are cut for the FOK call: the judgement needs the gist.
+FOK_QUESTION_CHARS = 4000
+
+FOK_PROMPT = """Do you know the answer to the question below? Do not answer it.
+Judge only your own knowledge:
+- KNOWN: you know the answer and could state it correctly;
+- PARTIAL: you know part of it, or you would have to guess some of it;
+- UNKNOWN: you do not know it (or it depends on facts you do not have).
+Also give a confidence from 0 to 1 that an answer you gave now would be correct.
+
+Question:
+<<<
+{question}
+>>>"""
+
+
+class FokAnswer(BaseModel):
+    """The meta call's reply."""
+
+    judgement: Judgement
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,
+                             settings: MetacognitionSettings | None = None) -> FeelingOfKnowing:
+    """KNOWN / PARTIAL / UNKNOWN and a value in its band; never raises a ProviderError."""
+    cfg = settings or MetacognitionSettings()
+    if llm is None or not llm.configured:
+        reason = "no language model is configured (reflex mode)"
+        log.info("feeling of knowing skipped: %s", reason)
+        return FeelingOfKnowing.unavailable(reason)
+    text = question.strip()[:FOK_QUESTION_CHARS]
+    if not text:
+        return FeelingOfKnowing.unavailable("empty question")
+    try:
+        reply = await llm.meta_call_structured(FOK_PROMPT.format(question=text), FokAnswer,
+                                               purpose=FOK_PURPOSE, max_tokens=cfg.fok_max_tokens)
+    except ProviderSkipped as exc:
+        log.info("feeling of knowing skipped: %s", exc)
+        return FeelingOfKnowing.unavailable(f"skipped: {exc}")
+    except ProviderError as exc:
+        log.warning("feeling-of-knowing call failed, confidence goes without it: %s", exc)
+        return FeelingOfKnowing.unavailable(f"failed: {type(exc).__name__}: {exc}")
+    value = reply.value
+    return FeelingOfKnowing(value.judgement, fok_value(value.judgement, value.confidence))
+
+
+async def assess_confidence(llm: LanguageModel | None, question: str, answer_result: LLMResult, *,
+                            fok: FeelingOfKnowing | None = None, expected_words: int | None = None,
+                            settings: MetacognitionSettings | None = None) -> Confidence:
+    """Composite confidence of `answer_result` as an answer to `question`.
+
+    `fok` is the feeling of knowing already asked for this question (a retry
+    reuses it: FOK is about the question, not the answer); without it the
+    isolated meta call is made here with `llm`.
+    """
+    cfg = settings or MetacognitionSettings()
+    if fok is None:
+        fok = await feeling_of_knowing(llm, question, settings=cfg)
+    return score_answer(answer_result.text, fok, mean_logprob=answer_result.mean_logprob,
+                        expected_words=expected_words, settings=cfg)
+
+
+__all__ = ["FOK_PROMPT", "FOK_PURPOSE", "FokAnswer", "assess_confidence", "feeling_of_knowing"]

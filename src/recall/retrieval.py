@@ -1,0 +1,254 @@
+"""Recall: hybrid search → ACT-R → hybrid relevance + spreading → rerank → mutation.
+
+    1. hybrid search (search.py): top-`limit` by RRF of vector and full text + recency
+    2. spreading activation (plan §3.1) from the memories active in context (or, on
+       a cold call, the best three hits) through `memory_co_access`: hop 0 ×1.0,
+       hop 1 ×0.3, hop 2 ×0.1 (DMN); partners that search missed join the candidates
+    3. ACT-R (plan §2.7) per candidate: A = B + S + P + ε
+    4. hybrid relevance (plan §3.1): five components, Dirichlet-sampled blend whose
+       alphas move from the cold-start set to the target set with maturity
+    5. weighted = (1 - a)·relevance + a·P(retrieve), P = 1 / (1 + e^{-(A - τ)/s}),
+       a = `activation_share`. Additive and bounded, like recency in search: ACT-R's
+       base level of a memory untouched for a year is about -8, and a multiplier
+       would make old memories unreachable however well they match.
+    6. dormant memories (center below `dormant_center`) leave the candidates unless
+       the cue is strong (cosine > `dormant_similarity`, plan §3.8)
+    7. rerank top-`limit` → top-`keep`: 0.6·rerank + 0.4·weighted (plan §2.6)
+    8. retrieval-induced mutation (plan §3.8, mutation.py), one transaction: retrieved rows get
+       reinforce(0.1) and an access (count, last_accessed, ACT-R presentation),
+       near-misses (ranks keep+1 … limit) contradict(0.05), co-access recorded for
+       the retrieved set. Weight changes go through the safety choke point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+import numpy as np
+
+from src.errors import ProviderError
+from src.providers.protocols import Embedder, Reranker
+from src.recall import activation as actr
+from src.recall import relevance as rel
+from src.recall import search
+from src.recall.co_access import fetch_partners
+from src.recall.mutation import mutate_after_retrieval
+from src.recall.settings import ActRSettings, ArmWeights, RetrievalSettings
+from src.recall.store import count_memories
+from src.text import clean_text
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """A candidate after every stage; `final` orders the result."""
+
+    hit: search.SearchHit
+    activation: actr.ActivationResult
+    components: tuple[float, ...]          # rel.COMPONENTS order
+    relevance: float
+    weighted: float
+    spread: float                          # co-activation reached through co-access
+    rerank: float | None = None
+    final: float = 0.0
+
+    @property
+    def id(self) -> int:
+        return self.hit.id
+
+
+@dataclass
+class Retrieval:
+    query: str
+    memories: list[Recalled]               # retrieved, best first (at most `keep`)
+    near_misses: list[Recalled]            # ranks keep+1 … limit
+    blend: dict[str, float]                # the Dirichlet draw used this time
+    reranked: bool
+    rerank_skipped_reason: str | None
+    degraded: list[str] = field(default_factory=list)   # e.g. "query embedding failed: …"
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[int]:
+        return [m.id for m in self.memories]
+
+
+class Retriever:
+    """Recall for the cognitive loop, DMN and gates. One instance per process."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, reranker: Reranker | None,
+                 safety: Safety, settings: RetrievalSettings | None = None,
+                 layer_vecs: Sequence[tuple[np.ndarray, float]] = ()):
+        self.pool = pool
+        self.embedder = embedder
+        self.reranker = reranker
+        self.safety = safety
+        self.settings = settings or RetrievalSettings()
+        # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i.
+        self.layer_vecs = list(layer_vecs)
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        rng: np.random.Generator,
+        now: datetime | None = None,
+        context_vecs: Sequence[np.ndarray] = (),
+        active_ids: Sequence[int] = (),
+        hops: int = 1,
+        want_types: Sequence[str] = (),
+        mutate: bool = True,
+        query_vec: np.ndarray | None = None,
+    ) -> Retrieval:
+        """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
+
+        `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
+        (the loop embeds attention candidates), so it is not paid for twice.
+        """
+        cfg = self.settings
+        now = now or datetime.now(UTC)
+        timings: dict[str, float] = {}
+        degraded: list[str] = []
+        query = clean_text(query).text
+        if not query.strip():
+            return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
+        t = time.perf_counter()
+        if query_vec is None:
+            try:
+                query_vec = (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
+            except ProviderError as exc:
+                degraded.append(f"query embedding failed ({exc}); full-text search only")
+                log.warning("query embedding failed, searching full text only: %s", exc)
+        timings["embed"] = _ms(t)
+
+        t = time.perf_counter()
+        arms = cfg.arm_weights(self.embedder.model_name)
+        hits = await search.search_hybrid(
+            self.pool, query, query_vec, embed_model=self.embedder.model_name, limit=cfg.limit,
+            k=cfg.rrf_k, w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
+            w_recency=arms.w_recency, candidates=cfg.candidates, now=now)
+        timings["search"] = _ms(t)
+
+        t = time.perf_counter()
+        spread = await self._spread(active_ids or [h.id for h in hits[:cfg.spread_seeds]], hops,
+                                    exclude=[h.id for h in hits] if not active_ids else ())
+        missing = [mid for mid in spread if mid not in {h.id for h in hits}]
+        if missing:
+            hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
+                                                  embed_model=self.embedder.model_name, now=now)
+        timings["spread"] = _ms(t)
+
+        t = time.perf_counter()
+        total = await count_memories(self.pool, cfg.maturity_memories)
+        maturity = rel.memory_maturity(total, cfg.maturity_memories)
+        blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
+        focus = [query_vec] if query_vec is not None else []
+        scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
+                        spread, blend, want_types)
+        awake = [r for r in scored if not _dormant(r.hit, cfg)]
+        awake.sort(key=lambda r: (-r.weighted, r.id))
+        top = awake[:cfg.limit]
+        timings["score"] = _ms(t)
+
+        t = time.perf_counter()
+        reranked = await search.rerank_hits(
+            self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=cfg.keep)
+        by_id = {r.id: r for r in top}
+        memories = [dataclasses.replace(by_id[h.hit.id], rerank=h.rerank, final=h.final) for h in reranked.hits]
+        kept = {m.id for m in memories}
+        near = [r for r in top if r.id not in kept]
+        timings["rerank"] = _ms(t)
+
+        if mutate and memories:
+            t = time.perf_counter()
+            await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
+                                         safety=self.safety, at=now, query=query, settings=cfg)
+            timings["mutation"] = _ms(t)
+        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
+                         reranked.reranked, reranked.skipped_reason, degraded, timings)
+
+    async def _spread(self, seeds: Sequence[int], hops: int, exclude: Sequence[int]) -> dict[int, float]:
+        """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""
+        if not seeds:
+            return {}
+        frontier = {s: 1.0 for s in seeds}
+        activated: dict[int, float] = {}
+        for hop in range(hops + 1):
+            edges = await fetch_partners(self.pool, list(frontier), self.settings.spread_top_k)
+            frontier = rel.spread_step(frontier, edges, self.settings.spread_top_k)
+            frontier = {m: s for m, s in frontier.items() if m not in seeds}
+            for mid, strength in frontier.items():
+                activated[mid] = max(activated.get(mid, 0.0), rel.DECAY_PER_HOP[hop] * strength)
+            if not frontier:
+                break
+        return activated
+
+
+
+def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
+           cfg: RetrievalSettings, context_vecs: list[np.ndarray],
+           layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
+           blend: np.ndarray, want_types: Sequence[str]) -> list[Recalled]:
+    """ACT-R and hybrid relevance for every candidate, vectorised."""
+    if not hits:
+        return []
+    a = cfg.act_r
+    presentations = [[h.event_time or h.created_at, *h.access_timestamps] for h in hits]
+    base = actr.base_levels(presentations, now, a.d)
+    usable = np.array([h.embedding is not None and h.similarity is not None for h in hits])
+    vecs = np.stack([h.embedding if h.embedding is not None else np.zeros(768, np.float32) for h in hits])
+    s_i = np.where(usable, actr.spreading_many(vecs, context_vecs, layer_vecs), 0.0)
+    p_i = np.array([a.P * _mismatch(h, want_types) for h in hits])
+    noise = actr.logistic_noise_many(rng, len(hits), a.s)
+    total = base + s_i + p_i + noise
+    p_retrieve = 1.0 / (1.0 + np.exp(-np.clip((total - a.tau) / max(a.s, 1e-9), -50, 50)))
+
+    semantic = np.array([h.similarity if h.similarity is not None else 0.0 for h in hits])
+    # Without a usable vector, the fused search score stands in for similarity.
+    rrf_norm = np.array([min(1.0, h.score) for h in hits])
+    semantic = np.where(usable, semantic, rrf_norm)
+    coact = np.array([spread.get(h.id, 0.0) for h in hits])
+    recency = np.array([h.recency for h in hits])
+    comps = rel.relevance_components(rng, semantic, coact, None, recency)
+    relevance = rel.hybrid_relevance(comps, blend)
+    weighted = (1 - cfg.activation_share) * relevance + cfg.activation_share * p_retrieve
+    return [
+        Recalled(h, actr.ActivationResult(float(base[i]), float(s_i[i]), float(p_i[i]), float(noise[i]),
+                                          float(total[i])),
+                 tuple(float(c) for c in comps[i]), float(relevance[i]), float(weighted[i]),
+                 float(coact[i]))
+        for i, h in enumerate(hits)
+    ]
+
+
+def _mismatch(hit: search.SearchHit, want_types: Sequence[str]) -> float:
+    """Partial matching (plan §2.7): a wrong memory type is a full mismatch; a vector
+    from another embed model (not comparable yet) half of one."""
+    degree = 0.0
+    if want_types and hit.memory_type not in want_types:
+        degree += 1.0
+    if hit.embedding is not None and hit.similarity is None:
+        degree += 0.5
+    return degree
+
+
+def _dormant(hit: search.SearchHit, cfg: RetrievalSettings) -> bool:
+    center = hit.alpha / (hit.alpha + hit.beta)
+    if center >= cfg.dormant_center or hit.immutable:
+        return False
+    return not (hit.similarity is not None and hit.similarity > cfg.dormant_similarity)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
+
+
+__all__ = ["ActRSettings", "ArmWeights", "Recalled", "Retrieval", "RetrievalSettings", "Retriever"]

@@ -1,0 +1,49 @@
+"""Recall's settings (runtime.yaml `retrieval:`): pure pydantic, imported by config."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from src.recall import activation as actr
+from src.recall import relevance as rel
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActRSettings(_Section):
+    """ACT-R constants (plan §2.7)."""
+
+    d: float = Field(actr.DECAY_D, gt=0, lt=1)
+    s: float = Field(actr.NOISE_S, ge=0)
+    P: float = Field(actr.MISMATCH_P, le=0)
+    tau: float = actr.TAU
+
+
+class ArmWeights(_Section):
+    """RRF arm weights and recency share; tuned per embed model (DESIGN.md)."""
+
+    w_vector: float = Field(1.0, ge=0)
+    w_fulltext: float = Field(1.0, ge=0)
+    w_recency: float = Field(0.1, ge=0)
+
+
+class RetrievalSettings(_Section):
+    candidates: int = Field(50, ge=1)        # per search arm
+    limit: int = Field(20, ge=1)             # what ACT-R, relevance and rerank see
+    keep: int = Field(5, ge=1)               # retrieved after rerank
+    rrf_k: float = Field(60.0, gt=0)
+    arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
+    activation_share: float = Field(0.3, ge=0, le=1)
+    reinforce_retrieved: float = Field(0.1, ge=0)
+    contradict_near_miss: float = Field(0.05, ge=0)
+    dormant_center: float = Field(0.15, ge=0, le=1)
+    dormant_similarity: float = Field(0.9, ge=0, le=1)
+    spread_top_k: int = Field(3, ge=1)
+    spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
+    maturity_memories: int = Field(rel.MATURITY_MEMORIES, ge=1)
+    act_r: ActRSettings = ActRSettings()
+
+    def arm_weights(self, embed_model: str) -> ArmWeights:
+        return self.arms.get(embed_model) or self.arms.get("default") or ArmWeights()

@@ -1,0 +1,240 @@
+"""The one choke point for every change of a memory's Beta weight (plan §3.9).
+
+Retrieval mutation, gate reinforcement, consolidation, promotion and decay all call
+`apply_weight_changes`. In one transaction it locks the rows (in id order, so
+concurrent batches cannot deadlock), runs the safety ceilings on each change in
+order, applies what passed with one set-based UPDATE (`alpha = alpha + delta`), and
+writes the audit rows (`consolidation_log`) and any failed checks (`safety_events`).
+No other SQL in the codebase touches depth_weight_alpha/beta (a test greps for it).
+
+Diminishing returns (Phase A) apply to reinforcement only: they exist to slow
+self-reinforcing loops, and suppression (near-misses, decay) must keep its full
+effect or forgetting would stall exactly where weights are largest.
+
+Immutable memories are never changed: their weight is part of what makes them
+immutable (bootstrap boundaries start at Beta(50, 1)).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg
+
+from src.weights import safety_rules as rules
+from src.weights.safety import Safety, insert_safety_events
+from src.weights.stochastic import center_after, diminished_gain
+
+Operation = Literal["reinforce", "contradict"]
+# ACT-R presentations kept per memory; older ones are dropped (their t^-d terms are the
+# smallest). access_count keeps the true total.
+MAX_ACCESS_TIMESTAMPS = 64
+
+
+@dataclass(frozen=True)
+class WeightChange:
+    """A requested change: `amount` evidence units for (reinforce) or against (contradict)."""
+
+    memory_id: int
+    operation: Operation
+    amount: float
+    actor: str                      # retrieval, exit_gate, light_consolidation, promotion, …
+    reason: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    # Phase B inputs, given by consolidation: center at the start of its cycle, and
+    # the Two-Gate measures of a promotion.
+    cycle_baseline_center: float | None = None
+    validation_margin: float | None = None
+    capacity_used: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.operation not in ("reinforce", "contradict"):
+            raise ValueError(f"operation must be 'reinforce' or 'contradict', got {self.operation!r}")
+        if not self.amount >= 0:
+            raise ValueError(f"amount must be >= 0, got {self.amount!r}")
+
+
+@dataclass(frozen=True)
+class WeightOutcome:
+    memory_id: int
+    operation: Operation
+    requested: float
+    applied: float                  # 0.0 when blocked
+    alpha_before: float
+    beta_before: float
+    alpha_after: float
+    beta_after: float
+    blocked_by: str | None = None   # ceiling name, "immutable" or "missing"
+    reason: str = ""
+
+    @property
+    def center_after(self) -> float:
+        return self.alpha_after / (self.alpha_after + self.beta_after)
+
+
+@dataclass
+class _Row:
+    alpha: float
+    beta: float
+    immutable: bool
+    goal: bool
+    d_alpha: float = 0.0
+    d_beta: float = 0.0
+
+
+@dataclass(frozen=True)
+class AccessTouch:
+    """Rows retrieved this cycle: count the access and append an ACT-R presentation."""
+
+    memory_ids: Sequence[int]
+    at: datetime
+
+
+async def apply_weight_changes(
+    db: asyncpg.Connection | asyncpg.Pool,
+    changes: Sequence[WeightChange],
+    *,
+    safety: Safety,
+    touch: AccessTouch | None = None,
+) -> list[WeightOutcome]:
+    """Apply `changes` in order under the safety ceilings; outcomes in input order.
+
+    `touch` lets retrieval write its access bookkeeping in the same UPDATE, so a
+    retrieved row gets one new version, not two.
+    """
+    if not changes and not (touch and touch.memory_ids):
+        return []
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            return await apply_weight_changes(conn, changes, safety=safety, touch=touch)
+    if db.is_in_transaction():
+        return await _apply(db, changes, safety, touch)
+    async with db.transaction():
+        return await _apply(db, changes, safety, touch)
+
+
+async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safety: Safety,
+                 touch: AccessTouch | None) -> list[WeightOutcome]:
+    touched = set(touch.memory_ids) if touch else set()
+    ids = sorted({c.memory_id for c in changes} | touched)
+    locked = await conn.fetch(
+        """SELECT id, depth_weight_alpha, depth_weight_beta, immutable,
+                  COALESCE(metadata->>'kind' = 'goal', false) AS goal
+             FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE""",
+        ids,
+    )
+    rows = {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"])
+            for r in locked}
+    goal_total = None
+    if any(rows.get(c.memory_id) and rows[c.memory_id].goal for c in changes):
+        goal_total = await conn.fetchval(
+            """SELECT COALESCE(sum(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta)), 0)
+                 FROM memories WHERE metadata->>'kind' = 'goal'""")
+
+    outcomes: list[WeightOutcome] = []
+    log_rows: list[tuple] = []
+    for change in changes:
+        row = rows.get(change.memory_id)
+        if row is None:
+            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
+                                          0.0, 0.0, 0.0, 0.0, "missing", "no such memory"))
+            continue
+        a0, b0 = row.alpha + row.d_alpha, row.beta + row.d_beta
+        if row.immutable:
+            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
+                                          a0, b0, a0, b0, "immutable", "immutable memories keep their weight"))
+            continue
+        if change.operation == "reinforce":
+            delta = diminished_gain(change.amount, a0 + b0)
+            da, db_ = delta, 0.0
+        else:
+            delta = change.amount
+            da, db_ = 0.0, delta
+        new_center = center_after(a0, b0, da, db_)
+        blocked = _check(safety, change, row, a0, b0, new_center, goal_total)
+        if blocked is not None:
+            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
+                                          a0, b0, a0, b0, blocked[0], blocked[1]))
+            continue
+        if row.goal and goal_total is not None:
+            goal_total += new_center - a0 / (a0 + b0)
+        row.d_alpha += da
+        row.d_beta += db_
+        outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, delta,
+                                      a0, b0, a0 + da, b0 + db_))
+        log_rows.append((change, delta, a0, b0, a0 + da, b0 + db_))
+
+    changed = [(mid, r) for mid, r in rows.items() if r.d_alpha or r.d_beta or mid in touched]
+    if changed:
+        await conn.execute(
+            """UPDATE memories m
+                  SET depth_weight_alpha = m.depth_weight_alpha + d.da,
+                      depth_weight_beta  = m.depth_weight_beta + d.db,
+                      access_count  = m.access_count + d.touch::int,
+                      last_accessed = CASE WHEN d.touch THEN $5 ELSE m.last_accessed END,
+                      access_timestamps = CASE WHEN d.touch
+                          THEN (m.access_timestamps || $5::timestamptz)[cardinality(m.access_timestamps) + 2 - $6:]
+                          ELSE m.access_timestamps END
+                 FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::bool[]) AS d(id, da, db, touch)
+                WHERE m.id = d.id""",
+            [mid for mid, _ in changed], [r.d_alpha for _, r in changed], [r.d_beta for _, r in changed],
+            [mid in touched for mid, _ in changed], touch.at if touch else None, MAX_ACCESS_TIMESTAMPS,
+        )
+    if log_rows:
+        await _audit(conn, log_rows)
+    events = safety.take_events()
+    if events:
+        await insert_safety_events(conn, events)
+    return outcomes
+
+
+def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float,
+           new_center: float, goal_total: float | None) -> tuple[str, str] | None:
+    """Run every ceiling that applies; the first enforced failure blocks the change."""
+    s = safety.settings
+    action = {"actor": change.actor, "operation": change.operation, "amount": change.amount,
+              "alpha_before": a0, "beta_before": b0, "center_after": round(new_center, 6)}
+    checks: list[tuple[Any, rules.RuleResult]] = []
+    if change.operation == "reinforce":
+        checks.append((safety.hard_ceiling, rules.hard_ceiling(new_center, row.immutable, s.center_ceiling)))
+        if row.goal and goal_total:
+            before = a0 / (a0 + b0)
+            share_after = min(1.0, (new_center / (goal_total - before + new_center)))
+            share_before = min(1.0, before / goal_total)
+            # The budget restrains concentration: a share that does not grow (a lone goal
+            # holds 100% and always will) is not a violation.
+            if share_after > share_before:
+                checks.append((safety.goal_budget, rules.goal_budget(share_after, s.goal_budget_share)))
+    if change.cycle_baseline_center is not None:
+        checks.append((safety.rate_limit, rules.rate_limit(change.cycle_baseline_center, new_center,
+                                                           s.max_center_change_per_cycle)))
+    if change.validation_margin is not None or change.capacity_used is not None:
+        checks.append((safety.two_gate, rules.two_gate(
+            change.validation_margin if change.validation_margin is not None else float("-inf"),
+            s.two_gate_min_margin,
+            change.capacity_used if change.capacity_used is not None else float("inf"),
+            s.two_gate_capacity_cap)))
+    blocked = None
+    for ceiling, result in checks:
+        passed, reason = ceiling.check(result, memory_id=change.memory_id, action=action)
+        if not passed and blocked is None:
+            blocked = (ceiling.name, reason)
+    return blocked
+
+
+async def _audit(conn: asyncpg.Connection, log_rows: list[tuple]) -> None:
+    await conn.execute(
+        """INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta,
+                                          alpha_before, beta_before, alpha_after, beta_after, evidence)
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
+                                $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::jsonb[])""",
+        [c.memory_id for c, *_ in log_rows], [c.operation for c, *_ in log_rows],
+        [c.actor for c, *_ in log_rows], [c.reason for c, *_ in log_rows],
+        [c.amount for c, *_ in log_rows], [r[1] for r in log_rows],
+        [r[2] for r in log_rows], [r[3] for r in log_rows], [r[4] for r in log_rows], [r[5] for r in log_rows],
+        [json.dumps(dict(c.evidence), default=str) for c, *_ in log_rows],
+    )

@@ -1,0 +1,182 @@
+"""Safety ceilings (plan §3.9): all built, enforced in stages, audited always.
+
+Every ceiling runs on every relevant action. A failing check is always written to
+`safety_events` with `enforced` saying whether it blocked anything: a ceiling of a
+phase that is not yet enforced runs in shadow mode, so the log shows what it *would*
+have done before anyone turns it on.
+
+    Phase A (enforced from day one): hard ceiling on a memory's center, goal-weight
+        budget, diminishing returns (applied in src/weights/apply.py), audit trail.
+    Phase B (shadow until consolidation starts): rate limiter, Two-Gate guardrail.
+    Phase C (shadow until patterns emerge): entropy monitor, circuit breaker,
+        CBA coherence.
+
+The rules themselves are pure (src/weights/safety_rules.py). This module owns
+which are enforced, the in-process state of the monitors, and the pending events
+that the weight choke point writes in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict, Field
+
+from src.weights import safety_rules as rules
+from src.weights.safety_rules import RuleResult
+
+log = logging.getLogger(__name__)
+
+Phase = Literal["A", "B", "C"]
+Mode = Literal["enforced", "shadow"]
+
+
+class SafetySettings(BaseModel):
+    """runtime.yaml `safety:`. Which phases block, and the limits of each ceiling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase_a: Mode = "enforced"
+    phase_b: Mode = "shadow"
+    phase_c: Mode = "shadow"
+    center_ceiling: float = Field(rules.CENTER_CEILING, gt=0, le=1)
+    goal_budget_share: float = Field(rules.GOAL_BUDGET_SHARE, gt=0, le=1)
+    max_center_change_per_cycle: float = Field(rules.MAX_CENTER_CHANGE, gt=0, le=1)
+    two_gate_min_margin: float = Field(0.0, ge=0)
+    two_gate_capacity_cap: float = Field(0.9, gt=0, le=1)
+    circuit_breaker_cycles: int = Field(5, ge=1)
+    entropy_window: int = Field(50, ge=2)
+    entropy_drop_fraction: float = Field(0.10, gt=0, lt=1)
+    coherence_tolerance: float = Field(0.10, gt=0, le=1)
+
+
+@dataclass(frozen=True)
+class SafetyEvent:
+    """A failed check, waiting to be written to safety_events."""
+
+    ceiling: str
+    phase: Phase
+    reason: str
+    enforced: bool
+    memory_id: int | None = None
+    action: Mapping[str, Any] = field(default_factory=dict)
+
+
+class SafetyCeiling:
+    """One named ceiling: evaluate, log a failure, block only when enabled (plan §3.9)."""
+
+    def __init__(self, name: str, phase: Phase, enabled: bool, sink: Callable[[SafetyEvent], None]):
+        self.name = name
+        self.phase = phase
+        self.enabled = enabled
+        self._sink = sink
+
+    def check(self, result: RuleResult, *, memory_id: int | None = None,
+              action: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+        """(passed, reason). A failure is always recorded; it blocks only when enabled."""
+        if result.passed:
+            return True, ""
+        self._sink(SafetyEvent(self.name, self.phase, result.reason, self.enabled, memory_id,
+                               dict(action or {})))
+        if self.enabled:
+            return False, result.reason
+        return True, ""
+
+
+class Safety:
+    """The ceilings of all phases, their monitors' state, and events not yet written."""
+
+    def __init__(self, settings: SafetySettings | None = None):
+        self.settings = settings or SafetySettings()
+        s = self.settings
+        self.pending: list[SafetyEvent] = []
+        enabled = {"A": s.phase_a == "enforced", "B": s.phase_b == "enforced", "C": s.phase_c == "enforced"}
+
+        def ceiling(name: str, phase: Phase) -> SafetyCeiling:
+            return SafetyCeiling(name, phase, enabled[phase], self.pending.append)
+
+        self.hard_ceiling = ceiling("hard_ceiling", "A")
+        self.goal_budget = ceiling("goal_budget", "A")
+        self.rate_limit = ceiling("rate_limit", "B")
+        self.two_gate = ceiling("two_gate", "B")
+        self.entropy = ceiling("entropy_monitor", "C")
+        self.circuit = ceiling("circuit_breaker", "C")
+        self.coherence = ceiling("cba_coherence", "C")
+        self._entropy_monitor = rules.EntropyMonitor(window=s.entropy_window,
+                                                     drop_fraction=s.entropy_drop_fraction)
+        self._breakers: dict[Hashable, rules.CircuitBreaker] = {}
+        self._last_coherence: float | None = None
+
+    # -- which phases block -------------------------------------------------------
+    def phase_modes(self) -> dict[str, str]:
+        s = self.settings
+        return {"A": s.phase_a, "B": s.phase_b, "C": s.phase_c}
+
+    def status_line(self) -> str:
+        modes = self.phase_modes()
+        return "safety: " + ", ".join(f"phase {p} {m}" for p, m in modes.items())
+
+    # -- Phase C monitors (called per consolidation cycle, not per weight change) --
+    def observe_pattern(self, actor: str, pattern_key: Hashable | None,
+                        evidence_ids: Iterable[Hashable] = ()) -> tuple[bool, str]:
+        """Circuit breaker: one call per cycle per actor; False = pause reinforcing that pattern."""
+        breaker = self._breakers.setdefault(actor, rules.CircuitBreaker(self.settings.circuit_breaker_cycles))
+        result = breaker.observe(pattern_key, evidence_ids)
+        return self.circuit.check(result, action={"actor": actor, "pattern": repr(pattern_key)})
+
+    def observe_entropy(self, entropy_bits: float, *, memories: int) -> tuple[bool, str]:
+        """Entropy monitor: False = the distribution is collapsing; broaden sampling."""
+        result = self._entropy_monitor.observe(entropy_bits)
+        return self.entropy.check(result, action={"entropy_bits": entropy_bits, "memories": memories})
+
+    def observe_coherence(self, epistemic: float, action: float, value: float) -> tuple[float, bool, str]:
+        """CBA coherence C; (C, passed, reason) where a drop beyond tolerance fails."""
+        c = rules.cba_coherence(epistemic, action, value)
+        previous, self._last_coherence = self._last_coherence, c
+        if previous is None:
+            return c, True, ""
+        passed, reason = self.coherence.check(
+            rules.coherence_dropped(previous, c, self.settings.coherence_tolerance),
+            action={"epistemic": epistemic, "action": action, "value": value, "C": c})
+        return c, passed, reason
+
+    # -- writing the audit -----------------------------------------------------------
+    def take_events(self) -> list[SafetyEvent]:
+        events, self.pending = self.pending, []
+        return events
+
+    async def write_events(self, conn: asyncpg.Connection | asyncpg.Pool) -> int:
+        """Write pending events in one statement; return how many."""
+        events = self.take_events()
+        if events:
+            await insert_safety_events(conn, events)
+        return len(events)
+
+
+async def insert_safety_events(conn: asyncpg.Connection | asyncpg.Pool,
+                               events: list[SafetyEvent]) -> None:
+    await conn.execute(
+        """INSERT INTO safety_events (ceiling, phase, memory_id, action, reason, enforced)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::jsonb[], $5::text[], $6::bool[])""",
+        [e.ceiling for e in events], [e.phase for e in events], [e.memory_id for e in events],
+        [json.dumps(e.action, default=str) for e in events], [e.reason for e in events],
+        [e.enforced for e in events],
+    )
+
+
+async def weight_entropy(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[float, int]:
+    """Shannon entropy (bits) of the distribution of memory centers, in one pass of SQL."""
+    row = await conn.fetchrow(
+        """WITH c AS (SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS w
+                        FROM memories),
+                t AS (SELECT sum(w) AS total, count(*) AS n FROM c)
+           SELECT COALESCE(-sum((w / t.total) * log(2.0, (w / t.total)::numeric)), 0)::float8 AS h,
+                  max(t.n) AS n
+             FROM c, t WHERE w > 0 AND t.total > 0"""
+    )
+    return float(row["h"] or 0.0), int(row["n"] or 0)
