@@ -7,6 +7,14 @@ import logging
 import sys
 
 from src.config import LoggingSettings
+from src.terminal import escape
+
+
+class PlainFormatter(logging.Formatter):
+    """One line per record; control characters in messages escaped (src/terminal.py)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
@@ -15,7 +23,7 @@ class JsonFormatter(logging.Formatter):
             "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": escape(record.getMessage()),
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
@@ -27,7 +35,7 @@ def configure_logging(settings: LoggingSettings) -> None:
     if settings.json_format:
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+        handler.setFormatter(PlainFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level)

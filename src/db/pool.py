@@ -13,11 +13,22 @@ from src.errors import DatabaseUnreachable
 log = logging.getLogger(__name__)
 
 
+#: Session settings every connection must have on every use. They are sent in the
+#: start-up packet (`server_settings`), which makes them the session's defaults: asyncpg
+#: runs RESET ALL when a connection goes back to the pool, and a plain SET would be lost
+#: there (a filtered vector search then came back with 1 row instead of 50).
+SESSION_SETTINGS: dict[str, str] = {
+    # Filtered vector queries (embed_model = current) must not come back short.
+    "hnsw.iterative_scan": "relaxed_order",
+}
+
+
 async def init_connection(conn: asyncpg.Connection) -> None:
     """Per-connection set-up; also usable on a single connection outside the pool."""
     await register_vector(conn)
-    # Filtered vector queries (embed_model = current) must not come back short.
-    await conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
+    for name, value in SESSION_SETTINGS.items():
+        # a connection opened without server_settings (outside the pool) still gets them
+        await conn.execute("SELECT set_config($1, $2, false)", name, value)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -58,6 +69,7 @@ async def create_pool(
             timeout=connect_timeout,
             command_timeout=command_timeout,
             init=init_connection,
+            server_settings=dict(SESSION_SETTINGS),
         )
     except _CONNECT_ERRORS as exc:
         raise _unreachable(dsn, exc) from exc

@@ -52,10 +52,11 @@ class Gates:
                    settings)
 
     async def admit(self, content: str, *, source_tag: str = "external_user",
-                    source_confidence: float = 1.0, exchange: bool = True) -> Admitted:
+                    source_confidence: float = 1.0, exchange: bool = True,
+                    metadata: dict | None = None) -> Admitted:
         """Entry gate for one input; counts an exchange (which may start a flush)."""
         admitted = await self.entry.admit(content, source_tag=source_tag,
-                                          source_confidence=source_confidence)
+                                          source_confidence=source_confidence, metadata=metadata)
         if exchange:
             self.lifecycle.note_exchange()
         return admitted

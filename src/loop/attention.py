@@ -329,16 +329,19 @@ def cognitive_state_report(allocation: Allocation, settings: AttentionSettings |
 class AttentionQueue:
     """Pending candidates between cycles, bounded (in memory; the loop owns it).
 
-    When full, pushing evicts the candidate with the lowest current urgency,
-    the oldest among equals ("drop oldest-lowest"); the new candidate itself can
-    be the one evicted. User messages are never evicted while anything else is
-    queued: a person's words must not vanish because the mind was busy.
+    When full, pushing evicts the internal impulse (DMN, consolidation, gut,
+    scheduled) with the lowest current urgency, the oldest among equals ("drop
+    oldest-lowest"); the new candidate itself can be the one evicted. User messages
+    are never evicted (DESIGN.md): when only they are queued the queue grows past
+    `queue_max`, and the loop takes waiting messages together as one turn.
+    `dropped` counts evictions per source (shown by /status).
     """
 
     def __init__(self, settings: AttentionSettings | None = None):
         self.settings = settings or AttentionSettings()
         self._pending: list[Candidate] = []
         self._ids = itertools.count(1)
+        self.dropped: dict[str, int] = {s: 0 for s in SOURCES}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -363,10 +366,21 @@ class AttentionQueue:
         self._pending.append(candidate)
         if len(self._pending) <= self.settings.queue_max:
             return None
-        pool = [c for c in self._pending if c.source != "user"] or self._pending
+        pool = [c for c in self._pending if c.source != "user"]
+        if not pool:
+            return None
         victim = min(pool, key=lambda c: (c.urgency, c.enqueued_at, c.id))
         self._pending.remove(victim)
+        self.dropped[victim.source] += 1
         return victim
+
+    def take(self, source: Source, limit: int) -> list[Candidate]:
+        """Remove and return up to `limit` pending candidates of `source`, oldest first."""
+        mine = sorted((c for c in self._pending if c.source == source),
+                      key=lambda c: (c.enqueued_at, c.id))[:max(0, limit)]
+        taken = {c.id for c in mine}
+        self._pending = [c for c in self._pending if c.id not in taken]
+        return mine
 
     def attach_embeddings(self, vectors: Mapping[int, np.ndarray]) -> None:
         """Give pending candidates their embeddings (the loop embeds them in one batch)."""

@@ -37,9 +37,13 @@ from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
 from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
+from src.loop.degraded import NoContext, failure_note, missing_line
+from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.thought_log import record_cycle
+from src.loop.turns import Turn, take_turn
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
+from src.providers.llm_reflex import NO_LANGUAGE_MODEL
 from src.providers.protocols import ChatMessage
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.retrieval import Retrieval, Retriever
@@ -58,7 +62,7 @@ TOOL_INSTRUCTION = (
     "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
 )
 _TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
-_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+_DB_ERRORS = DB_ERRORS
 INTERNAL_FRAMES = {
     "dmn": "[internal thought — default mode] {text}",
     "consolidation": "[internal — consolidation insight] {text}",
@@ -77,6 +81,12 @@ class LoopSettings(BaseModel):
     recent_context: int = Field(5, ge=1)           # recent focus vectors kept for salience
     cost_line_refresh_s: float = Field(30.0, ge=0)
     actions: ActionPolicy = ActionPolicy()
+    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this
+    cycle_deadline_s: float = Field(20.0, gt=0)
+    combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
+    cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
+    retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle
+    retry_backoff_max_s: float = Field(10.0, gt=0)
 
 
 @dataclass
@@ -139,49 +149,63 @@ class CognitiveLoop:
         self._current: Candidate | None = None
         self._unbuffered: list[Candidate] = []
         self._cost_cache: tuple[float, str] | None = None
-        self._failed: set[int] = set()
+        self._failed: dict[int, int] = {}        # candidate id -> failed cycles (bounded by the queue)
+        self.outage = Outage()
+        # journal ids of user messages (candidate id -> id); on_answered marks them once delivered
+        self._refs: dict[int, int] = {}
+        self.on_answered: Callable[[list[int]], Awaitable[None]] | None = None
+        self._turn: Turn | None = None
+        self._missing: list[str] = []
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
-                     emotional_charge: float = 0.0, urgency: float | None = None) -> Candidate | None:
-        """Entry gate first (nothing is lost), then the attention queue. None: skipped."""
+                     emotional_charge: float = 0.0, urgency: float | None = None,
+                     ref: int | None = None, gated: bool = False) -> Candidate | None:
+        """Entry gate first (nothing is lost), then the attention queue. None: skipped.
+
+        `ref` is the input journal id of a user message (its scratch row carries it);
+        `gated`: a replayed message the entry gate already kept in an earlier run."""
         now = now or datetime.now(UTC)
         candidate = self.queue.stamp(Candidate.of(source, text, enqueued_at=now, urgency=urgency,
                                                   emotional_charge=emotional_charge,
                                                   settings=self.queue.settings))
         admitted = None
+        if ref is not None:
+            self._refs[candidate.id] = ref
         try:
-            admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
-                                              source_confidence=candidate.source_confidence,
-                                              exchange=source == "user")
+            if not gated:
+                admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
+                                                  source_confidence=candidate.source_confidence,
+                                                  exchange=source == "user", metadata=self._meta(candidate))
         except _DB_ERRORS as exc:
             # The database is away (restarting?): hold the input in memory, offer it to the
             # gate again before the next cycle, and let it compete for attention meanwhile.
-            log.warning("entry gate unavailable (%s); holding the input in memory until the "
-                        "database is back", exc)
+            self.outage.down("entry gate", exc)
             self._unbuffered.append(candidate)
         else:
             if admitted.scratch_id is None and source != "user":
                 return None  # a skipped internal impulse does not compete for attention
-        if admitted is not None and admitted.scratch_id is not None:
+        if gated or (admitted is not None and admitted.scratch_id is not None):
             self._buffered.add(candidate.id)
         evicted = self.queue.push(candidate)
         if evicted is not None:
             log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
+            self._buffered.discard(evicted.id)
         self.wake.set()
         return candidate
 
     # -- running -------------------------------------------------------------------
     async def run(self, *, max_cycles: int | None = None, burst: bool = False,
-                  stop: asyncio.Event | None = None) -> int:
-        """Cycle until `stop`, `max_cycles`, or (burst) an empty queue; return cycles run."""
+                  stop: asyncio.Event | None = None, drain: asyncio.Event | None = None) -> int:
+        """Cycle until `stop`, `max_cycles`, or (burst, or once `drain` is set) an empty
+        queue; return cycles run."""
         ran = 0
         while not (stop and stop.is_set()) and (max_cycles is None or ran < max_cycles):
-            if not len(self.queue):
-                if burst:
+            if not len(self.queue) and not self._unbuffered:
+                if burst or (drain is not None and drain.is_set()):
                     break
                 self.wake.clear()
                 try:
@@ -189,20 +213,42 @@ class CognitiveLoop:
                 except TimeoutError:
                     pass
                 continue
+            if not len(self.queue):      # only held input: wait for the database, then gate it
+                await self._rebuffer()
+                if self._unbuffered and not len(self.queue):
+                    await self._pause(self.settings.retry_backoff_max_s, stop)
+                continue
             try:
                 await self.cycle()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one bad cycle must not end the mind
-                log.exception("cognitive cycle failed; the loop goes on")
-                self._requeue_failed()
+            except Exception as exc:  # one bad cycle must not end the mind
+                if isinstance(exc, _DB_ERRORS):
+                    self.outage.down("cognitive cycle", exc)   # expected: no traceback
+                else:
+                    log.exception("cognitive cycle failed; the loop goes on")
+                attempts = await self._requeue_failed(exc)
+                if attempts:   # back off before the input is retried
+                    delay = min(self.settings.retry_backoff_max_s,
+                                self.settings.retry_backoff_s * 2 ** (attempts - 1))
+                    await self._pause(delay, stop)
             ran += 1
         return ran
+
+    async def _pause(self, seconds: float, stop: asyncio.Event | None) -> None:
+        if stop is None:
+            await asyncio.sleep(seconds)
+            return
+        try:
+            await asyncio.wait_for(stop.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def cycle(self, now: datetime | None = None) -> CycleRecord | None:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
+        self._missing = []
         await self._rebuffer()
         if self.layers is not None:   # values/goals files edited while running take effect now
             self.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
@@ -211,7 +257,8 @@ class CognitiveLoop:
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
-        winner = self._current = allocation.winner
+        turn = self._turn = take_turn(allocation.winner, self.queue, self.settings.combine_max)
+        winner = self._current = turn.candidate
         report = cognitive_state_report(allocation, self.queue.settings)
 
         t = time.perf_counter()
@@ -228,23 +275,14 @@ class CognitiveLoop:
                 active_ids=self._active_ids, hops=self.settings.dmn_hops if winner.source == "dmn" else 1,
                 query_vec=winner.embedding)
         except (ProviderError, *_DB_ERRORS) as exc:
-            log.warning("recall failed this cycle, answering without memories: %s", exc)
+            self._degraded("memories", exc)
         timings["recall"] = _ms(t)
 
         t = time.perf_counter()
-        assembled = await self.assembler.assemble(
-            retrieval, rng=self.rng, now=now, session=self.manifest,
-            refresh_identity=self.fifo.needs_identity_reinjection)
-        if self.fifo.needs_identity_reinjection:
-            self.fifo.identity_reinjected()
-        self._active_ids = assembled.ids_by_track.get("situational", [])
-        corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
-                                            focus_vec=winner.embedding, settings=self.reflection_settings)
-        block = ""
-        if corrections:
-            chars = self.reflection_settings.block_field_chars if self.reflection_settings else 300
-            block = reflection_block(corrections, field_chars=chars)
-        system = self._system_prompt(assembled.text, report, block, await self._cost_line())
+        assembled = await self._assemble(retrieval, now)
+        block, cost = await self._reflection(winner), await self._cost_line()
+        memories = "\n\n".join(x for x in (assembled.text, missing_line(self._missing)) if x)
+        system = self._system_prompt(memories, report, block, cost)
         user_text = INTERNAL_FRAMES.get(winner.source, "{text}").format(text=winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
                    for m in self.fifo.window(assembled.conversation_budget)]
@@ -252,16 +290,46 @@ class CognitiveLoop:
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        answer, confidence, escalated, path, outcome = await self._think(winner, messages, system, retrieval)
+        try:   # one deadline for all model work of the cycle, retries included
+            async with asyncio.timeout(self.settings.cycle_deadline_s):
+                answer, confidence, escalated, path, outcome = await self._think(
+                    winner, messages, system, retrieval)
+        except TimeoutError:
+            log.warning("model work exceeded the cycle deadline of %g s", self.settings.cycle_deadline_s)
+            because = f"the language model did not answer within {self.settings.cycle_deadline_s:g} s"
+            answer, confidence, escalated, path, outcome = (
+                self._reflex_reply(winner, retrieval, because=because), None, False, "deadline", None)
         timings["think"] = _ms(t)
 
         kind = "communicate"
         allowed, why = self.settings.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
         actions = [{"kind": kind, "allowed": allowed, "reason": why}]
         if answer and allowed:
-            result = self.deliver(answer)
+            result = self.deliver(turn.frame_reply(answer))
             if asyncio.iscoroutine(result):
                 await result
+        # Delivered: from here on a failure must not re-run the cycle (the user would get
+        # the same reply twice and the window would hold it twice).
+        self._current = self._turn = None
+        for part in turn.parts:
+            self._failed.pop(part.id, None)
+        record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
+                             escalated, path, retrieval, _ms(started), timings)
+        try:
+            await self._after_delivery(record, turn, user_text, outcome, allocation, assembled, now)
+        except (ProviderError, *_DB_ERRORS) as exc:
+            self.outage.down("after delivery (gating the answer, FIFO, thought_log)", exc)
+        else:
+            self.outage.up("cognitive cycle")
+        return record
+
+    async def _after_delivery(self, record: CycleRecord, turn: Turn, user_text: str, outcome,
+                              allocation, assembled, now: datetime) -> None:
+        """Mark the journal, gate the answer, keep the window, log the cycle."""
+        winner, answer, confidence = record.winner, record.output, record.confidence
+        refs = [self._refs.pop(p.id) for p in turn.parts if p.id in self._refs]
+        if refs and self.on_answered is not None:
+            await self.on_answered(refs)
         answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
@@ -270,49 +338,101 @@ class CognitiveLoop:
             answer_buffered = kept.scratch_id is not None
         # Pruning gives the exit gate a last look only at what the entry gate skipped;
         # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
-        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now,
-                         metadata={"gated": winner.id in self._buffered})
-        self._buffered.discard(winner.id)
+        gated = all(p.id in self._buffered for p in turn.parts)
+        for p in turn.parts:
+            self._buffered.discard(p.id)
+        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now, metadata={"gated": gated})
         if answer:
             # a reflex reply (outcome None) only lists recall: nothing new to keep
             self.fifo.append("assistant", answer, source_tag="internal_self", at=now,
                              metadata={"gated": answer_buffered or outcome is None})
         # "average gate score": how strongly this input engaged memory — the mean weighted
         # recall score of what was retrieved (0 when nothing was).
+        retrieval = record.retrieval
         engaged = [m.weighted for m in retrieval.memories] if retrieval else []
         level = intensity(IntensitySignals(
             gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
             system2_recency=system2_recency(self._last_system2, now),
             goal_relevance=float(next((s.components.goal_relevance for s in allocation.ranked), 0.0)),
             emotional_charge=winner.emotional_charge), self.fifo.settings)
-        await self.fifo.prune(level)
         if winner.embedding is not None:
             self._recent = (self._recent + [winner.embedding])[-self.settings.recent_context:]
-
-        record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
-                             escalated, path, retrieval, _ms(started), timings)
+        await self.fifo.prune(level)
         await self._log(record, allocation, assembled, since=now)
-        self._current = None
-        self._failed.discard(winner.id)
-        return record
 
-    def _requeue_failed(self) -> None:
-        """A cycle that failed (database restarting, a bug) gets its input back once."""
-        winner, self._current = self._current, None
-        if winner is None or winner.id in self._failed:
-            if winner is not None:
-                log.error("dropping %s input after a second failed cycle (it stays in scratch_buffer): %r",
-                          winner.source, winner.text[:80])
-            return
-        self._failed.add(winner.id)
-        self.queue.push(winner)
+    async def _assemble(self, retrieval: Retrieval | None, now: datetime):
+        """Context assembly; when it fails the cycle goes on without memories (said so)."""
+        try:
+            assembled = await self.assembler.assemble(
+                retrieval, rng=self.rng, now=now, session=self.manifest,
+                refresh_identity=self.fifo.needs_identity_reinjection)
+        except _DB_ERRORS as exc:
+            self._degraded("context assembly", exc)
+            return NoContext(self.assembler.settings.budget, missing_line(self._missing))
+        if self.fifo.needs_identity_reinjection:
+            self.fifo.identity_reinjected()
+        self._active_ids = assembled.ids_by_track.get("situational", [])
+        return assembled
+
+    async def _reflection(self, winner: Candidate) -> str:
+        try:
+            corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
+                                                focus_vec=winner.embedding, settings=self.reflection_settings)
+        except (ProviderError, *_DB_ERRORS) as exc:
+            self._degraded("reflection corrections", exc)
+            return ""
+        if not corrections:
+            return ""
+        chars = self.reflection_settings.block_field_chars if self.reflection_settings else 300
+        return reflection_block(corrections, field_chars=chars)
+
+    def _degraded(self, what: str, exc: BaseException) -> None:
+        """Something the cycle needs is unavailable: note it for the reply, warn once."""
+        self._missing.append(f"{what} ({describe(exc)})")
+        if isinstance(exc, _DB_ERRORS):
+            self.outage.down(what, exc)
+        else:
+            log.warning("%s unavailable this cycle: %s", what, exc)
+
+    async def _requeue_failed(self, exc: BaseException) -> int:
+        """A cycle failed before delivery (database restarting, a bug): its input goes back
+        to the queue, up to `cycle_retries` times; return the attempts so far (0: given up)."""
+        turn, self._turn, self._current = self._turn, None, None
+        if turn is None:
+            return 0
+        attempts = 0
+        for part in turn.parts:
+            attempts = max(attempts, self._failed.get(part.id, 0) + 1)
+        if attempts <= self.settings.cycle_retries:
+            for part in turn.parts:
+                self._failed[part.id] = attempts
+                self.queue.push(part)
+            return attempts
+        for part in turn.parts:
+            self._failed.pop(part.id, None)
+            kept = part.id in self._refs
+            self._refs.pop(part.id, None)
+            self._buffered.discard(part.id)
+            log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.text[:80])
+            if part.source == "user":
+                await self._say(failure_note(part.text, attempts, describe(exc), kept))
+        return 0
+
+    async def _say(self, text: str) -> None:
+        result = self.deliver(text)
+        if asyncio.iscoroutine(result):
+            await result
 
     async def _cost_line(self) -> str:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
         every `cost_line_refresh_s`, not every cycle."""
         now = time.monotonic()
         if self._cost_cache is None or now - self._cost_cache[0] >= self.settings.cost_line_refresh_s:
-            self._cost_cache = (now, await self.providers.ledger.summary_line())
+            try:
+                self._cost_cache = (now, await self.providers.ledger.summary_line())
+            except _DB_ERRORS as exc:
+                self._degraded("cost line", exc)
+                return self._cost_cache[1] if self._cost_cache else "[COST] unavailable this cycle"
         return self._cost_cache[1]
 
     async def _rebuffer(self) -> None:
@@ -322,12 +442,17 @@ class CognitiveLoop:
             try:
                 admitted = await self.gates.admit(c.text, source_tag=c.source_tag,
                                                   source_confidence=c.source_confidence,
-                                                  exchange=c.source == "user")
-            except _DB_ERRORS:
+                                                  exchange=c.source == "user", metadata=self._meta(c))
+            except _DB_ERRORS as exc:
+                self.outage.down("entry gate", exc)
                 return
             if admitted.scratch_id is not None:
                 self._buffered.add(c.id)
             self._unbuffered.pop(0)
+
+    def _meta(self, candidate: Candidate) -> dict | None:
+        ref = self._refs.get(candidate.id)
+        return None if ref is None else {"journal_id": ref}
 
     # -- steps -----------------------------------------------------------------------
     async def _embed_pending(self) -> None:
@@ -387,10 +512,15 @@ class CognitiveLoop:
 
     def _reflex_reply(self, winner: Candidate, retrieval: Retrieval | None, because: str | None = None) -> str:
         if because is None:
-            said = getattr(self.providers.system1, "message", None) or "no language model is configured"
-            lines = [f"(reflex mode — {said}: I cannot answer in words.)"]
+            # the reason usually starts with the same phrase: say it once
+            reason = str(getattr(self.providers.system1, "reason", "") or "")
+            said = reason if reason.startswith(NO_LANGUAGE_MODEL) else (
+                NO_LANGUAGE_MODEL + (f": {reason}" if reason else ""))
+            lines = [f"(reflex mode — {said}; I cannot answer in words.)"]
         else:
             lines = [f"(I cannot answer in words right now: {because}.)"]
+        if self._missing:
+            lines.append(missing_line(self._missing))
         recalled = retrieval.memories[: self.settings.reflex_recall_lines] if retrieval else []
         if recalled:
             lines.append("What this brings back:")
