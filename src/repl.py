@@ -81,14 +81,15 @@ def start_stdin_reader(
             pass
 
     def flush(batch: list) -> None:
-        if persist is not None and batch:
+        ready = list(batch)
+        batch.clear()
+        if persist is not None and ready:
             try:
-                batch = asyncio.run_coroutine_threadsafe(persist(batch), loop).result()
+                ready = asyncio.run_coroutine_threadsafe(persist(ready), loop).result()
             except Exception as exc:  # noqa: BLE001 - the lines still reach the prompt
                 log.warning("input could not be journaled: %s", exc)
-        for item in batch:
+        for item in ready:
             put(item)
-        batch.clear()
 
     def run() -> None:
         pending = bytearray()

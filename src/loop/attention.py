@@ -314,16 +314,26 @@ def cognitive_state_report(allocation: Allocation, settings: AttentionSettings |
               else f"Winner: {allocation.reason}")
     if not allocation.ranked:
         return "\n".join([*head, "  (none)", winner])
-    lines = [_report_line(s, cfg.report_text_chars) for s in allocation.ranked]
-    shown = len(lines)
-    while True:
+    # Every line costs tokens, so no more lines than tokens can fit; the longest prefix
+    # that fits is found by bisection (a flood of 1,000 waiting messages made the old
+    # one-line-at-a-time search take seconds per cycle).
+    ranked = allocation.ranked[:cfg.report_max_tokens]
+    lines = [_report_line(s, cfg.report_text_chars) for s in ranked]
+
+    def render(shown: int) -> str:
         rest = allocation.ranked[shown:]
         tail = ([f"  - … {len(rest)} more, salience {rest[-1].salience:.2f}–{rest[0].salience:.2f}"]
                 if rest else [])
-        text = "\n".join([*head, *lines[:shown], *tail, winner])
-        if count_tokens(text) <= cfg.report_max_tokens or shown <= 1:
-            return text
-        shown -= 1
+        return "\n".join([*head, *lines[:shown], *tail, winner])
+
+    low, high = 1, len(lines)          # render(low) is the fallback; find the largest that fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_tokens(render(mid)) <= cfg.report_max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return render(low)
 
 
 class AttentionQueue:

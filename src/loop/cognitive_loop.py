@@ -186,7 +186,7 @@ class CognitiveLoop:
             self.outage.down("entry gate", exc)
             self._unbuffered.append(candidate)
         else:
-            if admitted.scratch_id is None and source != "user":
+            if admitted is not None and admitted.scratch_id is None and source != "user":
                 return None  # a skipped internal impulse does not compete for attention
         if gated or (admitted is not None and admitted.scratch_id is not None):
             self._buffered.add(candidate.id)
