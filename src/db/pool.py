@@ -37,6 +37,9 @@ def redact_dsn(dsn: str) -> str:
 
 
 _CONNECT_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+#: What an unreachable, restarting or refusing database raises through asyncpg
+#: (InternalClientError: a connection terminated in the middle of a statement).
+DB_ERRORS: tuple[type[BaseException], ...] = (*_CONNECT_ERRORS, asyncpg.InternalClientError)
 
 
 def _unreachable(dsn: str, exc: BaseException) -> DatabaseUnreachable:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 import asyncpg
 import numpy as np
@@ -37,6 +38,7 @@ from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
 from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
+from src.loop.backlog import Backlog
 from src.loop.degraded import NoContext, failure_note, missing_line
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.thought_log import record_cycle
@@ -151,6 +153,7 @@ class CognitiveLoop:
         self._cost_cache: tuple[float, str] | None = None
         self._failed: dict[int, int] = {}        # candidate id -> failed cycles (bounded by the queue)
         self.outage = Outage()
+        self.backlog = Backlog()     # journal marks and thought_log rows waiting for the database
         # journal ids of user messages (candidate id -> id); on_answered marks them once delivered
         self._refs: dict[int, int] = {}
         self.on_answered: Callable[[list[int]], Awaitable[None]] | None = None
@@ -326,10 +329,20 @@ class CognitiveLoop:
     async def _after_delivery(self, record: CycleRecord, turn: Turn, user_text: str, outcome,
                               allocation, assembled, now: datetime) -> None:
         """Mark the journal, gate the answer, keep the window, log the cycle."""
-        winner, answer, confidence = record.winner, record.output, record.confidence
         refs = [self._refs.pop(p.id) for p in turn.parts if p.id in self._refs]
         if refs and self.on_answered is not None:
-            await self.on_answered(refs)
+            self.backlog.add("input journal: answered", partial(self.on_answered, refs))
+        try:
+            await self._keep(record, turn, user_text, outcome, allocation, now)
+        finally:   # the cycle's row is written even when gating or pruning failed
+            self.backlog.add(f"thought_log cycle {record.cycle}",
+                             partial(record_cycle, self.pool, **self._log_args(record, allocation, assembled, now)))
+            await self.backlog.flush()
+
+    async def _keep(self, record: CycleRecord, turn: Turn, user_text: str, outcome, allocation,
+                    now: datetime) -> None:
+        """The answer through the gate, both sides into the window, pruning."""
+        winner, answer, confidence = record.winner, record.output, record.confidence
         answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
@@ -358,7 +371,6 @@ class CognitiveLoop:
         if winner.embedding is not None:
             self._recent = (self._recent + [winner.embedding])[-self.settings.recent_context:]
         await self.fifo.prune(level)
-        await self._log(record, allocation, assembled, since=now)
 
     async def _assemble(self, retrieval: Retrieval | None, now: datetime):
         """Context assembly; when it fails the cycle goes on without memories (said so)."""
@@ -540,15 +552,16 @@ class CognitiveLoop:
             for m in group:
                 m.metadata["gated"] = True
 
-    async def _log(self, record: CycleRecord, allocation, assembled, since: datetime) -> None:
+    def _log_args(self, record: CycleRecord, allocation, assembled, since: datetime) -> dict:
+        """The thought_log row of a cycle, as record_cycle's arguments."""
         winner = record.winner
         summary = assembled.summary()
         if record.retrieval is not None:
             summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
                         "degraded": record.retrieval.degraded}
         summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
-        await record_cycle(
-            self.pool, session_id=self.session_id, cycle=record.cycle, source_tag=winner.source_tag,
+        return dict(
+            session_id=self.session_id, cycle=record.cycle, source_tag=winner.source_tag,
             attention_focus=winner.text, candidates=allocation.candidates_json(),
             winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
                     "path": record.path},

@@ -7,13 +7,11 @@ import logging
 import time
 from collections.abc import Callable
 
-import asyncpg
+from src.db.pool import DB_ERRORS
 
 log = logging.getLogger(__name__)
 
-#: What an unreachable, restarting or refusing database raises through asyncpg.
-DB_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError, TimeoutError)
+__all__ = ["DB_ERRORS", "Outage", "describe"]
 
 
 def describe(exc: BaseException) -> str:
