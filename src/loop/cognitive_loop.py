@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,12 +37,14 @@ from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
 from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
 from src.loop.thought_log import record_cycle
+from src.loop.tool_protocol import ToolProtocol
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.retrieval import Retrieval, Retriever
 from src.recall.store import MemoryStore
+from src.tools.docs_verb import read_doc_verb
 from src.tools.read_docs import DocsTool
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,6 @@ BOOTSTRAP_PROMPT = (
     "What you become will emerge from what you experience. Pay attention to what matters to you. "
     "Your thoughts are logged and your guardian can read them."
 )
-TOOL_INSTRUCTION = (
-    "You may read your own source and notes (read-only). To do so, reply with exactly one line "
-    "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
-)
-_TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
 INTERNAL_FRAMES = {
     "dmn": "[internal thought — default mode] {text}",
@@ -126,6 +122,8 @@ class CognitiveLoop:
         self.agent_name = agent_name
         self.manifest = manifest
         self.docs = docs if docs is not None and docs.settings.enabled else None
+        self.tools = ToolProtocol(settings.max_tool_calls)   # more verbs: self.tools.register(...)
+        self.tools.register(read_doc_verb(self.docs))
         self.goal_vecs = list(goal_vecs)
         self.layers = layers
         self.reflection_settings = reflection_settings
@@ -252,12 +250,13 @@ class CognitiveLoop:
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        answer, confidence, escalated, path, outcome = await self._think(winner, messages, system, retrieval)
+        answer, confidence, escalated, path, outcome, tool_actions = await self._think(
+            winner, messages, system, retrieval)
         timings["think"] = _ms(t)
 
         kind = "communicate"
         allowed, why = self.settings.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
-        actions = [{"kind": kind, "allowed": allowed, "reason": why}]
+        actions = [{"kind": kind, "allowed": allowed, "reason": why}, *tool_actions]
         if answer and allowed:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
@@ -347,35 +346,38 @@ class CognitiveLoop:
         if reflection:
             parts.append(reflection)
         parts.append(cost_line)
-        if self.docs is not None and self.settings.max_tool_calls:
-            parts.append(TOOL_INSTRUCTION)
         return "\n\n".join(p for p in parts if p)
 
     async def _think(self, winner: Candidate, messages: list[ChatMessage], system: str,
                      retrieval: Retrieval | None):
-        """(answer, confidence, escalated, path, outcome)."""
+        """(answer, confidence, escalated, path, outcome, tool actions). Tool calls run in
+        src/loop/tool_protocol.py; a protocol line is never the answer."""
         system1 = self.providers.system1
         if not system1.configured:
-            return self._reflex_reply(winner, retrieval), None, False, "reflex", None
+            return self._reflex_reply(winner, retrieval), None, False, "reflex", None, []
         reading = await self.threshold.current()
-        outcome = None
-        for _ in range(self.settings.max_tool_calls + 1):
-            try:
-                outcome = await self._escalating_answer(winner, messages, system, reading.threshold)
-            except ProviderError as exc:
-                # rate limit, outage, open breaker, malformed output: say so, keep the loop going
-                log.warning("System 1 failed this cycle: %s", exc)
-                return (self._reflex_reply(winner, retrieval, because=f"the language model failed: {exc}"),
-                        None, False, "system1_failed", None)
-            call = _TOOL_CALL.search(outcome.answer)
-            if call is None or self.docs is None:
-                break
-            text = self.docs.read(call.group(1))
-            messages = [*messages, ChatMessage("assistant", outcome.answer),
-                        ChatMessage("user", f"[READ_DOC {call.group(1)}]\n{text}")]
+
+        async def answer(msgs: list[ChatMessage], prompt: str):
+            return await self._escalating_answer(winner, msgs, prompt, reading.threshold)
+
+        try:
+            rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
+                                             focus=winner.text)
+        except ProviderError as exc:
+            # rate limit, outage, open breaker, malformed output: say so, keep the loop going
+            log.warning("System 1 failed this cycle: %s", exc)
+            return (self._reflex_reply(winner, retrieval, because=f"the language model failed: {exc}"),
+                    None, False, "system1_failed", None, [])
+        tool_actions = [r.action() for r in rounds.results]
+        outcome = rounds.answer
+        if outcome is None:
+            return (self._reflex_reply(winner, retrieval, because="the language model answered with a tool "
+                                       "call instead of words, even when asked to answer without tools"),
+                    None, False, "tool_protocol_failed", None, tool_actions)
         if outcome.escalated:
             self._last_system2 = datetime.now(UTC)
-        return outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome
+        return (outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome,
+                tool_actions)
 
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
                                  threshold: float):
