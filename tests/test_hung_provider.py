@@ -45,12 +45,13 @@ def test_a_hung_model_is_ended_by_the_cycle_deadline(db_dsn, tmp_path):
         config = tmp_path / "runtime.yaml"
         config.write_text(
             "providers:\n"
-            "  llm: {provider: openai_compat, base_url: 'http://127.0.0.1:%d/v1', openai_model: fake-1}\n"
+            f"  llm: {{provider: openai_compat, base_url: 'http://127.0.0.1:{server.port}/v1', "
+            "openai_model: fake-1}\n"
             "  resilience: {timeout_s: 30, max_attempts: 3}\n"
             "loop: {cycle_deadline_s: 2}\n"
             "agent: {shutdown_timeout_s: 5}\n"
-            "layers: {values_path: %s, goals_path: %s, cache_dir: %s}\n"
-            % (server.port, tmp_path / "v.json", tmp_path / "g.json", tmp_path / "cache"))
+            f"layers: {{values_path: {tmp_path / 'v.json'}, goals_path: {tmp_path / 'g.json'}, "
+            f"cache_dir: {tmp_path / 'cache'}}}\n")
         # without the deadline one cycle waits 3 × 30 s for the answer alone: past this timeout
         result = run_agent(b"what is the tide like at Matosinhos today?\n", agent_env(DATABASE_URL=db_dsn),
                            ("--config", str(config)), timeout=60)
