@@ -92,6 +92,7 @@ class CognitiveLoop:
         self._refs: dict[int, int] = {}
         self.on_answered: Callable[[list[int]], Awaitable[None]] | None = None
         self._turn: Turn | None = None
+        self._failing = 0            # consecutive failed cycles (the backoff's exponent)
         self._missing: list[str] = []
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
@@ -164,10 +165,14 @@ class CognitiveLoop:
                     self.outage.down("cognitive cycle", exc)   # expected: no traceback
                 else:
                     log.exception("cognitive cycle failed; the loop goes on")
-                attempts = await self._requeue_failed(exc)
-                if attempts:   # back off before the input is retried
+                self._failing += 1
+                # back off before the input is retried (also when the cycle failed before it
+                # took an input: a failing database must not make the loop spin)
+                if await self._requeue_failed(exc):
                     await self._pause(min(self.cfg.retry_backoff_max_s,
-                                          self.cfg.retry_backoff_s * 2 ** (attempts - 1)), stop)
+                                          self.cfg.retry_backoff_s * 2 ** (self._failing - 1)), stop)
+            else:
+                self._failing = 0
             ran += 1
         return ran
 
@@ -342,8 +347,8 @@ class CognitiveLoop:
         """A cycle failed before delivery (database restarting, a bug): its input goes back
         to the queue, up to `cycle_retries` times; return the attempts so far (0: given up)."""
         turn, self._turn, self._current = self._turn, None, None
-        if turn is None:
-            return 0
+        if turn is None:   # failed before allocation: the inputs are still queued
+            return self._failing
         attempts = max(self._failed.get(part.id, 0) for part in turn.parts) + 1
         if attempts <= self.cfg.cycle_retries:
             for part in turn.parts:
