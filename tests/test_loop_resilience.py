@@ -90,3 +90,12 @@ async def test_a_failure_before_any_input_is_taken_backs_off_instead_of_spinning
     assert await mind.loop.run(max_cycles=5) == 5
     assert pauses == [0.01, 0.02, 0.04, 0.04, 0.04]
     assert delivered == [] and mind.loop.queue.counts()["user"] == 1    # still waiting, not dropped
+
+
+async def test_entry_and_exit_gates_draw_from_their_own_generators(pool, tmp_path):
+    mind, _ = await _mind(pool, tmp_path)                 # gates.seed = 1
+    twin, _ = await _mind(pool, tmp_path)
+    assert mind.gates.entry.rng is not mind.gates.exit.rng
+    # exit-gate draws (a background flush) do not shift the entry gate's sequence
+    mind.gates.exit.rng.random()
+    assert [mind.gates.entry.rng.random() for _ in range(3)] == [twin.gates.entry.rng.random() for _ in range(3)]
