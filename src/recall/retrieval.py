@@ -57,6 +57,7 @@ class Recalled:
     relevance: float
     weighted: float
     spread: float                          # co-activation reached through co-access
+    p_retrieve: float = 0.0                # P(retrieve) = σ((A − τ)/s) from ACT-R
     rerank: float | None = None
     final: float = 0.0
 
@@ -224,7 +225,7 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
         Recalled(h, actr.ActivationResult(float(base[i]), float(s_i[i]), float(p_i[i]), float(noise[i]),
                                           float(total[i])),
                  tuple(float(c) for c in comps[i]), float(relevance[i]), float(weighted[i]),
-                 float(coact[i]))
+                 float(coact[i]), float(p_retrieve[i]))
         for i, h in enumerate(hits)
     ]
 
