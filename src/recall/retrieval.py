@@ -134,7 +134,7 @@ class Retriever:
         arms = cfg.arm_weights(self.embedder.model_name)
         hits = await search.search_hybrid(
             self.pool, query, query_vec, embed_model=self.embedder.model_name, limit=cfg.limit,
-            k=cfg.rrf_k, w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
+            k=cfg.rrf_k_for(self.embedder.model_name), w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
             w_recency=arms.w_recency, candidates=cfg.candidates, now=now)
         timings["search"] = _ms(t)
 
@@ -153,7 +153,7 @@ class Retriever:
         blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
         focus = [query_vec] if query_vec is not None else []
         scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                        spread, blend, want_types)
+                        spread, blend, want_types, arms.w_recency)
         awake = [r for r in scored if not _dormant(r.hit, cfg)]
         awake.sort(key=lambda r: (-r.weighted, r.id))
         top = awake[:cfg.limit]
@@ -197,7 +197,7 @@ class Retriever:
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
            cfg: RetrievalSettings, context_vecs: list[np.ndarray],
            layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
-           blend: np.ndarray, want_types: Sequence[str]) -> list[Recalled]:
+           blend: np.ndarray, want_types: Sequence[str], w_recency: float) -> list[Recalled]:
     """ACT-R and hybrid relevance for every candidate, vectorised."""
     if not hits:
         return []
@@ -212,10 +212,13 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
     total = base + s_i + p_i + noise
     p_retrieve = 1.0 / (1.0 + np.exp(-np.clip((total - a.tau) / max(a.s, 1e-9), -50, 50)))
 
-    semantic = np.array([h.similarity if h.similarity is not None else 0.0 for h in hits])
-    # Without a usable vector, the fused search score stands in for similarity.
-    rrf_norm = np.array([min(1.0, h.score) for h in hits])
-    semantic = np.where(usable, semantic, rrf_norm)
+    # The semantic component reflects the match search measured (both arms), not cosine
+    # alone: with a weak embedder cosine throws away what full text found (issue 12).
+    # ACT-R's S_i above keeps pure cosine, as the plan's spreading activation needs.
+    fused = np.array([max(0.0, h.score - w_recency * h.recency) if h.rrf > 0 else 0.0 for h in hits])
+    cosine = np.array([h.similarity if u else np.nan for h, u in zip(hits, usable, strict=True)])
+    fulltext = np.array([h.fts_score or 0.0 for h in hits])
+    semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused, fulltext)
     coact = np.array([spread.get(h.id, 0.0) for h in hits])
     recency = np.array([h.recency for h in hits])
     comps = rel.relevance_components(rng, semantic, coact, None, recency)
