@@ -9,7 +9,6 @@ import sys
 import time
 from datetime import UTC, datetime
 
-import asyncpg
 import pytest
 
 from src.db.pool import create_pool
@@ -79,41 +78,33 @@ async def test_two_concurrent_imports_of_one_file_store_each_line_once(pool, db_
     assert await pool.fetchval("SELECT count(DISTINCT content) FROM memories") == 60
 
 
-def _progress_count(dsn: str) -> int:
-    async def count() -> int:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await conn.fetchval("SELECT count(*) FROM memories")
-        finally:
-            await conn.close()
-    return asyncio.run(count())
-
-
 async def test_a_killed_import_leaves_whole_batches_and_the_rerun_completes(pool, db_dsn, tmp_path):
     rows = [{"content": f"line {i}: the heron waited by the canal number {i}", "metadata": {"i": i}}
             for i in range(4000)]
     f = write_jsonl(tmp_path / "big.jsonl", rows)
-    args = [sys.executable, "-m", "src.memory", "import", str(f), "--batch-size", "50", "--index", "live"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=agent_env(DATABASE_URL=db_dsn),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    args = ["-m", "src.memory", "import", str(f), "--batch-size", "50", "--index", "live"]
+    env = agent_env(DATABASE_URL=db_dsn)
+    proc = await asyncio.create_subprocess_exec(sys.executable, *args, cwd=ROOT, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
-        seen = 0
-        while seen < 200 and time.monotonic() < deadline and proc.poll() is None:
-            seen = await asyncio.to_thread(_progress_count, db_dsn)
+        for _ in range(10**6):                       # poll the committed count until 200
+            if (await pool.fetchval("SELECT count(*) FROM memories") >= 200 or time.monotonic() > deadline
+                    or proc.returncode is not None):
+                break
             await asyncio.sleep(0.05)
         proc.kill()                                  # SIGKILL: no cleanup, mid-batch
-        proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        await proc.communicate()
     kept = await pool.fetchval("SELECT count(*) FROM memories")
     assert 200 <= kept < 4000, "the import should have been killed part way"
     assert kept % 50 == 0                            # whole batches only
-    rerun = subprocess.run(args, cwd=ROOT, env=agent_env(DATABASE_URL=db_dsn), capture_output=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr.decode()
-    assert f"imported {4000 - kept} new memories" in rerun.stdout.decode()
-    assert f"({kept} already present, 0 bad lines skipped" in rerun.stdout.decode()
+    rerun = await asyncio.create_subprocess_exec(sys.executable, *args, cwd=ROOT, env=env,
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(rerun.communicate(), 300)
+    assert rerun.returncode == 0, err.decode()
+    assert f"imported {4000 - kept} new memories" in out.decode()
+    assert f"({kept} already present, 0 bad lines skipped" in out.decode()
     assert await pool.fetchval("SELECT count(*) FROM memories") == 4000
     assert await pool.fetchval("SELECT count(DISTINCT metadata->>'i') FROM memories") == 4000
 

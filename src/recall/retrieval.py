@@ -217,8 +217,7 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
     # ACT-R's S_i above keeps pure cosine, as the plan's spreading activation needs.
     fused = np.array([max(0.0, h.score - w_recency * h.recency) if h.rrf > 0 else 0.0 for h in hits])
     cosine = np.array([h.similarity if u else np.nan for h, u in zip(hits, usable, strict=True)])
-    fulltext = np.array([h.fts_score or 0.0 for h in hits])
-    semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused, fulltext)
+    semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused)
     coact = np.array([spread.get(h.id, 0.0) for h in hits])
     recency = np.array([h.recency for h in hits])
     comps = rel.relevance_components(rng, semantic, coact, None, recency)

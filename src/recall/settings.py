@@ -39,8 +39,8 @@ class RetrievalSettings(_Section):
     rrf_k: float = Field(60.0, gt=0)
     arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
     activation_share: float = Field(0.3, ge=0, le=1)
-    # what relevance's semantic component reads: cosine | fused | best | blend (relevance.py)
-    semantic_signal: Literal["cosine", "fused", "best", "blend"] = "fused"
+    # what relevance's semantic component reads: cosine | fused | blend (relevance.py, notes.md)
+    semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)
     dormant_center: float = Field(0.15, ge=0, le=1)
