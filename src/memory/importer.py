@@ -35,9 +35,11 @@ from src.recall.bulk_import import (
 )
 
 #: Below this many new rows the live index is always kept (a build has a fixed cost).
-REBUILD_MIN_ROWS = 2_000
-#: ... and the new rows must be at least this share of the rows already stored.
-REBUILD_RATIO = 0.25
+REBUILD_MIN_ROWS = 1_000
+#: ... and the new rows must be at least this share of the rows already stored: the
+#: measured break-even is ~10% at 10k rows (bench/bench_import.py, notes.md); the margin
+#: is for the time the vector arm runs without its index.
+REBUILD_RATIO = 0.15
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
