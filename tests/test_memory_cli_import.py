@@ -9,9 +9,12 @@ import sys
 import time
 from datetime import UTC, datetime
 
+import asyncpg
 import pytest
 
 from src.db.pool import create_pool
+from src.memory.importer import rebuild_pays
+from src.recall import hnsw
 from tests.fakes import HashEmbedder
 from tests.memory_cli_helpers import cli, write_jsonl
 from tests.proc import ROOT, agent_env
@@ -171,3 +174,42 @@ def test_every_subcommand_has_help(command):
                           capture_output=True, timeout=60)
     assert done.returncode == 0
     assert done.stdout.decode().startswith(f"usage: python -m src.memory {command} [-h]")
+
+
+@pytest.mark.parametrize(("new", "existing", "rebuild"), [
+    (999, 0, False), (1000, 0, True), (1500, 10_000, True), (1499, 10_000, False), (20_000, 100_000, True),
+])
+def test_rebuild_pays_from_the_measured_break_even(new, existing, rebuild):
+    assert rebuild_pays(new, existing) is rebuild
+
+
+async def _index_state(dsn: str) -> str:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await hnsw.index_state(conn)
+    finally:
+        await conn.close()
+
+
+async def test_auto_rebuilds_a_large_import_when_the_service_is_away(db_dsn, tmp_path):
+    f = write_jsonl(tmp_path / "in.jsonl", [{"content": f"note {i} about the orchard"} for i in range(1000)])
+    r = await cli(db_dsn, "import", str(f), embedder=HashEmbedder())
+    assert "imported 1000 new memories" in r.out and "HNSW index rebuilt in " in r.out
+    assert await _index_state(db_dsn) == "valid"
+
+
+async def test_auto_keeps_the_live_index_while_the_service_is_connected(pool, db_dsn, tmp_path):
+    # `pool` connects as application_name "moltbot", as the service does
+    f = write_jsonl(tmp_path / "in.jsonl", [{"content": f"note {i} about the orchard"} for i in range(1000)])
+    r = await cli(db_dsn, "import", str(f), embedder=HashEmbedder())
+    assert r.out.endswith("HNSW index kept)\n")
+
+
+async def test_the_next_import_rebuilds_an_index_a_crash_left_missing(pool, db_dsn, tmp_path):
+    await hnsw.drop_index(pool)                  # as if an import died between drop and rebuild
+    f = write_jsonl(tmp_path / "in.jsonl", GOOD[:1])
+    r = await cli(db_dsn, "import", str(f), "--index", "live", embedder=HashEmbedder())
+    assert "HNSW index rebuilt in " in r.out
+    assert await hnsw.index_state(pool) == "valid"
+    stats = await cli(db_dsn, "stats", embedder=HashEmbedder())
+    assert "HNSW index: valid" in stats.out.splitlines()
