@@ -18,6 +18,7 @@ Imports the 2,395 memories through the CLI's bulk path with the configured embed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from datetime import UTC, datetime
@@ -131,8 +132,6 @@ async def run() -> list[dict]:
 
 async def tune() -> None:
     """Hybrid recall@10 over arm weights and rrf_k on even questions; odd ones held out."""
-    import asyncio  # noqa: F401  (run by asyncio.run below)
-
     settings = load_settings(env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     async with bench_pool("bench_recall_tune") as pool:
@@ -153,8 +152,6 @@ async def tune() -> None:
 
 
 if __name__ == "__main__":
-    import asyncio
-
     if "--tune" in sys.argv:
         asyncio.run(tune())
     else:

@@ -81,10 +81,13 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 if count % 500 == 0:
                     progress.update(count)
             seconds = progress.finish()
-    finally:
+    except BaseException:
         if tmp is not None:
             out.close()
+            tmp.unlink(missing_ok=True)         # no half-written file left behind
+        raise
     if tmp is not None:
+        out.close()
         os.replace(tmp, args.file)      # a crash never leaves a half-written FILE
         s.out.write(f"exported {count} memories to {printable(str(args.file))} in {seconds:.1f} s\n")
     return 0

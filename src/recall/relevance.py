@@ -139,8 +139,9 @@ def relevance_components(
 ) -> np.ndarray:
     """Assemble the (n, 5) component matrix for ``hybrid_relevance``.
 
-    ``semantic`` is raw cosine similarity and is clipped to [0, 1] (an opposed
-    embedding is irrelevant, not anti-relevant). Missing co-activation and
+    ``semantic`` is the semantic signal (``semantic_signal``: cosine, the fused search
+    score, or their blend) and is clipped to [0, 1] (an opposed embedding is
+    irrelevant, not anti-relevant). Missing co-activation and
     recency are 0; missing emotional alignment is neutral 0.5. The noise column
     is drawn uniform in [0, 1) from ``rng``.
     """

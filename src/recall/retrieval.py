@@ -6,7 +6,9 @@
        hop 1 ×0.3, hop 2 ×0.1 (DMN); partners that search missed join the candidates
     3. ACT-R (plan §2.7) per candidate: A = B + S + P + ε
     4. hybrid relevance (plan §3.1): five components, Dirichlet-sampled blend whose
-       alphas move from the cold-start set to the target set with maturity
+       alphas move from the cold-start set to the target set with maturity; the
+       semantic component is what search measured (`retrieval.semantic_signal`,
+       relevance.semantic_signal), not cosine alone
     5. weighted = (1 - a)·relevance + a·P(retrieve), P = 1 / (1 + e^{-(A - τ)/s}),
        a = `activation_share`. Additive and bounded, like recency in search: ACT-R's
        base level of a memory untouched for a year is about -8, and a multiplier
