@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
+
 import pytest
 
+from src.db.instance_lock import InstanceLock
 from src.recall.search import search_hybrid
 from src.weights.stochastic import diminished_gain
 from tests.fakes import HashEmbedder
 from tests.memory_cli_helpers import cli, write_jsonl
+from tests.proc import ROOT, agent_env
 
 FACTS = ["Hannah moved to Porto for a new job", "I drink green tea every morning",
          "Marco plays the cello on Sundays", "the garage roof leaks in winter",
@@ -165,3 +171,17 @@ async def test_stats_counts_weights_models_and_sizes(pool, db_dsn, tmp_path):
     text = await cli(db_dsn, "stats", embedder=HashEmbedder())
     assert text.out.splitlines()[:3] == ["memories: 8", "by type: episodic 6, semantic 2",
                                          "by source: import 4, book 2, external_user 2"]
+
+
+async def test_the_cli_works_while_the_instance_lock_is_held(tmp_path):
+    """The service holds the data dir's lock; a read-only search must still run beside it."""
+    config = tmp_path / "runtime.yaml"
+    config.write_text(f"database: {{data_dir: {tmp_path / 'pg'}, stop_embedded_on_exit: true}}\n")
+    with InstanceLock(tmp_path):                     # as a running service would hold it
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "src.memory", "--config", str(config), "search", "anything", "--json",
+            cwd=ROOT, env=agent_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, err.decode()
+    answer = json.loads(out)
+    assert (answer["query"], answer["results"]) == ("anything", [])
