@@ -10,7 +10,7 @@ Imports the 2,395 memories through the CLI's bulk path with the configured embed
 - the vector arm alone and the full-text arm alone (the hybrid statement with the
   other arm's weight and recency at 0);
 - the bare hybrid statement with the configured arm weights and rrf_k;
-- the full pipeline (spreading, ACT-R, Dirichlet relevance; read-only, fixed seed)
+- the full pipeline (spreading, ACT-R, Dirichlet relevance; read-only, mean of 3 seeds)
   without rerank, and with rerank when a reranker model is installed.
 
 `now` is fixed one day after the last session, so recency is reproducible.
@@ -40,6 +40,8 @@ from src.weights.safety import Safety
 DATA = Path(__file__).parent / "data"
 NOW = datetime(2026, 11, 1, 18, 0, tzinfo=UTC)
 KS = (5, 10, 20)
+#: The pipeline's rows are the mean over these seeds of its random generator.
+SEEDS = (12, 13, 14)
 
 
 def _load_questions() -> list[dict]:
@@ -95,9 +97,15 @@ class Evaluation:
             out.append(r.ids)
         return out
 
-    def rows(self, label: str, found: list[list[int]]) -> list[dict]:
-        return [{"name": f"{label}: recall@{k}", "value": recall_at(found, self.evidence, k), "unit": ""}
+    def rows(self, label: str, *runs: list[list[int]]) -> list[dict]:
+        """recall@k rows; several runs (the pipeline's seeds) are averaged."""
+        return [{"name": f"{label}: recall@{k}",
+                 "value": float(np.mean([recall_at(found, self.evidence, k) for found in runs])), "unit": ""}
                 for k in KS]
+
+    async def pipelines(self, settings: RetrievalSettings, reranker=None) -> list[list[list[int]]]:
+        """The pipeline once per seed of SEEDS (the Dirichlet blend and noise are random)."""
+        return [await self.pipeline(settings, reranker, seed) for seed in SEEDS]
 
 
 async def run() -> list[dict]:
@@ -116,16 +124,17 @@ async def run() -> list[dict]:
         rows += ev.rows(f"bare hybrid (w_vector {arms.w_vector:g}, w_fulltext {arms.w_fulltext:g}, k {k:g})",
                         await ev.hybrid(w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
                                         w_recency=arms.w_recency, k=k))
-        rows += ev.rows(f"full pipeline, no rerank (semantic: {cfg.semantic_signal})", await ev.pipeline(cfg))
+        rows += ev.rows(f"full pipeline, no rerank (semantic: {cfg.semantic_signal}; mean of 3 seeds)",
+                        *await ev.pipelines(cfg))
         for signal in SEMANTIC_SIGNALS:     # the alternatives measured for the semantic component
             if signal != cfg.semantic_signal:
                 variant = cfg.model_copy(update={"semantic_signal": signal})
-                rows += ev.rows(f"  variant: pipeline with semantic = {signal}", await ev.pipeline(variant))
+                rows += ev.rows(f"  variant: pipeline with semantic = {signal}", *await ev.pipelines(variant))
         if providers.reranker.skipped:
             rows.append({"name": f"full pipeline with rerank: skipped ({providers.reranker.skip_reason})",
                          "value": 0, "unit": ""})
         else:
-            rows += ev.rows("full pipeline with rerank", await ev.pipeline(cfg, providers.reranker))
+            rows += ev.rows("full pipeline with rerank", *await ev.pipelines(cfg, providers.reranker))
         await providers.aclose()
     return rows
 

@@ -34,7 +34,7 @@ import asyncpg
 from pgvector import HalfVector
 
 from src.providers.protocols import Embedder
-from src.recall.store import NewMemory, embed_prepared, metadata_json, prepare
+from src.recall.store import NewMemory, Prepared, embed_prepared, metadata_json, prepare
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,8 @@ async def stored_ids(db: asyncpg.Pool | asyncpg.Connection, keys: Sequence[str])
     return {r["import_key"]: r["id"] for r in await db.fetch(_IDS_FOR_KEYS, list(keys))}
 
 
-def keyed(records: Sequence[ImportRecord]) -> list[tuple[ImportRecord, str]]:
-    """Each record with its import_key (content cleaned first: the key is of what is stored).
+def keyed(records: Sequence[ImportRecord]) -> list[tuple[ImportRecord, str, Prepared]]:
+    """Each record with its import_key and its cleaned form (the key is of what is stored).
 
     Raises InputRejected (naming the line) for a record the store would refuse.
     """
@@ -119,7 +119,7 @@ def keyed(records: Sequence[ImportRecord]) -> list[tuple[ImportRecord, str]]:
     for r in records:
         p = prepare(r.memory, f"line {r.line}")
         m = p.item
-        out.append((r, import_key(p.content, m.memory_type, m.source_tag, m.event_time, r.created_at)))
+        out.append((r, import_key(p.content, m.memory_type, m.source_tag, m.event_time, r.created_at), p))
     return out
 
 
@@ -132,17 +132,19 @@ async def write_batch(pool: asyncpg.Pool, embedder: Embedder, records: Sequence[
     the caller by `pending_links` and written by `write_links` at the end.
     """
     result = BatchResult()
-    pairs = keyed(records)
+    triples = keyed(records)
+    pairs = [(r, k) for r, k, _ in triples]
     known = await stored_ids(pool, [k for _, k in pairs])
     fresh: list[tuple[ImportRecord, str]] = []
+    prepared: list[Prepared] = []
     seen: set[str] = set(known)
-    for r, k in pairs:
+    for r, k, p in triples:
         if k in seen:
             result.duplicates += 1
         else:
             seen.add(k)
             fresh.append((r, k))
-    prepared = [prepare(r.memory, f"line {r.line}") for r, _ in fresh]
+            prepared.append(p)
     metas = [metadata_json(p.item.metadata, f"line {r.line}") for p, (r, _) in zip(prepared, fresh, strict=True)]
     vectors, embedded = await embed_prepared(embedder, prepared)
     result.unembedded = len(prepared) - embedded
