@@ -100,7 +100,7 @@ class Evaluation:
     def rows(self, label: str, *runs: list[list[int]]) -> list[dict]:
         """recall@k rows; several runs (the pipeline's seeds) are averaged."""
         return [{"name": f"{label}: recall@{k}",
-                 "value": float(np.mean([recall_at(found, self.evidence, k) for found in runs])), "unit": ""}
+                 "value": 100 * float(np.mean([recall_at(found, self.evidence, k) for found in runs])), "unit": "%"}
                 for k in KS]
 
     async def pipelines(self, settings: RetrievalSettings, reranker=None) -> list[list[list[int]]]:
@@ -132,7 +132,7 @@ async def run() -> list[dict]:
                 rows += ev.rows(f"  variant: pipeline with semantic = {signal}", *await ev.pipelines(variant))
         if providers.reranker.skipped:
             rows.append({"name": f"full pipeline with rerank: skipped ({providers.reranker.skip_reason})",
-                         "value": 0, "unit": ""})
+                         "value": 0, "unit": "n/a"})
         else:
             rows += ev.rows("full pipeline with rerank", *await ev.pipelines(cfg, providers.reranker))
         await providers.aclose()
@@ -165,4 +165,4 @@ if __name__ == "__main__":
         asyncio.run(tune())
     else:
         for row in asyncio.run(run()):
-            print(f"{row['name']}: {row['value']:.3f}" if isinstance(row["value"], float) else row)
+            print(f"{row['name']}: {row['value']:.1f}" if isinstance(row["value"], float) else row)

@@ -5,4 +5,6 @@ share (session: settings, database and providers; jsonl: the line format; consol
 progress and safe printing). Each subcommand module has `add_parser(subparsers)` and
 `async run(args, session)`; __main__ wires them. The recall code does the work
 (src/recall/bulk_import, retrieval, reembed); these modules only speak to the operator.
+A new subcommand (e.g. `skills`) is one more module with those two functions, listed in
+__main__.COMMANDS.
 """
