@@ -75,13 +75,12 @@ async def create_pool(
     try:
         return await asyncpg.create_pool(
             dsn,
-            server_settings={"application_name": application_name},
+            server_settings={"application_name": application_name, **SESSION_SETTINGS},
             min_size=min_size,
             max_size=max_size,
             timeout=connect_timeout,
             command_timeout=command_timeout,
             init=init_connection,
-            server_settings=dict(SESSION_SETTINGS),
         )
     except _CONNECT_ERRORS as exc:
         raise _unreachable(dsn, exc) from exc
