@@ -129,6 +129,7 @@ async def _flood(dsn: str, tmp: Path) -> list[dict]:
                       percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
                       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
                  FROM thought_log""")
+        calls = await conn.fetchval("SELECT count(*) FROM llm_calls WHERE ok")
         unanswered = await conn.fetchval(
             "SELECT count(*) FROM input_journal WHERE line LIKE 'flood %' AND state <> 'answered'")
     finally:
@@ -141,6 +142,7 @@ async def _flood(dsn: str, tmp: Path) -> list[dict]:
         {"name": "flood: cycle time p50", "value": float(row["p50"]), "unit": "ms"},
         {"name": "flood: cycle time p95", "value": float(row["p95"]), "unit": "ms"},
         {"name": "flood: messages left unanswered", "value": int(unanswered), "unit": "messages"},
+        {"name": "flood: model calls answered by the fake", "value": int(calls), "unit": "calls"},
         {"name": "flood: peak RSS", "value": usage.ru_maxrss / 1024.0, "unit": "MB"},
     ]
 
