@@ -270,3 +270,54 @@ async def test_tension_resolves_when_later_behaviour_aligns_and_tires_after_five
     meta2 = json.loads(await pool.fetchval("SELECT metadata FROM memories WHERE id = $1", second))
     assert (meta2["status"], meta2["surface_count"], meta2["resolved"]) == ("acknowledged", 6, False)
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type = 'tension'") == 2
+
+
+async def test_a_pass_killed_mid_phase_resumes_without_duplicates(pool, db_dsn, tmp_path):
+    import asyncio
+    import signal
+    import sys
+    import time as _time
+
+    from tests.consolidation_child import FIRST, SECOND
+    from tests.proc import ROOT, agent_env
+
+    embedder = HashEmbedder()
+    ids = await seed(pool, embedder)
+    marker = tmp_path / "frozen"
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.consolidation_child", db_dsn, str(marker), cwd=ROOT, env=agent_env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        deadline = _time.monotonic() + 120
+        while not marker.exists():
+            assert child.returncode is None, (await child.stderr.read()).decode()
+            assert _time.monotonic() < deadline, "the child never reached the second insight"
+            await asyncio.sleep(0.1)
+        child.send_signal(signal.SIGKILL)
+        assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGKILL
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+
+    # the kill left: the pass 'running', phase 1 done, the answer of phase 2 saved, one insight written
+    assert await pool.fetchval("SELECT status FROM consolidation_passes") == "running"
+    assert [r["content"] for r in await pool.fetch(
+        "SELECT content FROM memories WHERE metadata->>'via' = 'insight'")] == [FIRST]
+
+    backend = ConsolidationModel()
+    report = await deep(pool, language_model(backend, pool), embedder)
+    assert report.resumed and report.status == "done" and report.trigger == "manual"
+    # not asked again: phase 1 was checkpointed, phase 2's answer was saved before the writes
+    assert backend.kinds() == ["merge", "narrative", "tension", "recompress", "recompress"]
+    insights = await pool.fetch("SELECT content FROM memories WHERE metadata->>'via' = 'insight' ORDER BY id")
+    assert [r["content"] for r in insights] == [FIRST, SECOND]
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'via' = 'merge'") == 1
+    row = await pool.fetchrow("SELECT count(*) n, max(resumed) resumed, max(llm_calls) calls FROM consolidation_passes")
+    assert (row["n"], row["resumed"], row["calls"]) == (1, 1, 7)
+    assert [r["purpose"] for r in await pool.fetch("SELECT purpose FROM llm_calls ORDER BY id")][:2] == \
+        ["consolidation:questions", "consolidation:insights"]
+    first_sources = await pool.fetch(
+        "SELECT s.source_id FROM memory_supersedes s JOIN memories m ON m.id = s.insight_id WHERE m.content = $1",
+        FIRST)
+    assert len(first_sources) == 2 and all(r["source_id"] in ids["related"] for r in first_sources)

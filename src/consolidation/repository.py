@@ -93,6 +93,12 @@ async def save_progress(conn: Executor, pass_id: int, *, calls: int, tokens_in: 
         pass_id, calls, tokens_in, tokens_out, json.dumps(counts), json.dumps(skipped))
 
 
+async def save_calls(conn: Executor, pass_id: int, calls: int, tokens_in: int, tokens_out: int) -> None:
+    """The pass's LLM spend so far, after every call: a killed pass resumes with its true budget."""
+    await conn.execute("UPDATE consolidation_passes SET llm_calls = $2, tokens_in = $3, tokens_out = $4 "
+                       "WHERE id = $1", pass_id, calls, tokens_in, tokens_out)
+
+
 async def finish_pass(conn: Executor, pass_id: int, status: str, error: str | None = None) -> None:
     await conn.execute(
         "UPDATE consolidation_passes SET status = $2, finished_at = now(), error = $3 WHERE id = $1",

@@ -101,9 +101,16 @@ async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], question: Callable
                                                  max_tokens=max_tokens)
     except MalformedOutput:
         ctx.budget.spend(2)          # the first reply and its repair
+        await _save_spend(ctx)
         raise
     ctx.budget.spend(2 if got.repaired else 1, got.result.tokens_in, got.result.tokens_out)
+    await _save_spend(ctx)
     return got.value
+
+
+async def _save_spend(ctx: DeepPassContext) -> None:
+    b = ctx.budget
+    await repository.save_calls(ctx.pool, ctx.pass_id, b.used, b.tokens_in, b.tokens_out)
 
 
 def run_guarded(ctx: DeepPassContext, step: str) -> bool:
