@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -87,8 +88,9 @@ async def test_command_line_why_prints_the_chain(db_dsn):
                            ins, src)
     finally:
         await conn.close()
-    result = subprocess.run([sys.executable, "-m", "src.consolidation", "why", str(ins)], cwd=ROOT,
-                            env=agent_env(DATABASE_URL=db_dsn), capture_output=True, timeout=60)
+    result = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "src.consolidation", "why", str(ins)], cwd=ROOT,
+        env=agent_env(DATABASE_URL=db_dsn), capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().splitlines() == [
         f"#{ins} [reflection] 2026-11-02 10:00 center 0.20 (Beta 1.00, 4.00) I like the sea",

@@ -321,3 +321,18 @@ async def test_a_pass_killed_mid_phase_resumes_without_duplicates(pool, db_dsn, 
         "SELECT s.source_id FROM memory_supersedes s JOIN memories m ON m.id = s.insight_id WHERE m.content = $1",
         FIRST)
     assert len(first_sources) == 2 and all(r["source_id"] in ids["related"] for r in first_sources)
+
+
+async def test_a_spent_budget_defers_work_to_the_next_pass(pool):
+    embedder = HashEmbedder()
+    await seed(pool, embedder)
+    backend = ConsolidationModel()
+    settings = ConsolidationSettings(deep={"max_llm_calls": 2})
+    report = await deep(pool, language_model(backend, pool), embedder, settings=settings)
+
+    assert backend.kinds() == ["questions", "insights"] and report.calls == 2
+    assert report.skipped["merge:llm_insight"] == "the pass's 2 LLM calls are spent; 1 cluster(s) wait for the next pass"
+    assert report.skipped["tension"] == "the pass's 2 LLM calls are spent"
+    assert await pool.fetchval("SELECT count(*) FROM consolidation_clusters") == 0   # not merged extractively
+    nxt = await deep(pool, language_model(backend, pool), embedder, settings=ConsolidationSettings())
+    assert backend.kinds()[2] == "merge" and nxt.phases["merge"]["counts"]["insights"] == 1

@@ -127,6 +127,12 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     if not clusters:
         return result
     written: dict[str, tuple[str, list[int], bool]] = {}
+    if ctx.llm is not None and not ctx.budget.can_spend(1):
+        # a model is there but this pass's calls are spent: the clusters wait for the next
+        # pass rather than being merged extractively for good
+        ctx.skip("merge:llm_insight", f"the pass's {ctx.budget.limit} LLM calls are spent; "
+                 f"{len(clusters)} cluster(s) wait for the next pass")
+        return result
     if run_guarded(ctx, "merge:llm_insight"):
         before = ctx.budget.used
         answers = await ask_batched(ctx, clusters, batch_size=ctx.settings.deep.merge_batch,
