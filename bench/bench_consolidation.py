@@ -81,11 +81,11 @@ def _p(samples: list[float]) -> tuple[float, float]:
 async def _age(pool) -> None:
     """Spread creation over 60 days, 10% retrieved in the last day, 200k idle co-access pairs."""
     now = datetime.now(UTC)
-    await pool.execute("UPDATE memories SET created_at = $1 - (id % 60) * interval '1 day'", now)
-    await pool.execute("UPDATE memories SET last_accessed = $1 - interval '2 hours' WHERE id % 10 = 0", now)
+    await pool.execute("UPDATE memories SET created_at = $1::timestamptz - (id % 60) * interval '1 day'", now)
+    await pool.execute("UPDATE memories SET last_accessed = $1::timestamptz - interval '2 hours' WHERE id % 10 = 0", now)
     await pool.execute(
         """INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count, last_co_accessed)
-           SELECT a, a + 1 + (a * 7919) % 500, 1 + (a % 5), $1 - ((a % 20) || ' days')::interval
+           SELECT a, a + 1 + (a * 7919) % 500, 1 + (a % 5), $1::timestamptz - ((a % 20) || ' days')::interval
              FROM generate_series(1, 200000) a WHERE a + 1 + (a * 7919) % 500 <= $2
            ON CONFLICT DO NOTHING""", now, N)
     await pool.execute("VACUUM ANALYZE memories")
@@ -94,7 +94,8 @@ async def _age(pool) -> None:
 
 async def _light(pool, embedder) -> list[dict]:
     settings = ConsolidationSettings(light={"decay_interval_s": 0, "co_access_interval_s": 0,
-                                           "contradiction_interval_s": 0, "pattern_interval_s": 0})
+                                           "contradiction_interval_s": 0, "pattern_interval_s": 0,
+                                           "monitors_interval_s": 0})
     ticker = LightTicker(pool, embedder=embedder, llm=None, safety=Safety(), settings=settings, rng=random.Random(1))
     await ticker.contradiction_scan(datetime.now(UTC))          # learns the negation direction once
     ticks, per_op = [], {name: [] for name in ticker._ops}

@@ -14,8 +14,9 @@ each has its own minimum interval, so none can thrash:
   when a model is configured and only for a few undecided pairs; findings recorded;
 - pattern detection: the newest memories embedded with CLUSTERING and clustered at
   the model's `theme` threshold; emerging themes recorded for the deep pass;
-- monitors: Phase C (circuit breaker, entropy, coherence) once per cycle; Phase B's
-  rate limit rides on each decay change (`cycle_baseline_center`).
+- monitors: Phase C (circuit breaker, entropy, coherence) once per consolidation cycle
+  (`monitors_interval_s`, and after every deep pass); Phase B's rate limit rides on each
+  decay change (`cycle_baseline_center`).
 
 The mind does not notice: priorities shift, the next identity render picks it up.
 """
@@ -79,6 +80,7 @@ class LightTicker:
             "co_access": (self.co_access, lambda s: s.co_access_interval_s),
             "contradiction": (self.contradiction_scan, lambda s: s.contradiction_interval_s),
             "pattern": (self.pattern_detection, lambda s: s.pattern_interval_s),
+            "monitors": (self.monitors, lambda s: s.monitors_interval_s),
         }
 
     async def run(self, *, stop: asyncio.Event | None = None, max_ticks: int | None = None,
@@ -113,14 +115,18 @@ class LightTicker:
                 continue
             self.last_run[name] = now
             did[name] = await op(now)
-        if light.monitors and any(did.values()):
-            await run_monitors(self.pool, self.safety, ACTOR)
-            did["monitors"] = 1
         self.ticks += 1
         self.last_tick_ms = (time.perf_counter() - started) * 1000
         if any(did.values()):
             log.debug("light consolidation tick %d: %s (%.0f ms)", self.ticks, did, self.last_tick_ms)
         return did
+
+    async def monitors(self, now: datetime) -> int:
+        """Phase C monitors for this consolidation cycle (1 when they ran)."""
+        if not self.settings.light.monitors:
+            return 0
+        await run_monitors(self.pool, self.safety, ACTOR)
+        return 1
 
     async def decay(self, now: datetime) -> int:
         """contradict(decay_amount) for unused memories due for their nudge; how many."""

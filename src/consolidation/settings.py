@@ -50,8 +50,10 @@ class LightSettings(_Section):
     pattern_interval_s: float = Field(600.0, ge=0)
     pattern_recent: int = Field(200, ge=2)
     pattern_min_size: int = Field(3, ge=2)
-    # Phase B/C monitors once per consolidation cycle (= per light tick that did work)
+    # Phase C monitors once per consolidation cycle: every `monitors_interval_s` (each is a
+    # full scan of the weights) and after every deep pass
     monitors: bool = True
+    monitors_interval_s: float = Field(300.0, ge=0)
 
 
 class DeepSettings(_Section):
