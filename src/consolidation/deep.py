@@ -2,7 +2,7 @@
 
 Trigger, whichever first: the timer (`deep.interval_s`, hourly) since the last pass, or
 the cumulative importance of what the exit gate wrote since then above
-`deep.importance_threshold` (repository.cumulative_importance; notes.md says why).
+`deep.importance_threshold` (checkpoints.cumulative_importance; notes.md says why).
 Also on demand (`/consolidate`, `python -m src.consolidation run --deep`).
 
 One pass at a time across processes: a session-level advisory lock held on one
@@ -31,7 +31,7 @@ from typing import Any
 
 import asyncpg
 
-from src.consolidation import insights, merge, narrative, recompress, repository, tension
+from src.consolidation import checkpoints, insights, merge, narrative, recompress, tension
 from src.consolidation.monitors import run_monitors
 from src.consolidation.phase import CallBudget, DeepPassContext, Phase, PhaseResult
 from src.consolidation.settings import ConsolidationSettings
@@ -116,52 +116,52 @@ async def run_deep_pass(
 
 
 async def _run_locked(pool, *, embedder, llm, safety, settings, trigger, now, rng, phases, importance) -> PassReport:
-    running = await repository.running_pass(pool)
+    running = await checkpoints.running_pass(pool)
     budget = CallBudget(settings.deep.max_llm_calls)
     if running is not None:
         pass_id, resumed = running["id"], True
         trigger = running["trigger"]
         budget.spend(running["llm_calls"], running["tokens_in"], running["tokens_out"])
-        await repository.mark_resumed(pool, pass_id)
+        await checkpoints.mark_resumed(pool, pass_id)
         log.info("resuming deep pass #%d left unfinished by an earlier run", pass_id)
     else:
-        pass_id, resumed = await repository.open_pass(pool, trigger, importance, budget.limit), False
-    row = await repository.pass_row(pool, pass_id)
+        pass_id, resumed = await checkpoints.open_pass(pool, trigger, importance, budget.limit), False
+    row = await checkpoints.pass_row(pool, pass_id)
     previous = json.loads(row["counts"]) if row["counts"] else {}
     skipped = json.loads(row["skipped"]) if row["skipped"] else {}
     ctx = DeepPassContext(pool=pool, embedder=embedder, llm=llm, safety=safety, settings=settings, now=now,
                           rng=rng, pass_id=pass_id, budget=budget, skipped_steps=skipped)
     report = PassReport(pass_id, trigger, "running", resumed, 0, budget.limit, 0, 0, previous)
-    finished = await repository.done_phases(pool, pass_id)
+    finished = await checkpoints.done_phases(pool, pass_id)
     try:
         for phase in phases:
             if phase.name in finished:
                 continue
             ctx.phase = phase.name
-            ctx.done = await repository.start_phase(pool, pass_id, phase.name)
+            ctx.done = await checkpoints.start_phase(pool, pass_id, phase.name)
             if phase.needs_llm and llm is None:
                 ctx.skip(phase.name, "no language model is configured (reflex mode)")
                 result = PhaseResult(skipped=ctx.skipped_steps[phase.name])
             else:
                 result = await phase.run(ctx)
             report.phases[phase.name] = result.as_json()
-            await repository.finish_phase(pool, pass_id, phase.name, result.as_json())
-            await repository.save_progress(pool, pass_id, calls=budget.used, tokens_in=budget.tokens_in,
+            await checkpoints.finish_phase(pool, pass_id, phase.name, result.as_json())
+            await checkpoints.save_progress(pool, pass_id, calls=budget.used, tokens_in=budget.tokens_in,
                                            tokens_out=budget.tokens_out, counts=report.phases,
                                            skipped=ctx.skipped_steps)
     except asyncio.CancelledError:
         # SIGTERM / shutdown: the pass stays 'running' and the next one resumes it
-        await asyncio.shield(repository.save_progress(
+        await asyncio.shield(checkpoints.save_progress(
             pool, pass_id, calls=budget.used, tokens_in=budget.tokens_in, tokens_out=budget.tokens_out,
             counts=report.phases, skipped=ctx.skipped_steps))
         raise
     except Exception as exc:
         log.exception("deep pass #%d failed in phase %s", pass_id, ctx.phase)
         report.status, report.error = "failed", f"{ctx.phase}: {type(exc).__name__}: {exc}"
-        await repository.finish_pass(pool, pass_id, "failed", report.error)
+        await checkpoints.finish_pass(pool, pass_id, "failed", report.error)
     else:
         report.status = "done"
-        await repository.finish_pass(pool, pass_id, "done")
+        await checkpoints.finish_pass(pool, pass_id, "done")
     report.calls, report.tokens_in, report.tokens_out = budget.used, budget.tokens_in, budget.tokens_out
     report.skipped = dict(ctx.skipped_steps)
     report.announced = ctx.announce[: settings.deep.announce_max]
@@ -212,11 +212,11 @@ async def check_trigger(pool: asyncpg.Pool, settings: ConsolidationSettings, now
     Before the first pass ever, the timer counts from `epoch` (the scheduler's start), so a
     newborn mind does not consolidate an empty store the moment it starts.
     """
-    if await repository.running_pass(pool) is not None:
+    if await checkpoints.running_pass(pool) is not None:
         return TriggerState("resume", 0.0, None)
-    last = await repository.last_pass_start(pool)
+    last = await checkpoints.last_pass_start(pool)
     since = last or epoch
-    importance = await repository.cumulative_importance(pool, last)
+    importance = await checkpoints.cumulative_importance(pool, last)
     if importance >= settings.deep.importance_threshold:
         return TriggerState("importance", importance, since)
     if (now - since).total_seconds() >= settings.deep.interval_s:

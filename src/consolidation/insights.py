@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from src.consolidation import repository
+from src.consolidation import checkpoints, repository
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import Rejected, ask_batched, check_citations, run_guarded
@@ -66,7 +66,7 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
     if not run_guarded(ctx, "questions"):
         result.skipped = ctx.skipped_steps.get("questions", "budget")
         return result
-    if not await repository.new_experiences_since_last_pass(ctx.pool, ctx.pass_id):
+    if not await checkpoints.new_experiences_since_last_pass(ctx.pool, ctx.pass_id):
         # nothing new to reflect on: the same memories would only yield the same insights again
         result.skipped = "no new memories since the last pass"
         return result
@@ -104,7 +104,7 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
     """Phase 2: per question, retrieve evidence, ask for cited insights, store them."""
     result = PhaseResult()
     deep = ctx.settings.deep
-    saved = await repository.phase_result(ctx.pool, ctx.pass_id, "questions") or {}
+    saved = await checkpoints.phase_result(ctx.pool, ctx.pass_id, "questions") or {}
     questions = (saved.get("data") or {}).get("questions") or []
     if not questions:
         result.skipped = "no questions from phase 1"

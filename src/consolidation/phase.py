@@ -111,9 +111,9 @@ class DeepPassContext:
 
         `payload` keeps e.g. a model's validated answer, so a resumed pass reuses it.
         """
-        from src.consolidation import repository
+        from src.consolidation import checkpoints
 
-        await repository.mark_unit_done(conn, self.pass_id, self.phase, key, payload)
+        await checkpoints.mark_unit_done(conn, self.pass_id, self.phase, key, payload)
         self.done[key] = payload
 
 

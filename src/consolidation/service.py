@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from src.consolidation import repository
+from src.consolidation import checkpoints
 from src.consolidation.deep import (
     AfterPass,
     PassReport,
@@ -108,7 +108,7 @@ class Consolidation:
 
     async def status_line(self) -> str:
         """The last pass's calls and outcome, for /status."""
-        row = await repository.last_pass(self.pool)
+        row = await checkpoints.last_pass(self.pool)
         if row is None:
             return "consolidation: no deep pass yet"
         when = (row["finished_at"] or row["started_at"]).strftime("%Y-%m-%d %H:%M")

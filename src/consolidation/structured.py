@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from src.consolidation import repository
+from src.consolidation import checkpoints
 from src.consolidation.phase import DeepPassContext
 from src.errors import MalformedOutput, ProviderError, ProviderSkipped
 
@@ -77,7 +77,7 @@ async def ask_batched(
                 continue
             log.warning("deep pass %d %s: skipping an item after repair and split: %s",
                         ctx.pass_id, ctx.phase, problem)
-            await repository.record_failure(ctx.pool, ctx.pass_id, ctx.phase, str(problem),
+            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, str(problem),
                                             [describe(x) for x in batch])
             continue
         except ProviderSkipped as exc:
@@ -85,7 +85,7 @@ async def ask_batched(
             break
         except ProviderError as exc:
             # an outage: the rest of this phase would fail the same way; its items wait
-            await repository.record_failure(ctx.pool, ctx.pass_id, ctx.phase,
+            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase,
                                             f"{type(exc).__name__}: {exc}",
                                             [describe(x) for b in [batch, *queue] for x in b])
             break
@@ -110,7 +110,7 @@ async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], question: Callable
 
 async def _save_spend(ctx: DeepPassContext) -> None:
     b = ctx.budget
-    await repository.save_calls(ctx.pool, ctx.pass_id, b.used, b.tokens_in, b.tokens_out)
+    await checkpoints.save_calls(ctx.pool, ctx.pass_id, b.used, b.tokens_in, b.tokens_out)
 
 
 def run_guarded(ctx: DeepPassContext, step: str) -> bool:
