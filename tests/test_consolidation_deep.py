@@ -336,3 +336,33 @@ async def test_a_spent_budget_defers_work_to_the_next_pass(pool):
     assert await pool.fetchval("SELECT count(*) FROM consolidation_clusters") == 0   # not merged extractively
     nxt = await deep(pool, language_model(backend, pool), embedder, settings=ConsolidationSettings())
     assert backend.kinds()[2] == "merge" and nxt.phases["merge"]["counts"]["insights"] == 1
+
+
+async def test_a_cancelled_pass_stays_running_and_the_next_one_resumes_it(pool):
+    import asyncio
+
+    embedder = HashEmbedder()
+    await seed(pool, embedder)
+    reached = asyncio.Event()
+
+    class Stalling(ConsolidationModel):
+        async def complete(self, request):
+            if self.kind_of(request) == "narrative":
+                reached.set()
+                await asyncio.sleep(3600)        # shutdown arrives while the model thinks
+            return await super().complete(request)
+
+    stalling = Stalling()
+    task = asyncio.create_task(deep(pool, language_model(stalling, pool), embedder))
+    await asyncio.wait_for(reached.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    row = await pool.fetchrow("SELECT status, llm_calls FROM consolidation_passes")
+    assert (row["status"], row["llm_calls"]) == ("running", 3)
+    # the advisory lock went with the cancelled pass: the next one gets it and resumes
+    backend = ConsolidationModel()
+    report = await deep(pool, language_model(backend, pool), embedder)
+    assert report.resumed and report.status == "done"
+    assert backend.kinds() == ["narrative", "tension", "recompress", "recompress"]
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'via' = 'merge'") == 1
