@@ -1,11 +1,24 @@
-"""Recall's settings (runtime.yaml `retrieval:`): pure pydantic, imported by config."""
+"""Recall's settings (runtime.yaml `retrieval:` and `layers:`): pure pydantic, imported by config.
+
+The plan's constants live here so that the pure math (src/recall/activation.py,
+relevance.py) and the settings share one value without config importing the math.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from src.recall import activation as actr
-from src.recall import relevance as rel
+#: ACT-R constants (plan §2.7): decay d, noise s, mismatch penalty P, threshold τ.
+DECAY_D = 0.5
+NOISE_S = 0.4
+MISMATCH_P = -1.0
+TAU = 0.0
+
+#: Memory count at which the store counts as mature (plan §3.5).
+MATURITY_MEMORIES = 1000
 
 
 class _Section(BaseModel):
@@ -15,10 +28,10 @@ class _Section(BaseModel):
 class ActRSettings(_Section):
     """ACT-R constants (plan §2.7)."""
 
-    d: float = Field(actr.DECAY_D, gt=0, lt=1)
-    s: float = Field(actr.NOISE_S, ge=0)
-    P: float = Field(actr.MISMATCH_P, le=0)
-    tau: float = actr.TAU
+    d: float = Field(DECAY_D, gt=0, lt=1)
+    s: float = Field(NOISE_S, ge=0)
+    P: float = Field(MISMATCH_P, le=0)
+    tau: float = TAU
 
 
 class ArmWeights(_Section):
@@ -27,6 +40,7 @@ class ArmWeights(_Section):
     w_vector: float = Field(1.0, ge=0)
     w_fulltext: float = Field(1.0, ge=0)
     w_recency: float = Field(0.1, ge=0)
+    rrf_k: float | None = Field(None, gt=0)      # None: retrieval.rrf_k
 
 
 class RetrievalSettings(_Section):
@@ -36,14 +50,30 @@ class RetrievalSettings(_Section):
     rrf_k: float = Field(60.0, gt=0)
     arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
     activation_share: float = Field(0.3, ge=0, le=1)
+    # what relevance's semantic component reads: cosine | fused | blend (relevance.py, notes.md)
+    semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)
     dormant_center: float = Field(0.15, ge=0, le=1)
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)
     spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
-    maturity_memories: int = Field(rel.MATURITY_MEMORIES, ge=1)
+    maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)
     act_r: ActRSettings = ActRSettings()
 
     def arm_weights(self, embed_model: str) -> ArmWeights:
         return self.arms.get(embed_model) or self.arms.get("default") or ArmWeights()
+
+    def rrf_k_for(self, embed_model: str) -> float:
+        """The RRF k of `embed_model`: its arms entry's, else `rrf_k`."""
+        k = self.arm_weights(embed_model).rrf_k
+        return self.rrf_k if k is None else k
+
+
+class LayerSettings(_Section):
+    """Layer 0 (values/beliefs) and Layer 1 (goals), plan §2.4: JSON lists of
+    {"text": ..., "weight": 0..1}. Missing files mean an empty layer (bootstrap)."""
+
+    values_path: Path = Path("./data/layers/values.json")
+    goals_path: Path = Path("./data/layers/goals.json")
+    cache_dir: Path = Path("./data/layers/cache")

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from src.tools.settings import DocsToolSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +45,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ERROR_PREFIX = "error: "
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", "node_modules"}
 
-
-class DocsToolSettings(BaseModel):
-    """`docs_tool:` in runtime.yaml. Relative roots are relative to the project root."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    roots: list[str] = Field(default_factory=lambda: ["src", "notes.md", "README.md"])
-    max_bytes: int = Field(200_000, ge=1)
-    max_list_entries: int = Field(500, ge=1)
 
 
 def _error(message: str) -> str:
@@ -84,15 +74,20 @@ def _locate(path: str, roots: Sequence[Path], base: Path) -> Path | str:
     if ".." in Path(path).parts or ".." in path.replace("\\", "/").split("/"):
         return _error(f"'..' is not allowed in paths ({path!r}); give a path under "
                       f"{', '.join(_display(r, base) for r in roots)}")
+    outside = _error(f"{path!r} is outside the readable documents "
+                     f"({', '.join(_display(r, base) for r in roots)})")
     try:
+        # a path outside the roots is refused as such even when it does not exist:
+        # the error names the roots, so the model learns where it may read
+        if not _inside((base / path.strip()).resolve(), roots):
+            return outside
         resolved = (base / path.strip()).resolve(strict=True)
     except FileNotFoundError:
         return _error(f"{path!r} does not exist")
     except (OSError, RuntimeError) as exc:        # RuntimeError: a symlink loop
         return _error(f"cannot resolve {path!r}: {exc}")
     if not _inside(resolved, roots):
-        return _error(f"{path!r} is outside the readable documents "
-                      f"({', '.join(_display(r, base) for r in roots)})")
+        return outside
     return resolved
 
 
@@ -221,6 +216,10 @@ class DocsTool:
     @property
     def schemas(self) -> list[dict[str, Any]]:
         return [READ_DOC_TOOL, LIST_DOCS_TOOL] if self.settings.enabled else []
+
+    def readable(self) -> list[str]:
+        """The roots as the model should write them (relative to the project root)."""
+        return [_display(r, self.base) for r in self.roots]
 
     def read(self, path: str) -> str:
         return read_doc(path, allowed_roots=self.roots, base=self.base,
