@@ -191,8 +191,8 @@ async def run() -> list[dict]:
         store = MemoryStore(pool, embedder)
         await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")   # bulk load, then build
         await _load(store, maker, N)
+        await _age(pool)            # before the HNSW build: 100k non-HOT updates would re-insert into it
         await build_hnsw(pool)
-        await _age(pool)
         rows += await _light(pool, embedder)
         rows += await _deep(pool, embedder, store, maker)
         with tempfile.TemporaryDirectory() as tmp:
