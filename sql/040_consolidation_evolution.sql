@@ -29,6 +29,9 @@ CREATE TABLE promotions (
     at          TIMESTAMPTZ NOT NULL,
     approval_id BIGINT REFERENCES approvals(id) ON DELETE SET NULL,
     reason      TEXT NOT NULL,
+    -- Reinforcement still owed: the rate limiter lets a center move 0.10 per pass,
+    -- so a large promotion arrives over several passes.
+    remaining   DOUBLE PRECISION NOT NULL DEFAULT 0 CHECK (remaining >= 0),
     evidence    JSONB NOT NULL DEFAULT '{}'::jsonb,
     PRIMARY KEY (memory_id, tier)
 );
