@@ -9,7 +9,12 @@ import pytest
 
 from src.consolidation import approvals
 from src.consolidation.evolution_settings import EvolutionSettings, PromotionSettings
-from src.consolidation.promotion import eligible_tier, predicted_center, rate_limited_amount, run_promotion
+from src.consolidation.promotion import (
+    eligible_tier,
+    predicted_center,
+    rate_limited_amount,
+    run_promotion,
+)
 from src.weights.safety import Safety, SafetySettings
 from tests.evolution_helpers import NOW, add_memory, spread, weight
 
