@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from src.consolidation.settings import ConsolidationSettings
 from src.context.assembly import ContextSettings
 from src.context.fifo import FifoSettings
 from src.errors import ConfigError
@@ -84,6 +85,7 @@ class Settings(_Section):
     loop: LoopSettings = LoopSettings()
     docs_tool: DocsToolSettings = DocsToolSettings()
     layers: LayerSettings = LayerSettings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

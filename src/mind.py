@@ -15,6 +15,7 @@ import asyncpg
 import numpy as np
 
 from src.config import Settings
+from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
 from src.gates.memory_gate import Gates
@@ -45,9 +46,12 @@ class Mind:
     layers: LayerEmbeddings
     reembed: ReembedWorker | None = None
     stale_at_start: int = 0
+    consolidation: Consolidation | None = None
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
+        if self.consolidation is not None:
+            await self.consolidation.stop()
         if self.reembed is not None:
             await self.reembed.stop()
         try:
@@ -92,4 +96,9 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
             progress(progress_bar(done, total, rate))
 
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
-    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale)
+    # insights and tensions compete for attention like everything else (plan §3.4)
+    consolidation = Consolidation(
+        pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
+        submit=loop.submit, recompute_centroid=lambda: gates.exit.centroid.recompute(pool, providers.embedder.model_name))
+    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
+                consolidation)

@@ -62,12 +62,13 @@ class PhaseResult:
     counts: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     skipped: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)   # saved with the checkpoint (e.g. questions)
 
     def add(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
     def as_json(self) -> dict[str, Any]:
-        return {"counts": self.counts, "calls": self.calls, "skipped": self.skipped}
+        return {"counts": self.counts, "calls": self.calls, "skipped": self.skipped, "data": self.data}
 
 
 @dataclass
@@ -84,11 +85,15 @@ class DeepPassContext:
     pass_id: int
     budget: CallBudget
     phase: str = ""
-    # unit-of-work keys already done in this pass's current phase (filled on resume)
-    done: set[str] = field(default_factory=set)
+    # unit-of-work keys already done in this pass's current phase, with any saved payload
+    # (filled on resume)
+    done: dict[str, Any] = field(default_factory=dict)
     # texts to offer the loop as `consolidation` input when the pass ends (insights, tensions)
     announce: list[str] = field(default_factory=list)
     skipped_steps: dict[str, str] = field(default_factory=dict)
+    # center of each memory the first time this pass changed it: the Phase B rate limit
+    # measures every change of the pass against it (cycle_baseline_center)
+    baseline_centers: dict[int, float] = field(default_factory=dict)
 
     def skip(self, step: str, reason: str) -> None:
         """Record an LLM-only (or otherwise impossible) step as skipped; logged once per pass."""
@@ -101,12 +106,15 @@ class DeepPassContext:
         """The llm_calls purpose of the current phase."""
         return f"consolidation:{self.phase}"
 
-    async def mark_done(self, conn: asyncpg.Connection, key: str) -> None:
-        """Record a unit of work as done, inside the caller's transaction."""
+    async def mark_done(self, conn: asyncpg.Connection | asyncpg.Pool, key: str, payload: Any = None) -> None:
+        """Record a unit of work as done (inside the caller's transaction when given one).
+
+        `payload` keeps e.g. a model's validated answer, so a resumed pass reuses it.
+        """
         from src.consolidation import repository
 
-        await repository.mark_unit_done(conn, self.pass_id, self.phase, key)
-        self.done.add(key)
+        await repository.mark_unit_done(conn, self.pass_id, self.phase, key, payload)
+        self.done[key] = payload
 
 
 PhaseRun = Callable[[DeepPassContext], Awaitable[PhaseResult]]
