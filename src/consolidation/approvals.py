@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -121,3 +121,14 @@ REJECT_HOOKS: dict[str, RejectHook] = {}
 def on_reject(kind: str, hook: RejectHook) -> None:
     """Run `hook` (in the deciding transaction) when an approval of `kind` is rejected."""
     REJECT_HOOKS[kind] = hook
+
+
+async def cli(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, command: str, arg: str) -> int:
+    """`python -m src.consolidation pending | approve ID | reject ID`; the exit code says if it took effect."""
+    if command == "pending":
+        print(await pending_text(pool))
+        return 0
+    answer = await decide(ApprovalContext(pool, safety, settings, datetime.now(UTC)), arg,
+                          approve=command == "approve")
+    print(answer)
+    return 0 if answer.endswith((" rejected",)) or " approved: " in answer else 1

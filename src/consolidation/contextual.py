@@ -25,13 +25,12 @@ from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import CallBudget, DeepPassContext, PhaseResult
 from src.errors import ProviderError
 from src.providers.embedding import embed_memories
-from src.providers.protocols import ChatMessage, Embedder, LanguageModel
+from src.providers.protocols import Embedder, LanguageModel
 from src.recall.store import EMBED_MAX_CHARS
 from src.text import clean_text
 
 log = logging.getLogger(__name__)
 
-SYSTEM = "You add retrieval context to an agent's memories. Be brief and factual; never invent."
 
 
 class MemoryContext(BaseModel):
@@ -51,7 +50,8 @@ def batch_prompt(rows: list[asyncpg.Record], cfg_memory_chars: int) -> str:
         parts.append(f"<session>\n{session}\n</session>\n<memory id=\"{r['id']}\" type=\"{r['memory_type']}\" "
                      f"source=\"{r['source_tag']}\" stored=\"{r['created_at']:%Y-%m-%d %H:%M}\">\n"
                      f"{r['content'][:cfg_memory_chars]}\n</memory>")
-    return ("\n\n".join(parts) + "\n\nFor each memory above, give a short context (WHO, WHEN, WHY) that "
+    return ("You add retrieval context to an agent's memories; be brief and factual, never invent.\n\n"
+            + "\n\n".join(parts) + "\n\nFor each memory above, give a short context (WHO, WHEN, WHY) that "
             "situates it within its session, to improve search retrieval of the memory. "
             "Answer with one entry per memory id.")
 
@@ -74,9 +74,8 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
             break
         batch = rows[start:start + cfg.batch_size]
         try:
-            out = await llm.generate_structured([ChatMessage("user", batch_prompt(batch, cfg.memory_chars))],
-                                                ContextBatch, purpose=purpose, system=SYSTEM,
-                                                max_tokens=80 * len(batch))
+            out = await llm.meta_call_structured(batch_prompt(batch, cfg.memory_chars), ContextBatch,
+                                                 purpose=purpose, max_tokens=80 * len(batch))
         except ProviderError as exc:
             log.warning("contextual retrieval: batch of %d skipped: %s", len(batch), exc)
             budget.spend(1)

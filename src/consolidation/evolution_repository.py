@@ -233,11 +233,17 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
         now, lookback_days * 86400.0, similarity, embed_model, max_new, limit)
 
 
+#: Weight changes that mean a source changed: faded, demoted, superseded or promoted. Not
+#: retrieval, the gate, the light ticker's small decay, nor the give-way of sources when an
+#: insight is formed (actor 'consolidation'): those are the insight's normal life.
+SOURCE_CHANGE_ACTORS = ("decay", "demotion", "reconsolidation", "promotion")
+
+
 async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncpg.Record]:
     """Live insights a source of which changed since the insight was last evaluated.
 
-    A source changed when consolidation (not retrieval or the gate) wrote a weight
-    change for it, or it was itself superseded.
+    A source changed when one of SOURCE_CHANGE_ACTORS wrote a weight change for it, or
+    it was itself superseded.
     """
     return await db.fetch(
         """SELECT i.id, i.content,
@@ -253,11 +259,11 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
            HAVING bool_or(src.metadata ? 'superseded_by'
                           OR EXISTS (SELECT 1 FROM consolidation_log l
                                       WHERE l.memory_id = src.id
-                                        AND l.actor NOT IN ('retrieval', 'exit_gate')
+                                        AND l.actor = ANY($2::text[])
                                         AND COALESCE((l.evidence->>'at')::timestamptz, l.at)
                                             > COALESCE((i.metadata->>'evaluated_at')::timestamptz,
                                                        i.created_at)))
-            ORDER BY i.id LIMIT $1""", limit)
+            ORDER BY i.id LIMIT $1""", limit, list(SOURCE_CHANGE_ACTORS))
 
 
 async def insert_insight(conn: asyncpg.Connection, content: str, embedding: np.ndarray | None,
@@ -360,6 +366,25 @@ async def persisted_usage(db: Executor, now: datetime, window_days: float, min_a
             ORDER BY d.at DESC, d.id DESC LIMIT $4""",
         now, window_days * 86400.0, min_age_days * 86400.0, limit)
     return [(r["id"], r["never"]) for r in rows]
+
+
+async def gate_values_in_force(db: Executor) -> dict[str, float]:
+    """The values the gates last used, read from their own records (absent: never used).
+
+    Entry and exit decisions carry the rate they drew against (`noise_rate`); a scratch
+    row's lifetime is its TTL. This is how consolidation knows runtime.yaml's values
+    without being handed the gates' settings.
+    """
+    row = await db.fetchrow(
+        """SELECT (SELECT noise_rate FROM gate_decisions WHERE gate = 'exit' AND noise_rate IS NOT NULL
+                    ORDER BY id DESC LIMIT 1) AS noise_floor,
+                  (SELECT noise_rate FROM gate_decisions WHERE gate = 'entry' AND rule = 'short'
+                      AND noise_rate IS NOT NULL ORDER BY id DESC LIMIT 1) AS short_skip_rate,
+                  (SELECT noise_rate FROM gate_decisions WHERE gate = 'entry' AND rule = 'mechanical'
+                      AND noise_rate IS NOT NULL ORDER BY id DESC LIMIT 1) AS mechanical_skip_rate,
+                  (SELECT extract(epoch FROM expires_at - created_at) / 3600.0 FROM scratch_buffer
+                    ORDER BY id DESC LIMIT 1)::float8 AS scratch_ttl_hours""")
+    return {k: float(v) for k, v in row.items() if v is not None}
 
 
 async def tuned_gate_values(db: Executor) -> dict[str, float]:

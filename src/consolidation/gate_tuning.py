@@ -121,11 +121,16 @@ async def _aggressive_evidence(pool: asyncpg.Pool, embedder: Embedder, now: date
     return by_class
 
 
-async def run_gate_tuning(pool: asyncpg.Pool, embedder: Embedder, safety: Safety, gates: GateSettings,
-                          settings: EvolutionSettings, now: datetime, counts: dict[str, int]) -> dict[str, float]:
-    """One tuning step for every parameter; returns the values applied (also written to gate_tuning)."""
+async def run_gate_tuning(pool: asyncpg.Pool, embedder: Embedder, safety: Safety, settings: EvolutionSettings,
+                          now: datetime, counts: dict[str, int], gates: GateSettings | None = None) -> dict[str, float]:
+    """One tuning step for every parameter; returns the values applied (also written to gate_tuning).
+
+    The value a step starts from: the tuned value when there is one, else the one the gates
+    last used (their decisions record it), else `gates` (default: GateSettings()).
+    """
     cfg = settings.gate_tuning
-    values = {**current_values(gates), **await repo.tuned_gate_values(pool)}
+    values = {**current_values(gates or GateSettings()), **await repo.gate_values_in_force(pool),
+              **await repo.tuned_gate_values(pool)}
     aggressive = await _aggressive_evidence(pool, embedder, now, cfg)
     permissive = await repo.persisted_usage(pool, now, cfg.window_days, cfg.never_retrieved_days,
                                             cfg.max_persists_checked)
@@ -172,9 +177,7 @@ def apply_to_settings(gates: GateSettings, values: dict[str, float]) -> dict[str
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:
-    """Deep-pass phase: gate tuning (§4.5). Current values: runtime.yaml's gates, then the tuned table."""
+    """Deep-pass phase: gate tuning (§4.5)."""
     result = PhaseResult()
-    gates = getattr(ctx.settings, "gates", None)
-    await run_gate_tuning(ctx.pool, ctx.embedder, ctx.safety, gates if isinstance(gates, GateSettings)
-                          else GateSettings(), evolution_of(ctx), ctx.now, result.counts)
+    await run_gate_tuning(ctx.pool, ctx.embedder, ctx.safety, evolution_of(ctx), ctx.now, result.counts)
     return result

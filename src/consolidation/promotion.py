@@ -143,8 +143,13 @@ class Step:
 
 
 async def run_promotion(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, now: datetime,
-                        counts: dict[str, int]) -> None:
-    """One pass of §4.3: owed promotions first, then newly qualifying patterns."""
+                        counts: dict[str, int], baselines: dict[int, float] | None = None) -> None:
+    """One pass of §4.3: owed promotions first, then newly qualifying patterns.
+
+    `baselines`: the pass's centers at the first change of each memory (the deep pass's
+    `baseline_centers`), so the rate limit counts earlier phases' changes too.
+    """
+    baselines = {} if baselines is None else baselines
     cfg = settings.promotion
     goal_n, identity_n = await repo.tier_occupancy(pool, cfg.goal_center, cfg.identity_center)
     state = PromotionState({"goal": goal_n, "identity": identity_n}, await load_coherence(pool, now, cfg))
@@ -162,16 +167,19 @@ async def run_promotion(pool: asyncpg.Pool, safety: Safety, settings: EvolutionS
                           {"sightings": r["n"], "span_days": round(span, 2),
                            "first": r["first_at"].isoformat(), "last": r["last_at"].isoformat()}))
     for step in steps[:cfg.max_per_pass]:
-        status = await promote(pool, safety, settings, now, step, state)
+        baseline = baselines.setdefault(step.memory_id, step.alpha / (step.alpha + step.beta))
+        status = await promote(pool, safety, settings, now, step, state, baseline=baseline)
         counts[f"promotion_{status}"] = counts.get(f"promotion_{status}", 0) + 1
 
 
 async def promote(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, now: datetime, step: Step,
-                  state: PromotionState, *, approved: bool = False, approval_id: int | None = None) -> str:
+                  state: PromotionState, *, approved: bool = False, approval_id: int | None = None,
+                  baseline: float | None = None) -> str:
     """One promotion step under every check; returns applied | pending_approval | blocked | rolled_back."""
     cfg = settings.promotion
     s = safety.settings
-    baseline = step.alpha / (step.alpha + step.beta)
+    center = step.alpha / (step.alpha + step.beta)
+    baseline = center if baseline is None else baseline
     amount = step.amount
     if s.phase_b == "enforced":
         amount = rate_limited_amount(step.amount, step.alpha, step.beta, baseline, s.max_center_change_per_cycle)
@@ -194,7 +202,7 @@ async def promote(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSetting
             return "pending_approval"
         occupied = state.occupancy[step.tier]
         tier_center = cfg.identity_center if step.tier == "identity" else cfg.goal_center
-        joins = baseline < tier_center <= predicted
+        joins = center < tier_center <= predicted
         capacity = cfg.identity_capacity if step.tier == "identity" else cfg.goal_capacity
         change = WeightChange(step.memory_id, "reinforce", amount, "promotion", f"{step.tier} promotion",
                               evidence, cycle_baseline_center=baseline, validation_margin=step.utility,
@@ -274,5 +282,5 @@ approvals.on_reject("promotion", _rejected)
 async def run(ctx: DeepPassContext) -> PhaseResult:
     """Deep-pass phase: promotion (§4.3)."""
     result = PhaseResult()
-    await run_promotion(ctx.pool, ctx.safety, evolution_of(ctx), ctx.now, result.counts)
+    await run_promotion(ctx.pool, ctx.safety, evolution_of(ctx), ctx.now, result.counts, ctx.baseline_centers)
     return result

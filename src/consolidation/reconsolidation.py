@@ -35,14 +35,12 @@ from src.consolidation.phase import CallBudget, DeepPassContext, PhaseResult
 from src.errors import ProviderError
 from src.gates.contradiction import load_or_learn, screen
 from src.providers.embedding import embed_memories
-from src.providers.protocols import ChatMessage, Embedder, LanguageModel
+from src.providers.protocols import Embedder, LanguageModel
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
-SYSTEM = ("You maintain the long-term memory of an agent. Insights are general statements "
-          "distilled from its experiences. Judge carefully and answer briefly.")
 TEXT_CHARS = 800
 
 
@@ -59,7 +57,8 @@ class ReevaluationAnswer(BaseModel):
 
 
 def conflict_prompt(insight: str, memory: str) -> str:
-    return (f"Stored insight:\n{insight[:TEXT_CHARS]}\n\nNew information:\n{memory[:TEXT_CHARS]}\n\n"
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nStored insight:\n{insight[:TEXT_CHARS]}\n\nNew information:\n{memory[:TEXT_CHARS]}\n\n"
             "The new information may contradict the insight. Answer `update` with a rewritten insight "
             "that accounts for both, `productive_contradiction` if both should stand side by side as a "
             "real tension, or `no_conflict` if they do not contradict.")
@@ -67,7 +66,8 @@ def conflict_prompt(insight: str, memory: str) -> str:
 
 def reevaluation_prompt(insight: str, sources: list[tuple[str, float, bool]]) -> str:
     lines = [f"- (weight {c:.2f}{', superseded' if gone else ''}) {t}" for t, c, gone in sources]
-    return (f"Insight:\n{insight[:TEXT_CHARS]}\n\nThe memories it was drawn from, as they stand now:\n"
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nInsight:\n{insight[:TEXT_CHARS]}\n\nThe memories it was drawn from, as they stand now:\n"
             + "\n".join(lines)
             + "\n\nSome of them changed since the insight was formed. Answer `keep` if it still holds, "
               "or `revise` with a corrected insight.")
@@ -81,8 +81,8 @@ def _usable(llm: LanguageModel | None) -> bool:
 
 
 async def _ask(llm: LanguageModel, budget: CallBudget, prompt: str, schema: type, purpose: str):
-    out = await llm.generate_structured([ChatMessage("user", prompt)], schema, purpose=purpose, system=SYSTEM,
-                                        max_tokens=300)
+    """An isolated meta-context call (no history, no identity), as every consolidation call."""
+    out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=300)
     budget.spend(2 if out.repaired else 1, out.result.tokens_in, out.result.tokens_out)
     return out.value
 
