@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from src.consolidation.contextual import run_contextual
-from src.consolidation.evolution_settings import ContextualSettings, EvolutionSettings, ReconsolidationSettings
+from src.consolidation.evolution_settings import (
+    ContextualSettings,
+    EvolutionSettings,
+    ReconsolidationSettings,
+)
 from src.consolidation.phase import CallBudget
 from src.consolidation.reconsolidation import run_conflicts, run_reevaluation
 from src.providers.embedding import embed_memories
@@ -147,8 +152,8 @@ async def test_contextual_text_changes_full_text_match_and_embedding(pool):
     def contexts(question, schema):
         assert schema.__name__ == "ContextBatch"
         # the session: what was stored just before each memory
-        assert '<session>\n- we talked about the release\n</session>\n<memory id="%d"' % ids[1] in question
-        found = [int(x) for x in __import__("re").findall(r'<memory id="(\d+)"', question)]
+        assert f'<session>\n- we talked about the release\n</session>\n<memory id="{ids[1]}"' in question
+        found = [int(x) for x in re.findall(r'<memory id="(\d+)"', question)]
         return {"contexts": [{"id": i, "context": f"Kubernetes rollout chat, memory {i}"} for i in found]}
 
     llm = ScriptedLLM(meta=contexts)
