@@ -133,3 +133,13 @@ async def test_pathological_weights_are_logged(pool):
     ev = await pool.fetchrow("SELECT ceiling, phase, enforced, memory_id, reason FROM safety_events")
     assert tuple(ev) == ("beta_pathology", "C", False, bad, "alpha or beta above 1000: Beta(5000.0, 2.0)")
     assert counts == {"pathological_weights": 1}
+
+
+async def test_old_scored_outcomes_are_pruned(pool):
+    mid = await add_memory(pool, "once", accesses=[days_ago(40)])
+    await pool.execute("INSERT INTO recall_outcomes (at, memory_id, rank, contributions, used, scored_at) "
+                       "VALUES ($1, $2, 1, $3, false, $4)", days_ago(40), mid, SEMANTIC_TOP, days_ago(35))
+    await _outcome(pool, mid, SEMANTIC_TOP, days_ago(20))       # scored now, kept for a while
+    await run_outcomes(pool, CFG, NOW, {})
+    rows = await pool.fetch("SELECT at, scored_at FROM recall_outcomes")
+    assert [(r["at"], r["scored_at"]) for r in rows] == [(days_ago(20), NOW)]

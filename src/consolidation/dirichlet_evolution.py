@@ -113,6 +113,7 @@ async def run_outcomes(pool: asyncpg.Pool, settings: EvolutionSettings, now: dat
                 new_factors = after
         elif scored:
             log.info("Dirichlet evolution waits: %d scored recall(s), %d needed", len(scored), cfg.min_outcomes)
+        await repo.prune_outcomes(conn, now, cfg.keep_scored_days)
     return new_factors
 
 

@@ -446,6 +446,14 @@ async def score_outcomes(conn: asyncpg.Connection, now: datetime, window_days: f
         now, window_days * 86400.0, limit)
 
 
+async def prune_outcomes(conn: Executor, now: datetime, keep_days: float) -> int:
+    """Scored outcomes older than `keep_days` have done their work: delete them."""
+    status = await conn.execute(
+        "DELETE FROM recall_outcomes WHERE scored_at IS NOT NULL AND at < $1::timestamptz - make_interval(secs => $2::float8)",
+        now, keep_days * 86400.0)
+    return int(status.split()[-1])
+
+
 async def update_utility(conn: Executor, memory_ids: Sequence[int], steps: Sequence[float],
                          mean_rewards: Sequence[float]) -> None:
     """Q <- Q + step * (mean_reward - Q) per memory, one statement (see utility.py)."""
