@@ -143,3 +143,15 @@ async def test_old_scored_outcomes_are_pruned(pool):
     await run_outcomes(pool, CFG, NOW, {})
     rows = await pool.fetch("SELECT at, scored_at FROM recall_outcomes")
     assert [(r["at"], r["scored_at"]) for r in rows] == [(days_ago(20), NOW)]
+
+
+async def test_weight_history_is_queryable(pool):
+    from src.consolidation.dirichlet_evolution import weight_history_text
+    from src.weights.apply import WeightChange, apply_weight_changes
+
+    mid = await add_memory(pool, "tracked", alpha=2.0, beta=2.0)
+    assert await weight_history_text(pool, mid) == f"memory {mid} has no recorded weight changes"
+    await apply_weight_changes(pool, [WeightChange(mid, "contradict", 1.0, "decay", "old\x1b")], safety=Safety())
+    lines = (await weight_history_text(pool, mid)).splitlines()
+    assert lines[0] == f"weight history of memory {mid} (newest first):"
+    assert lines[1].endswith("decay            contradict +1.000 -> Beta(2.00, 3.00) center 0.400  old\\x1b")
