@@ -15,10 +15,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from src.bootstrap.settings import BootstrapSettings
 from src.context.assembly import ContextSettings
 from src.context.fifo import FifoSettings
+from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
 from src.gates.settings import GateSettings
+from src.gut.settings import GutSettings
 from src.loop.attention import AttentionSettings
 from src.loop.cognitive_loop import LoopSettings
 from src.metacognition.confidence import MetacognitionSettings
@@ -84,6 +87,9 @@ class Settings(_Section):
     loop: LoopSettings = LoopSettings()
     docs_tool: DocsToolSettings = DocsToolSettings()
     layers: LayerSettings = LayerSettings()
+    gut: GutSettings = GutSettings()
+    dmn: DmnSettings = DmnSettings()
+    bootstrap: BootstrapSettings = BootstrapSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

@@ -14,12 +14,16 @@ from dataclasses import dataclass
 import asyncpg
 import numpy as np
 
+from src.bootstrap.seeding import seed_boundaries
 from src.config import Settings
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
+from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
+from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
+from src.loop.inner_life import InnerLife
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.factory import Providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
@@ -45,6 +49,8 @@ class Mind:
     layers: LayerEmbeddings
     reembed: ReembedWorker | None = None
     stale_at_start: int = 0
+    gut: Gut | None = None
+    dmn: DmnGenerator | None = None
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
@@ -91,5 +97,41 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         if progress is not None:
             progress(progress_bar(done, total, rate))
 
+    gut = await _wire_inner_life(settings, pool, providers, store, retriever, gates, loop, layers,
+                                 session_id=session_id)
+    dmn = None
+    if settings.dmn.enabled:
+        async def dmn_layers():
+            values = await layers.get_layer_embeddings(0)
+            goals = await layers.get_layer_embeddings(1)
+            return [(t, v) for t, _, v in goals], [(t, v) for t, _, v in values]
+
+        async def on_creative(item_id, out, now):
+            await loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids,
+                                           "association": out.text[:200], **out.detail}, now)
+
+        dmn = DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
+                           pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
+                           settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)
+
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
-    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale)
+    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
+                gut, dmn)
+
+
+async def _wire_inner_life(settings: Settings, pool, providers, store, retriever, gates, loop, layers, *,
+                           session_id: str) -> Gut | None:
+    """Seed the immutable boundaries (once), build the gut, hook gut/outcomes/readiness in."""
+    if settings.bootstrap.seed_boundaries:
+        await seed_boundaries(store, settings.bootstrap.boundaries_path)
+    gut = None
+    if settings.gut.enabled:
+        gut = Gut(settings.gut)
+        await gut.recompute_l2(pool, providers.embedder.model_name)
+        retriever.emotional = gut.alignment
+        gates.exit.gut = gut
+    loop.inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id,
+                           settings=settings.bootstrap, submit=loop.submit)
+    gates.exit.on_persisted = loop.inner.on_persisted
+    await loop.inner.refresh_layers(layers)
+    return gut

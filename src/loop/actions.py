@@ -2,7 +2,9 @@
 
 Processing is source-agnostic; acting is not. An output may be:
     communicate      say something to the user
-    internal         update the mind's own state (no effect outside the process)
+    read_doc         read the mind's own source and notes (read-only tool)
+    internal         update the mind's own state (no effect outside the process), e.g.
+                     declaring a goal achieved (`GOAL_ACHIEVED: <goal>`)
     external_effect  anything that changes the world outside (none exists yet; the
                      check is here so the first one cannot be added without it)
 
@@ -16,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ActionKind = Literal["communicate", "internal", "external_effect"]
+ActionKind = Literal["communicate", "read_doc", "internal", "external_effect"]
 
 
 class ActionPolicy(BaseModel):
@@ -36,6 +38,8 @@ class ActionPolicy(BaseModel):
         conf = 0.0 if confidence is None else confidence
         if kind == "internal":
             return True, "internal actions change only the mind's own state"
+        if kind == "read_doc":
+            return True, "reading its own docs is read-only"
         if kind == "communicate":
             if external:
                 return True, f"answering {source_tag}"
@@ -48,3 +52,14 @@ class ActionPolicy(BaseModel):
         if conf >= need:
             return True, f"external effect from {source_tag} at confidence {conf:.2f} >= {need:.2f}"
         return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"
+
+
+def planned_actions(answer: str | None, tool_calls: list[str], goals_declared: list[str]) -> list[tuple[ActionKind, str | None]]:
+    """The actions one cycle's output amounts to, in order: communicate (when there is an
+    answer), each docs read, each goal declared achieved. External effects: none exist yet."""
+    out: list[tuple[ActionKind, str | None]] = []
+    if answer:
+        out.append(("communicate", None))
+    out += [("read_doc", path) for path in tool_calls]
+    out += [("internal", f"goal achieved: {goal}") for goal in goals_declared]
+    return out

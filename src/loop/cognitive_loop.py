@@ -32,10 +32,11 @@ import asyncpg
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from src.bootstrap.goals import GOAL_LINE, declared_goals
 from src.context.assembly import ContextAssembler
 from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
 from src.errors import ProviderError
-from src.loop.actions import ActionPolicy
+from src.loop.actions import ActionPolicy, planned_actions
 from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
 from src.loop.thought_log import record_cycle
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
@@ -143,6 +144,9 @@ class CognitiveLoop:
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
+        self._tool_calls: list[str] = []
+        # gut, outcomes, readiness (src/loop/inner_life.py); None: the loop runs without them
+        self.inner = None
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
@@ -203,16 +207,23 @@ class CognitiveLoop:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
+        self._tool_calls = []
         await self._rebuffer()
         if self.layers is not None:   # values/goals files edited while running take effect now
             self.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
+            if self.inner is not None:
+                await self.inner.refresh_layers(self.layers)
         await self._embed_pending()
+        if self.inner is not None:
+            self.inner.charge_candidates(self.queue)
         allocation = self.queue.allocate(self._recent or None, self.goal_vecs or None)
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
         winner = self._current = allocation.winner
         report = cognitive_state_report(allocation, self.queue.settings)
+        if self.inner is not None:
+            self.inner.feel(winner.embedding, self._recent)
 
         t = time.perf_counter()
         retrieval = None
@@ -255,9 +266,14 @@ class CognitiveLoop:
         answer, confidence, escalated, path, outcome = await self._think(winner, messages, system, retrieval)
         timings["think"] = _ms(t)
 
-        kind = "communicate"
-        allowed, why = self.settings.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
-        actions = [{"kind": kind, "allowed": allowed, "reason": why}]
+        goals_declared = declared_goals(answer)
+        if goals_declared:   # protocol lines are for the mind, not the person
+            answer = GOAL_LINE.sub("", answer).strip() or answer
+        actions = []
+        for kind, target in planned_actions(answer, self._tool_calls, goals_declared) or [("communicate", None)]:
+            ok, why = self.settings.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
+            actions.append({"kind": kind, "allowed": ok, "reason": why, **({"target": target} if target else {})})
+        allowed = actions[0]["kind"] == "communicate" and actions[0]["allowed"]
         if answer and allowed:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
@@ -291,6 +307,11 @@ class CognitiveLoop:
 
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
                              escalated, path, retrieval, _ms(started), timings)
+        if self.inner is not None:
+            await self.inner.after_cycle(
+                cycle=self.cycles, winner=winner, answer=answer, path=path, actions=actions,
+                correction_id=getattr(outcome, "correction_id", None), retrieval=retrieval,
+                goals_declared=goals_declared, now=now)
         await self._log(record, allocation, assembled, since=now)
         self._current = None
         self._failed.discard(winner.id)
@@ -343,7 +364,8 @@ class CognitiveLoop:
         self.queue.attach_embeddings({c.id: v for c, v in zip(pending, vecs, strict=True)})
 
     def _system_prompt(self, memories: str, report: str, reflection: str, cost_line: str) -> str:
-        parts = [BOOTSTRAP_PROMPT.format(name=self.agent_name), memories, report]
+        gut = self.inner.gut_summary() if self.inner is not None else ""
+        parts = [BOOTSTRAP_PROMPT.format(name=self.agent_name), memories, report, gut]
         if reflection:
             parts.append(reflection)
         parts.append(cost_line)
@@ -371,6 +393,7 @@ class CognitiveLoop:
             if call is None or self.docs is None:
                 break
             text = self.docs.read(call.group(1))
+            self._tool_calls.append(call.group(1))
             messages = [*messages, ChatMessage("assistant", outcome.answer),
                         ChatMessage("user", f"[READ_DOC {call.group(1)}]\n{text}")]
         if outcome.escalated:
