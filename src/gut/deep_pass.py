@@ -42,7 +42,8 @@ async def gut_deep_pass(pool, gut: Gut, embed_model: str, *, now: datetime) -> D
         log.info("gut deep pass: %d deltas logged, PCA needs %d; axes unchanged", len(ids), cfg.pca_min_samples)
         return DeepPassReport(rows, len(ids), 0, 0)
     axes = await asyncio.to_thread(gut_axes, deltas, valences, cfg.pca_axes,
-                                   min_outcomes=cfg.name_min_outcomes, min_correlation=cfg.name_min_correlation)
+                                   min_outcomes=cfg.name_min_outcomes, min_correlation=cfg.name_min_correlation,
+                                   min_z=cfg.name_min_z)
     for axis in axes:
         if axis.meaningful:
             hope = await repo.nearest_memory(pool, axis.component, embed_model)

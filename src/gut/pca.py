@@ -47,8 +47,17 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def significant(r: float, n: int, min_z: float) -> bool:
+    """Fisher z test of r > 0 over n pairs: atanh(r)·sqrt(n − 3) >= min_z. With up to 20
+    axes tested per pass, min_z = 3 keeps chance correlations from naming an axis
+    (about Bonferroni 0.05 / 20)."""
+    if n <= 3 or r >= 1.0:
+        return n > 3
+    return float(np.arctanh(r)) * float(np.sqrt(n - 3)) >= min_z
+
+
 def gut_axes(deltas: np.ndarray, valences: Sequence[float | None], k: int, *,
-             min_outcomes: int = 5, min_correlation: float = 0.3) -> list[GutAxis]:
+             min_outcomes: int = 5, min_correlation: float = 0.3, min_z: float = 3.0) -> list[GutAxis]:
     """The top-k gut axes, each oriented so its positive end goes with good outcomes.
 
     SVD signs are arbitrary, so each component is flipped to make its correlation with
@@ -68,6 +77,8 @@ def gut_axes(deltas: np.ndarray, valences: Sequence[float | None], k: int, *,
         if (r is not None and r < 0) or (r is None and comp[np.argmax(np.abs(comp))] < 0):
             comp = -comp
             r = None if r is None else -r
-        meaningful = r is not None and int(linked.sum()) >= min_outcomes and r >= min_correlation
+        n = int(linked.sum())
+        meaningful = (r is not None and n >= min_outcomes and r >= min_correlation
+                      and significant(r, n, min_z))
         out.append(GutAxis(i + 1, comp, float(ratio), r, int(linked.sum()), meaningful=meaningful))
     return out

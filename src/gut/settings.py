@@ -56,3 +56,5 @@ class GutSettings(BaseModel):
     name_min_correlation: float = Field(0.3, ge=0, le=1)
     # ... over at least this many deltas with a linked outcome
     name_min_outcomes: int = Field(5, ge=2)
+    # ... and significantly: Fisher z of the correlation at least this (chance axes stay unnamed)
+    name_min_z: float = Field(3.0, ge=0)
