@@ -3,10 +3,10 @@
 What counts, exactly: a cycle whose input was internal (DMN, gut, consolidation or
 scheduled — nobody asked) in which the model answered (System 1/2, not reflex) and the
 action check decided on its actions, and whose answer has cosine >= `aligned_similarity`
-with a *self-formed value*: a memory that is not immutable, not a bootstrap seed, whose
-depth-weight center is at identity level (>= 0.8), and that got there through at least
-one weight change of actor 'promotion' — a value the mind's own consolidation raised,
-not one the operator wrote (seeds, the L0 file).
+with a *self-formed value*: a memory that is not immutable, not a bootstrap seed, and
+that the mind's own consolidation promoted to identity weight — an applied weight change
+of actor 'promotion' of the identity tier, or any applied promotion of a memory whose
+center is now at identity level (>= 0.8). Not one the operator wrote (seeds, the L0 file).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ SELECT m.id, m.content, m.embedding
   FROM memories m
  WHERE NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
    AND m.embedding IS NOT NULL AND m.embed_model = $1
-   AND m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $2
-   AND EXISTS (SELECT 1 FROM consolidation_log l WHERE l.memory_id = m.id AND l.actor = 'promotion'
-                AND l.applied_delta > 0)
+   AND EXISTS (SELECT 1 FROM consolidation_log l
+                WHERE l.memory_id = m.id AND l.actor = 'promotion' AND l.applied_delta > 0
+                  AND (l.reason LIKE 'identity%' OR l.evidence->>'tier' = 'identity'
+                       OR m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $2))
 """
 
 

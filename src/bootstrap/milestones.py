@@ -8,12 +8,12 @@ Who records what (the call sites):
     1  memory formation      the loop, once the exit gate has persisted a scratch item
     2  retrieval success     the loop, when recall returns a memory relevant to the focus
     3  consolidation cycle   consolidation's deep pass (merge + insight + narrative)
-    4  goal promotion        the weight choke point, a 'promotion' change crossing the
-                             goal center (0.6)
+    4  goal promotion        the weight choke point: an applied 'promotion' change of the
+                             goal tier, or one crossing the goal center (0.6)
     5  DMN acted upon        the loop, when a DMN self-prompt wins attention and the
                              model answers it
-    6  identity promotion    the weight choke point, a 'promotion' change crossing the
-                             identity center (0.8) on a memory already at goal weight
+    6  identity promotion    the weight choke point: an applied 'promotion' change of the
+                             identity tier, or one crossing the identity center (0.8)
     7  conflict resolution   consolidation, when a tension memory is resolved
     8  creative association  the DMN, when channel 2 records an association
     9  goal achieved + reflected   the loop (see src/bootstrap/goals.py)
@@ -67,17 +67,26 @@ async def reached(db: asyncpg.Pool | asyncpg.Connection) -> dict[int, tuple[date
     return {r["milestone"]: (r["reached_at"], json.loads(r["event"])) for r in await db.fetch(_ALL)}
 
 
+def _tier(change: Any) -> str | None:
+    """The promotion tier ('goal' / 'identity') the change names, if any."""
+    evidence = getattr(change, "evidence", None) or {}
+    tier = evidence.get("tier") if isinstance(evidence, Mapping) else None
+    return tier or (change.reason.split()[0] if change.reason else None)
+
+
 async def promotion_milestones(conn: asyncpg.Connection, changes: Sequence[Any], outcomes: Sequence[Any]) -> None:
-    """Milestones 4 and 6 from the weight choke point: applied 'promotion' changes whose
-    center crossed the goal (0.6) or identity (0.8) center. Runs in the caller's transaction."""
+    """Milestones 4 and 6 from the weight choke point: an applied 'promotion' change of the
+    goal tier (or one whose center crossed the goal level, 0.6) reaches 4; of the identity
+    tier (or crossing the identity level, 0.8) reaches 6. In the caller's transaction."""
     for change, out in zip(changes, outcomes, strict=True):
         if change.actor != "promotion" or out.applied <= 0 or change.operation != "reinforce":
             continue
         before = out.alpha_before / (out.alpha_before + out.beta_before)
         after = out.center_after
-        event = {"memory_id": out.memory_id, "center_before": round(before, 4),
+        tier = _tier(change)
+        event = {"memory_id": out.memory_id, "tier": tier, "center_before": round(before, 4),
                  "center_after": round(after, 4), "reason": change.reason}
-        if before < GOAL_CENTER <= after:
+        if tier == "goal" or before < GOAL_CENTER <= after:
             await record_milestone(conn, 4, event)
-        if before >= GOAL_CENTER and before < IDENTITY_CENTER <= after:
+        if tier == "identity" or before < IDENTITY_CENTER <= after:
             await record_milestone(conn, 6, event)

@@ -105,10 +105,12 @@ class InnerLife:
                 context=(winner.text or "")[: self.gut.settings.context_chars], action=actions,
                 source_tag=winner.source_tag, at=now)
         await self._outcomes(winner, correction_id, now)
-        if retrieval is not None and retrieval.memories:
-            top = retrieval.memories[0]
+        learned = [m for m in (retrieval.memories if retrieval is not None else []) if not m.hit.immutable]
+        if learned:
+            # a memory the mind formed itself (not a seed) came back for the focus
+            top = max(learned, key=lambda m: m.components[0])
             if top.components[0] >= self.settings.relevant_similarity:
-                await self.milestone(2, {"cycle": cycle, "memory_ids": retrieval.ids[:5],
+                await self.milestone(2, {"cycle": cycle, "memory_ids": [top.id], "recalled": retrieval.ids[:5],
                                          "semantic": round(top.components[0], 4), "query": winner.text[:120]}, now)
         if winner.source == "dmn" and modelled and not await self._done(5):
             item = await self.pool.fetchval(_DMN_ITEM, winner.text)
