@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from src.bootstrap.settings import BootstrapSettings
+from src.consolidation.settings import ConsolidationSettings
 from src.context.assembly import ContextSettings
 from src.context.fifo import FifoSettings
 from src.dmn.settings import DmnSettings
@@ -90,6 +91,7 @@ class Settings(_Section):
     gut: GutSettings = GutSettings()
     dmn: DmnSettings = DmnSettings()
     bootstrap: BootstrapSettings = BootstrapSettings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 

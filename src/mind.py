@@ -10,16 +10,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 import numpy as np
 
+from src.bootstrap.milestones import consolidation_milestone_hook
 from src.bootstrap.seeding import seed_boundaries
 from src.config import Settings
+from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
 from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
+from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
@@ -49,11 +53,14 @@ class Mind:
     layers: LayerEmbeddings
     reembed: ReembedWorker | None = None
     stale_at_start: int = 0
+    consolidation: Consolidation | None = None
     gut: Gut | None = None
     dmn: DmnGenerator | None = None
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
+        if self.consolidation is not None:
+            await self.consolidation.stop()
         if self.reembed is not None:
             await self.reembed.stop()
         try:
@@ -115,8 +122,24 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
                            settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)
 
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
+    # insights and tensions compete for attention like everything else (plan §3.4); after each
+    # pass the gut rebuilds its subconscious centroid and finds its axes (plan §5.1)
+    consolidation = Consolidation(
+        pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
+        submit=loop.submit, recompute_centroid=_after_pass_centroids(pool, providers, gates, gut))
+    consolidation.after = [*consolidation.after, consolidation_milestone_hook(pool)]
     return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
-                gut, dmn)
+                consolidation, gut, dmn)
+
+
+def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
+    model = providers.embedder.model_name
+
+    async def recompute():
+        if gut is None:
+            return await gates.exit.centroid.recompute(pool, model)
+        return await gut_deep_pass(pool, gut, model, now=datetime.now(UTC))
+    return recompute
 
 
 async def _wire_inner_life(settings: Settings, pool, providers, store, retriever, gates, loop, layers, *,

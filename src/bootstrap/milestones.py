@@ -90,3 +90,28 @@ async def promotion_milestones(conn: asyncpg.Connection, changes: Sequence[Any],
             await record_milestone(conn, 4, event)
         if tier == "identity" or before < IDENTITY_CENTER <= after:
             await record_milestone(conn, 6, event)
+
+
+#: The deep-pass phases a consolidation cycle must have run for milestone 3 (plan §5.2:
+#: "merge + insight + narrative").
+CONSOLIDATION_PHASES = ("insights", "merge", "narrative")
+
+
+def consolidation_milestone_hook(pool: asyncpg.Pool):
+    """After-pass hook for the deep pass: milestone 3 once a pass finished ('done') with its
+    insight, merge and narrative phases all run (none skipped) and at least one insight and
+    one narrative written."""
+    async def hook(report: Any) -> None:
+        if report.status != "done":
+            return
+        phases = {name: report.phases.get(name) for name in CONSOLIDATION_PHASES}
+        if any(p is None or p.get("skipped") for p in phases.values()):
+            return
+        counts = {name: p.get("counts", {}) for name, p in phases.items()}
+        insights = counts["insights"].get("insights", 0) + counts["merge"].get("insights", 0)
+        narratives = counts["narrative"].get("narratives", 0)
+        if insights and narratives:
+            await record_milestone(pool, 3, {"pass_id": report.pass_id, "insights": insights,
+                                             "merged": counts["merge"].get("superseded", 0),
+                                             "narratives": narratives})
+    return hook

@@ -19,6 +19,8 @@ from typing import Any
 
 import asyncpg
 
+from src.bootstrap.milestones import record_milestone
+
 #: Valence of each kind when the caller does not know better (−1 bad … +1 good).
 DEFAULT_VALENCE: Mapping[str, float] = {
     "correction": -0.5, "goal_achieved": 1.0, "tension_resolved": 0.5,
@@ -79,3 +81,14 @@ def explicit_feedback(text: str) -> float | None:
     if pos == neg:
         return None
     return 1.0 if pos else -1.0
+
+
+async def conflict_resolved(pool: asyncpg.Pool, *, how: str, memory_ids: Sequence[int], at: datetime,
+                            evidence: Mapping[str, Any] | None = None) -> int:
+    """A conflict was resolved (a tension by aligned behaviour, an insight reconsolidated):
+    a `tension_resolved` outcome linked back, and readiness milestone 7 (plan §5.2)."""
+    oid = await record_outcome(pool, kind="tension_resolved", description=how, at=at,
+                               evidence=evidence, subjects=[("memory", i) for i in memory_ids])
+    await record_milestone(pool, 7, {"how": how, "memory_ids": list(memory_ids), "outcome_id": oid,
+                                     **dict(evidence or {})}, at=at)
+    return oid

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 
+from src.consolidation.dirichlet_evolution import DirichletFactors, evolved_alpha
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
 from src.recall import activation as actr
@@ -97,6 +98,8 @@ class Retriever:
         # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
         # vectors → values in [0, 1]. None: the neutral 0.5.
         self.emotional: Callable[[np.ndarray], np.ndarray] | None = None
+        # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
+        self.dirichlet = DirichletFactors()
 
     async def retrieve(
         self,
@@ -152,7 +155,8 @@ class Retriever:
         t = time.perf_counter()
         total = await count_memories(self.pool, cfg.maturity_memories)
         maturity = rel.memory_maturity(total, cfg.maturity_memories)
-        blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
+        factors = await self.dirichlet.get(self.pool)
+        blend = rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
         focus = [query_vec] if query_vec is not None else []
         scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
                         spread, blend, want_types, self.emotional)
@@ -173,7 +177,8 @@ class Retriever:
         if mutate and memories:
             t = time.perf_counter()
             await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
-                                         safety=self.safety, at=now, query=query, settings=cfg)
+                                         safety=self.safety, at=now, query=query, settings=cfg,
+                                         contributions=[np.asarray(m.components) * blend for m in memories])
             timings["mutation"] = _ms(t)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings)
