@@ -113,9 +113,11 @@ class InnerLife:
                 await self.milestone(2, {"cycle": cycle, "memory_ids": [top.id], "recalled": retrieval.ids[:5],
                                          "semantic": round(top.components[0], 4), "query": winner.text[:120]}, now)
         if winner.source == "dmn" and modelled and not await self._done(5):
+            # only what the DMN generator produced (a goal's reflection prompt also enters as dmn)
             item = await self.pool.fetchval(_DMN_ITEM, winner.text)
-            await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.text[:160],
-                                     "answer": answer[:160], "path": path}, now)
+            if item is not None:
+                await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.text[:160],
+                                         "answer": answer[:160], "path": path}, now)
         if modelled:
             await self._goals(cycle, winner, answer, goals_declared, now)
             if winner.source != "user":
