@@ -28,6 +28,7 @@ from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
 from src.loop.inner_life import InnerLife
+from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.factory import Providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
@@ -90,36 +91,19 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center)
-    loop = CognitiveLoop(
-        pool=pool, providers=providers, retriever=retriever, store=store, gates=gates,
-        assembler=assembler, threshold=threshold, settings=settings.loop,
-        attention_queue=AttentionQueue(settings.attention),
-        fifo_max_tokens=settings.context.budget.conversation_tokens, session_id=session_id,
-        deliver=deliver, rng=rng, agent_name=settings.agent.name, manifest=manifest,
-        docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs, layers=layers,
-        reflection_settings=settings.escalation.reflection, fifo_settings=settings.fifo,
-        escalation_settings=settings.escalation, metacognition_settings=settings.metacognition)
+    gut, inner = await _inner_life(settings, pool, providers, store, retriever, gates, layers,
+                                   session_id=session_id)
+    parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
+                      assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.attention),
+                      layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
+                      inner=inner)
+    loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
+    inner.submit = loop.submit          # gut signals and goal reflections enter like everything else
+    dmn = _dmn(settings, pool, providers, loop, layers) if settings.dmn.enabled else None
 
     def on_progress(done: int, total: int, rate: float) -> None:
         if progress is not None:
             progress(progress_bar(done, total, rate))
-
-    gut = await _wire_inner_life(settings, pool, providers, store, retriever, gates, loop, layers,
-                                 session_id=session_id)
-    dmn = None
-    if settings.dmn.enabled:
-        async def dmn_layers():
-            values = await layers.get_layer_embeddings(0)
-            goals = await layers.get_layer_embeddings(1)
-            return [(t, v) for t, _, v in goals], [(t, v) for t, _, v in values]
-
-        async def on_creative(item_id, out, now):
-            await loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids,
-                                           "association": out.text[:200], **out.detail}, now)
-
-        dmn = DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
-                           pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
-                           settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)
 
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
     # insights and tensions compete for attention like everything else (plan §3.4); after each
@@ -142,8 +126,8 @@ def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
     return recompute
 
 
-async def _wire_inner_life(settings: Settings, pool, providers, store, retriever, gates, loop, layers, *,
-                           session_id: str) -> Gut | None:
+async def _inner_life(settings: Settings, pool, providers, store, retriever, gates, layers, *,
+                      session_id: str) -> tuple[Gut | None, InnerLife]:
     """Seed the immutable boundaries (once), build the gut, hook gut/outcomes/readiness in."""
     if settings.bootstrap.seed_boundaries:
         await seed_boundaries(store, settings.bootstrap.boundaries_path)
@@ -153,8 +137,23 @@ async def _wire_inner_life(settings: Settings, pool, providers, store, retriever
         await gut.recompute_l2(pool, providers.embedder.model_name)
         retriever.emotional = gut.alignment
         gates.exit.gut = gut
-    loop.inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id,
-                           settings=settings.bootstrap, submit=loop.submit)
-    gates.exit.on_persisted = loop.inner.on_persisted
-    await loop.inner.refresh_layers(layers)
-    return gut
+    inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap)
+    gates.exit.on_persisted = inner.on_persisted
+    await inner.refresh_layers(layers)
+    return gut, inner
+
+
+def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: LayerEmbeddings) -> DmnGenerator:
+    """The DMN generator: self-prompts go through the loop's `submit` (never a second pipeline)."""
+    async def dmn_layers():
+        values = await layers.get_layer_embeddings(0)
+        goals = await layers.get_layer_embeddings(1)
+        return [(t, v) for t, _, v in goals], [(t, v) for t, _, v in values]
+
+    async def on_creative(item_id, out, now):
+        await loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids,
+                                       "association": out.text[:200], **out.detail}, now)
+
+    return DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
+                        pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
+                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)

@@ -82,36 +82,42 @@ def parse_id(arg: str) -> int | None:
 
 async def decide(ctx: ApprovalContext, arg: str, *, approve: bool) -> str:
     """Approve (apply) or reject approval `arg`; the answer names what happened."""
+    return (await decide_outcome(ctx, arg, approve=approve))[1]
+
+
+async def decide_outcome(ctx: ApprovalContext, arg: str, *, approve: bool) -> tuple[bool, str]:
+    """(took effect, answer) of approving or rejecting approval `arg`."""
     verb = "approve" if approve else "reject"
     approval_id = parse_id(arg)
     if approval_id is None:
-        return f"usage: /{verb} ID — the number shown by /pending (got {_printable(arg, 40)!r})"
+        return False, f"usage: /{verb} ID — the number shown by /pending (got {_printable(arg, 40)!r})"
     _load_builtin_kinds()
     async with ctx.pool.acquire() as conn, conn.transaction():
         row = await repo.lock_approval(conn, approval_id)
         if row is None:
-            return f"no approval #{approval_id}; /pending lists the open ones"
+            return False, f"no approval #{approval_id}; /pending lists the open ones"
         if row["status"] != "pending":
-            return f"approval #{approval_id} was already {row['status']}: {_printable(row['decision'] or '')}"
+            return False, (f"approval #{approval_id} was already {row['status']}: "
+                           f"{_printable(row['decision'] or '')}")
         payload = json.loads(row["payload"]) if isinstance(row["payload"], str) else dict(row["payload"])
         if not approve:
             await repo.decide_approval(conn, approval_id, "rejected", "rejected by the operator", ctx.now)
             apply_reject = REJECT_HOOKS.get(row["kind"])
             if apply_reject is not None:
                 await apply_reject(conn, approval_id, payload, ctx.now)
-            return f"approval #{approval_id} ({row['kind']}) rejected"
+            return True, f"approval #{approval_id} ({row['kind']}) rejected"
         apply = REGISTRY.get(row["kind"])
         if apply is None:
             known = ", ".join(sorted(REGISTRY)) or "none"
-            return (f"approval #{approval_id} has kind {row['kind']!r}, which nothing can apply "
-                    f"(known kinds: {known}); it stays pending")
+            return False, (f"approval #{approval_id} has kind {row['kind']!r}, which nothing can apply "
+                           f"(known kinds: {known}); it stays pending")
         result = await apply(ctx, {**payload, "approval_id": approval_id})
         await repo.decide_approval(conn, approval_id, "approved" if result.ok else "failed",
                                    result.message, ctx.now)
     log.info("approval #%d (%s) %s: %s", approval_id, row["kind"], "applied" if result.ok else "failed",
              result.message)
     state = "approved" if result.ok else "could not be applied"
-    return f"approval #{approval_id} ({row['kind']}) {state}: {_printable(result.message)}"
+    return result.ok, f"approval #{approval_id} ({row['kind']}) {state}: {_printable(result.message)}"
 
 
 RejectHook = Callable[[asyncpg.Connection, int, Mapping[str, Any], datetime], Awaitable[None]]
@@ -128,7 +134,7 @@ async def cli(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, c
     if command == "pending":
         print(await pending_text(pool))
         return 0
-    answer = await decide(ApprovalContext(pool, safety, settings, datetime.now(UTC)), arg,
-                          approve=command == "approve")
+    ok, answer = await decide_outcome(ApprovalContext(pool, safety, settings, datetime.now(UTC)), arg,
+                                      approve=command == "approve")
     print(answer)
-    return 0 if answer.endswith((" rejected",)) or " approved: " in answer else 1
+    return 0 if ok else 1

@@ -243,7 +243,7 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
     """Live insights a source of which changed since the insight was last evaluated.
 
     A source changed when one of SOURCE_CHANGE_ACTORS wrote a weight change for it, or
-    it was itself superseded.
+    it was itself superseded (by another insight than this one) since the evaluation.
     """
     return await db.fetch(
         """SELECT i.id, i.content,
@@ -256,7 +256,10 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
              JOIN memories src ON src.id = s.source_id
             WHERE i.memory_type = 'reflection' AND NOT (i.metadata ? 'superseded_by')
             GROUP BY i.id
-           HAVING bool_or(src.metadata ? 'superseded_by'
+           HAVING bool_or((src.metadata ? 'superseded_by'
+                           AND (src.metadata->>'superseded_by')::bigint <> i.id
+                           AND (src.metadata->>'superseded_at')::timestamptz
+                               > COALESCE((i.metadata->>'evaluated_at')::timestamptz, i.created_at))
                           OR EXISTS (SELECT 1 FROM consolidation_log l
                                       WHERE l.memory_id = src.id
                                         AND l.actor = ANY($2::text[])

@@ -95,7 +95,8 @@ async def _supersede(conn: asyncpg.Connection, embedder: Embedder, safety: Safet
     new_id = await repo.insert_insight(conn, text, vector, embedder.model_name if vector is not None else None,
                                        now, {"reconsolidated_from": old_id, "evaluated_at": now.isoformat(),
                                              "why": why}, source_ids)
-    await repo.mark_metadata(conn, [old_id], {"superseded_by": new_id, "evaluated_at": now.isoformat()})
+    await repo.mark_metadata(conn, [old_id], {"superseded_by": new_id, "superseded_at": now.isoformat(),
+                                              "evaluated_at": now.isoformat()})
     await apply_weight_changes(conn, [WeightChange(
         old_id, "contradict", settings.reconsolidation.superseded_contradict, "reconsolidation",
         f"superseded by insight {new_id}", {"at": now.isoformat(), "new_insight": new_id, "why": why})],
