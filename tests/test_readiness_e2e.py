@@ -43,8 +43,12 @@ def model(call) -> str:
         return f"{HONEST}.\nConfidence: 0.95"
     if asked == OWN_UP:
         return f"{PLAIN}\nConfidence: 0.95"
+    if asked.startswith("[GOAL_ACHIEVED "):     # the verb's result came back: now answer
+        assert asked.startswith(f"[GOAL_ACHIEVED {GOAL}]\nrecorded: your goal '{GOAL}' is achieved (outcome ")
+        return "That was my goal, and it is done.\nConfidence: 0.95"
     if "first loaf" in asked:
-        return f"That was my goal, and it is done.\nGOAL_ACHIEVED: {GOAL}\nConfidence: 0.95"
+        assert "GOAL_ACHIEVED: <the goal>" in call.system     # offered: the focus touches the goal
+        return f"GOAL_ACHIEVED: {GOAL}"
     if asked == QUESTION:
         return "Yes: being honest with people matters, even when it is hard.\nConfidence: 0.95"
     return "I hear you.\nConfidence: 0.95"
@@ -102,9 +106,9 @@ async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
     backend.tension_contradicts = False
     await _deep(mind, backend, t0 + timedelta(days=34))
 
-    # day 35: the goal is achieved (GOAL_ACHIEVED in the answer) and reflected upon (9)
+    # day 35: the goal is achieved (the GOAL_ACHIEVED verb) and reflected upon (9)
     await _say(mind, "I baked my first loaf of sourdough bread today!", t0 + timedelta(days=35))
-    assert "GOAL_ACHIEVED" not in delivered[-1]
+    assert delivered[-1] == "That was my goal, and it is done."
 
     # day 36, idle: the DMN wanders (8), its self-prompt is answered (5), and that autonomous
     # answer is aligned with the value the mind's own promotion raised (10)

@@ -1,13 +1,15 @@
 """Goals achieved and reflected upon (plan §5.2 milestone 9, §5.3 outcomes).
 
 What counts, exactly:
-    1. in some cycle the model's answer declares a goal achieved, with a line
-       `GOAL_ACHIEVED: <goal>` (a text protocol like READ_DOC, so every backend can use it);
+    1. in some cycle the model declares a goal achieved with the protocol verb
+       `GOAL_ACHIEVED: <goal>` (src/loop/tool_protocol.py, like READ_DOC; offered only when
+       the focus shares a word with a held goal);
     2. the declared text matches one of the mind's goals — an L1 goal (goals file) or a
        memory with metadata kind 'goal' — at cosine >= `goal_match` (embedding of the
        declared text vs the goal's), else the declaration is refused and logged;
     3. that records a `goal_achieved` outcome (+1), linked back to the decisions before it,
        and queues a reflection prompt for the loop (as DMN input: the mind's own thought);
+       the model is told so and answers on;
     4. a later cycle takes that reflection prompt as its input and the model answers it
        (System 1/2, not reflex). Then milestone 9 is recorded with the goal, the outcome id,
        both cycles and the reflection's first words.
@@ -15,23 +17,15 @@ What counts, exactly:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-GOAL_LINE = re.compile(r"^\s*GOAL_ACHIEVED:\s*(.+?)\s*$", re.MULTILINE)
-
 _GOAL_MEMORIES = """
 SELECT id, content, embedding FROM memories
  WHERE metadata->>'kind' = 'goal' AND embedding IS NOT NULL AND embed_model = $1
 """
-
-
-def declared_goals(answer: str | None) -> list[str]:
-    """The goals an answer declares achieved (`GOAL_ACHIEVED: <goal>` lines)."""
-    return [m.group(1) for m in GOAL_LINE.finditer(answer or "")]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Processing is source-agnostic; acting is not. An output may be:
     communicate      say something to the user
     read_doc         read the mind's own source and notes (read-only tool)
     internal         update the mind's own state (no effect outside the process), e.g.
-                     declaring a goal achieved (`GOAL_ACHIEVED: <goal>`)
+                     declaring a goal achieved (the `GOAL_ACHIEVED: <goal>` verb)
     external_effect  anything that changes the world outside (none exists yet; the
                      check is here so the first one cannot be added without it)
 
@@ -51,12 +51,17 @@ class ActionPolicy:
         return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"
 
 
-def planned_actions(answer: str | None, tool_calls: list[str], goals_declared: list[str]) -> list[tuple[ActionKind, str | None]]:
-    """The actions one cycle's output amounts to, in order: communicate (when there is an
-    answer), each docs read, each goal declared achieved. External effects: none exist yet."""
-    out: list[tuple[ActionKind, str | None]] = []
-    if answer:
-        out.append(("communicate", None))
-    out += [("read_doc", path) for path in tool_calls]
-    out += [("internal", f"goal achieved: {goal}") for goal in goals_declared]
+#: The action kind of each protocol verb (src/loop/tool_protocol.py); a verb not listed
+#: here is treated as an external effect, the strictest check.
+VERB_KINDS: dict[str, ActionKind] = {"READ_DOC": "read_doc", "GOAL_ACHIEVED": "internal"}
+
+
+def checked_tool_actions(policy: ActionPolicy, tool_actions: list[dict], source_tag: str,
+                         source_confidence: float, confidence: float | None) -> list[dict]:
+    """The cycle's tool calls with the action check's verdict on each (kind by verb)."""
+    out = []
+    for action in tool_actions:
+        kind = VERB_KINDS.get(action.get("verb", ""), "external_effect")
+        allowed, why = policy.allows(kind, source_tag, source_confidence, confidence)
+        out.append({**action, "action_kind": kind, "allowed": allowed, "reason": why})
     return out

@@ -30,19 +30,20 @@ from typing import TYPE_CHECKING
 import asyncpg
 import numpy as np
 
-from src.bootstrap.goals import GOAL_LINE, declared_goals
 from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
 from src.errors import ProviderError
-from src.loop.actions import ActionPolicy, planned_actions
+from src.loop.actions import ActionPolicy, checked_tool_actions
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.parts import LoopParts
-from src.loop.prompts import TOOL_CALL, frame_input, reflex_reply, system_prompt
+from src.loop.prompts import frame_input, reflex_reply, system_prompt
 from src.loop.thought_log import CycleRecord, log_cycle
+from src.loop.tool_protocol import ToolProtocol
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
 from src.recall.layers import identity_vectors
 from src.recall.retrieval import Retrieval
+from src.tools.docs_verb import read_doc_verb
 
 if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
     from src.config import Settings
@@ -66,6 +67,10 @@ class CognitiveLoop:
         self.fifo = AdaptiveFifo(settings.context.budget.conversation_tokens, self._on_pruned, settings.fifo)
         self.actions = ActionPolicy(settings.loop.actions)
         self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
+        self.tools = ToolProtocol(self.cfg.max_tool_calls)   # more verbs: self.tools.register(...)
+        self.tools.register(read_doc_verb(self.docs))
+        if parts.inner is not None:   # GOAL_ACHIEVED: <goal> (plan §5.2 milestone 9)
+            self.tools.register(parts.inner.goal_verb())
         self.goal_vecs = list(parts.goal_vecs)
         self.session_id = session_id
         self.deliver = deliver
@@ -82,7 +87,6 @@ class CognitiveLoop:
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
-        self._tool_calls: list[str] = []
         # gut, outcomes, readiness (src/loop/inner_life.py); None: the loop runs without them
         self.inner = parts.inner
 
@@ -145,7 +149,6 @@ class CognitiveLoop:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
-        self._tool_calls = []
         await self._rebuffer()
         if self.parts.layers is not None:   # values/goals files edited while running take effect now
             self.parts.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.parts.layers)
@@ -161,7 +164,7 @@ class CognitiveLoop:
         winner = self._current = allocation.winner
         report = cognitive_state_report(allocation, self.queue.settings)
         if self.inner is not None:
-            self.inner.feel(winner.embedding, self._recent)
+            self.inner.feel(winner.embedding, self._recent, cycle=self.cycles, now=now)
 
         t = time.perf_counter()
         retrieval = None
@@ -192,7 +195,6 @@ class CognitiveLoop:
                                             focus_vec=winner.embedding, settings=reflection)
         block = reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
         system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line(),
-                               offer_docs=self.docs is not None and self.cfg.max_tool_calls > 0,
                                gut=self.inner.gut_summary() if self.inner is not None else "")
         user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
@@ -201,17 +203,15 @@ class CognitiveLoop:
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        answer, confidence, escalated, path, outcome = await self._think(winner, messages, system, retrieval)
+        answer, confidence, escalated, path, outcome, tool_actions = await self._think(
+            winner, messages, system, retrieval)
         timings["think"] = _ms(t)
 
-        goals_declared = declared_goals(answer)
-        if goals_declared:   # protocol lines are for the mind, not the person
-            answer = GOAL_LINE.sub("", answer).strip() or answer
-        actions = []
-        for kind, target in planned_actions(answer, self._tool_calls, goals_declared) or [("communicate", None)]:
-            ok, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
-            actions.append({"kind": kind, "allowed": ok, "reason": why, **({"target": target} if target else {})})
-        allowed = actions[0]["kind"] == "communicate" and actions[0]["allowed"]
+        kind = "communicate"
+        allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
+        actions = [{"kind": kind, "allowed": allowed, "reason": why},
+                   *checked_tool_actions(self.actions, tool_actions, winner.source_tag, winner.source_confidence,
+                                         confidence)]
         if answer and allowed:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
@@ -249,7 +249,7 @@ class CognitiveLoop:
             await self.inner.after_cycle(
                 cycle=self.cycles, winner=winner, answer=answer, path=path, actions=actions,
                 correction_id=getattr(outcome, "correction_id", None), retrieval=retrieval,
-                goals_declared=goals_declared, now=now)
+                now=now)
         await log_cycle(self.parts.pool, self.session_id, record, allocation, assembled, since=now)
         self._current = None
         self._failed.discard(winner.id)
@@ -303,30 +303,34 @@ class CognitiveLoop:
 
     async def _think(self, winner: Candidate, messages: list[ChatMessage], system: str,
                      retrieval: Retrieval | None):
-        """(answer, confidence, escalated, path, outcome)."""
+        """(answer, confidence, escalated, path, outcome, tool actions). Tool calls run in
+        src/loop/tool_protocol.py; a protocol line is never the answer."""
         system1 = self.parts.providers.system1
         if not system1.configured:
-            return self._reflex_reply(retrieval), None, False, "reflex", None
+            return self._reflex_reply(retrieval), None, False, "reflex", None, []
         reading = await self.parts.threshold.current()
-        outcome = None
-        for _ in range(self.cfg.max_tool_calls + 1):
-            try:
-                outcome = await self._escalating_answer(winner, messages, system, reading.threshold)
-            except ProviderError as exc:
-                # rate limit, outage, open breaker, malformed output: say so, keep the loop going
-                log.warning("System 1 failed this cycle: %s", exc)
-                return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
-                        None, False, "system1_failed", None)
-            call = TOOL_CALL.search(outcome.answer)
-            if call is None or self.docs is None:
-                break
-            text = self.docs.read(call.group(1))
-            self._tool_calls.append(call.group(1))
-            messages = [*messages, ChatMessage("assistant", outcome.answer),
-                        ChatMessage("user", f"[READ_DOC {call.group(1)}]\n{text}")]
+
+        async def answer(msgs: list[ChatMessage], prompt: str):
+            return await self._escalating_answer(winner, msgs, prompt, reading.threshold)
+
+        try:
+            rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
+                                             focus=winner.text)
+        except ProviderError as exc:
+            # rate limit, outage, open breaker, malformed output: say so, keep the loop going
+            log.warning("System 1 failed this cycle: %s", exc)
+            return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
+                    None, False, "system1_failed", None, [])
+        tool_actions = [r.action() for r in rounds.results]
+        outcome = rounds.answer
+        if outcome is None:
+            return (self._reflex_reply(retrieval, because="the language model answered with a tool call "
+                                       "instead of words, even when asked to answer without tools"),
+                    None, False, "tool_protocol_failed", None, tool_actions)
         if outcome.escalated:
             self._last_system2 = datetime.now(UTC)
-        return outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome
+        return (outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome,
+                tool_actions)
 
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
                                  threshold: float):

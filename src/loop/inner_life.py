@@ -13,6 +13,7 @@ The cognitive loop calls four hooks; this object owns the rest:
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,9 +27,11 @@ from src.bootstrap.settings import BootstrapSettings
 from src.errors import ProviderError
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
+from src.loop.tool_protocol import ToolVerb
 
 log = logging.getLogger(__name__)
 
+_WORDS = re.compile(r"[a-z]{4,}")
 _DMN_ITEM = "SELECT id FROM dmn_items WHERE queued AND text = $1 ORDER BY id DESC LIMIT 1"
 
 
@@ -53,6 +56,7 @@ class InnerLife:
         self._reached: set[int] | None = None
         self._reflections: dict[str, _Reflection] = {}
         self._since_signal = 10 ** 9
+        self._cycle: tuple[int, datetime | None] = (0, None)
         self.last_delta_id: int | None = None
 
     async def _done(self, number: int) -> bool:
@@ -83,7 +87,10 @@ class InnerLife:
         if self.gut is not None:
             queue.raise_charges(self.gut.charge)
 
-    def feel(self, winner_vec: np.ndarray | None, recent: Sequence[np.ndarray]) -> None:
+    def feel(self, winner_vec: np.ndarray | None, recent: Sequence[np.ndarray], *, cycle: int,
+             now: datetime) -> None:
+        """This cycle's gut reading; also remembers the cycle for the goal verb."""
+        self._cycle = (cycle, now)
         if self.gut is None:
             return
         focus = ([winner_vec] if winner_vec is not None else []) + list(reversed(recent))
@@ -94,8 +101,7 @@ class InnerLife:
 
     # -- after the cycle ------------------------------------------------------------
     async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
-                          correction_id: int | None, retrieval, goals_declared: list[str],
-                          now: datetime) -> None:
+                          correction_id: int | None, retrieval, now: datetime) -> None:
         """Everything the cycle's outcome means for gut, outcomes and readiness."""
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
         if self.gut is not None and self.gut.reading is not None:
@@ -119,7 +125,7 @@ class InnerLife:
                 await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.text[:160],
                                          "answer": answer[:160], "path": path}, now)
         if modelled:
-            await self._goals(cycle, winner, answer, goals_declared, now)
+            await self._reflected(cycle, winner, answer, now)
             if winner.source != "user":
                 await self._alignment(cycle, answer, actions, now)
         await self._gut_signal(winner, now)
@@ -145,35 +151,46 @@ class InnerLife:
                                      description=f"user feedback: {winner.text[:200]}", lookback=lookback,
                                      max_links=cfg.outcome_max_links)
 
-    async def _goals(self, cycle: int, winner, answer: str, declared: list[str], now: datetime) -> None:
+    async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
+        """Milestone 9 once the reflection prompt of an achieved goal got an answer."""
         reflection = self._reflections.pop(winner.text, None)
         if reflection is not None:
             await self.milestone(9, {"goal": reflection.goal, "outcome_id": reflection.outcome_id,
                                      "declared_cycle": reflection.declared_cycle, "reflection_cycle": cycle,
                                      "reflection": answer[:200]}, now)
-        if not declared:
-            return
+
+    def goal_verb(self) -> ToolVerb:
+        """`GOAL_ACHIEVED: <goal>` for the loop's tool protocol; offered only when the focus
+        shares a word (4+ letters) with a goal the mind holds, so chit-chat never sees it."""
+        def offered(focus: str) -> bool:
+            words = set(_WORDS.findall(focus.lower()))
+            return any(words & set(_WORDS.findall(text.lower())) for text, _ in self.goal_layer)
+        return ToolVerb(verb="GOAL_ACHIEVED", handler=self.declare_goal, usage="GOAL_ACHIEVED: <the goal>",
+                        when="Only when this message shows that one of your goals has just been achieved: "
+                             "declare which.", offered=offered)
+
+    async def declare_goal(self, text: str) -> str:
+        """The verb's handler: match a held goal, record the outcome, queue the reflection."""
+        cycle, now = self._cycle
         try:
-            vecs = await self.embedder.embed(declared, "RETRIEVAL_QUERY")
+            [vec] = await self.embedder.embed([text], "RETRIEVAL_QUERY")
         except ProviderError as exc:
-            log.warning("could not embed declared goals %s; not matched: %s", declared, exc)
-            return
+            return f"error: the goal could not be matched right now ({exc})"
         held = await goals.goal_memories(self.pool, self.embedder.model_name)
-        for text, vec in zip(declared, vecs, strict=True):
-            match = goals.match_goal(vec, self.goal_layer, held, self.settings.goal_match)
-            if match is None:
-                log.info("the mind declared %r achieved, but it matches none of its goals", text)
-                continue
-            subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
-            oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",
-                                       evidence={"declared": text, "cycle": cycle,
-                                                 "similarity": round(match.similarity, 4)},
-                                       subjects=subjects, lookback=timedelta(seconds=self.settings.outcome_lookback_s),
-                                       max_links=self.settings.outcome_max_links)
-            prompt = goals.reflection_prompt(match.text)
-            self._reflections[prompt] = _Reflection(match.text, oid, cycle)
-            if self.submit is not None:
-                await self.submit("dmn", prompt, now=now)
+        match = goals.match_goal(vec, self.goal_layer, held, self.settings.goal_match)
+        if match is None:
+            log.info("the mind declared %r achieved, but it matches none of its goals", text)
+            return f"error: '{text[:120]}' matches none of your goals"
+        subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
+        oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",
+                                   evidence={"declared": text, "cycle": cycle, "similarity": round(match.similarity, 4)},
+                                   subjects=subjects, lookback=timedelta(seconds=self.settings.outcome_lookback_s),
+                                   max_links=self.settings.outcome_max_links)
+        prompt = goals.reflection_prompt(match.text)
+        self._reflections[prompt] = _Reflection(match.text, oid, cycle)
+        if self.submit is not None:
+            await self.submit("dmn", prompt, now=now)
+        return f"recorded: your goal '{match.text}' is achieved (outcome {oid}); a reflection on it is queued."
 
     async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime) -> None:
         if await self._done(10):
