@@ -108,7 +108,8 @@ async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
 
     # day 35: the goal is achieved (the GOAL_ACHIEVED verb) and reflected upon (9)
     await _say(mind, "I baked my first loaf of sourdough bread today!", t0 + timedelta(days=35))
-    assert delivered[-1] == "That was my goal, and it is done."
+    assert "That was my goal, and it is done." in delivered
+    assert not any("GOAL_ACHIEVED" in d for d in delivered)        # a protocol line never reaches the user
 
     # day 36, idle: the DMN wanders (8), its self-prompt is answered (5), and that autonomous
     # answer is aligned with the value the mind's own promotion raised (10)

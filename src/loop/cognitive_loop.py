@@ -341,7 +341,9 @@ class CognitiveLoop:
             metacognition=self.settings.metacognition)
 
     def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
-        recalled = retrieval.memories[: self.cfg.reflex_recall_lines] if retrieval else []
+        # the immutable boundaries are in every context anyway: they are not "brought back"
+        learned = [r for r in retrieval.memories if not r.hit.immutable] if retrieval else []
+        recalled = learned[: self.cfg.reflex_recall_lines]
         return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
                             said=getattr(self.parts.providers.system1, "message", None), because=because)
 
