@@ -9,14 +9,15 @@ from datetime import UTC, datetime, timedelta
 from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import HEDGED, _mind
 
-T0 = datetime.now(UTC).replace(microsecond=0)   # gate decisions carry the database clock
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
 
 async def test_gut_line_in_system1_context_and_every_delta_logged(pool, tmp_path):
+    t0 = datetime.now(UTC)   # gate decisions carry the database clock: the outcome window must too
     s1 = ScriptedLLM().say("Noted.\nConfidence: 0.9", "Glad to help.\nConfidence: 0.9")
     mind, _ = await _mind(pool, tmp_path, system1=s1)
-    await mind.loop.submit("user", "the harbour storm damaged the old wall", now=T0)
-    await mind.loop.cycle(T0)
+    await mind.loop.submit("user", "the harbour storm damaged the old wall", now=t0)
+    await mind.loop.cycle(t0)
     [call] = s1.of("generate")
     reading = mind.gut.reading
     line = next(ln for ln in call.system.splitlines() if ln.startswith("[GUT] "))
@@ -29,8 +30,8 @@ async def test_gut_line_in_system1_context_and_every_delta_logged(pool, tmp_path
     assert abs(float(row["delta"].to_numpy() @ reading.direction) - reading.magnitude) < 1e-2
 
     # explicit feedback on the answer is an outcome linked back to that delta (and the gates)
-    await mind.loop.submit("user", "thanks, that's right", now=T0 + timedelta(minutes=1))
-    await mind.loop.cycle(T0 + timedelta(minutes=1))
+    await mind.loop.submit("user", "thanks, that's right", now=t0 + timedelta(minutes=1))
+    await mind.loop.cycle(t0 + timedelta(minutes=1))
     outcome = await pool.fetchrow("SELECT id, kind, valence FROM outcomes")
     assert (outcome["kind"], outcome["valence"]) == ("feedback", 1.0)
     linked = {(r["subject_kind"], r["subject_id"]) for r in await pool.fetch(

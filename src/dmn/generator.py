@@ -70,18 +70,22 @@ class DmnGenerator:
         self._last_user: datetime | None = None
 
     async def run(self, stop: asyncio.Event, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        """Tick every `interval_s` until `stop`; a failing tick is logged, the task goes on."""
+        """Tick every `interval_s` until `stop`; a failing tick is logged, the task goes on.
+
+        The first tick comes one interval after start: a mind that just woke up attends to
+        what arrives (piped input, a person typing) before it starts to wander."""
         while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.interval_s)
+                return
+            except TimeoutError:
+                pass
             try:
                 await self.tick(clock())
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("DMN tick failed; the generator goes on")
-            try:
-                await asyncio.wait_for(stop.wait(), self.settings.interval_s)
-            except TimeoutError:
-                pass
 
     async def tick(self, now: datetime) -> TickReport:
         """One DMN step at `now` (see the module docstring)."""
