@@ -108,7 +108,7 @@ async def run(n: int = N) -> list[dict]:
         denials = [f"I no longer believe that {r['content']}" for r in await pool.fetch(
             "SELECT content FROM memories WHERE memory_type = 'reflection' ORDER BY id LIMIT 20")]
         ids = await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in denials])
-        await pool.execute("UPDATE memories SET created_at = $2::timestamptz - interval '1 day' "
+        await pool.execute("UPDATE memories SET created_at = $2::timestamptz - interval '1 hour' "
                            "WHERE id = ANY($1::bigint[])", ids, now)
         await build_hnsw(pool)
         rows.append({"name": "memories", "value": await pool.fetchval("SELECT count(*) FROM memories"),

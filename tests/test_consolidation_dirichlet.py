@@ -133,3 +133,25 @@ async def test_pathological_weights_are_logged(pool):
     ev = await pool.fetchrow("SELECT ceiling, phase, enforced, memory_id, reason FROM safety_events")
     assert tuple(ev) == ("beta_pathology", "C", False, bad, "alpha or beta above 1000: Beta(5000.0, 2.0)")
     assert counts == {"pathological_weights": 1}
+
+
+async def test_old_scored_outcomes_are_pruned(pool):
+    mid = await add_memory(pool, "once", accesses=[days_ago(40)])
+    await pool.execute("INSERT INTO recall_outcomes (at, memory_id, rank, contributions, used, scored_at) "
+                       "VALUES ($1, $2, 1, $3, false, $4)", days_ago(40), mid, SEMANTIC_TOP, days_ago(35))
+    await _outcome(pool, mid, SEMANTIC_TOP, days_ago(20))       # scored now, kept for a while
+    await run_outcomes(pool, CFG, NOW, {})
+    rows = await pool.fetch("SELECT at, scored_at FROM recall_outcomes")
+    assert [(r["at"], r["scored_at"]) for r in rows] == [(days_ago(20), NOW)]
+
+
+async def test_weight_history_is_queryable(pool):
+    from src.consolidation.dirichlet_evolution import weight_history_text
+    from src.weights.apply import WeightChange, apply_weight_changes
+
+    mid = await add_memory(pool, "tracked", alpha=2.0, beta=2.0)
+    assert await weight_history_text(pool, mid) == f"memory {mid} has no recorded weight changes"
+    await apply_weight_changes(pool, [WeightChange(mid, "contradict", 1.0, "decay", "old\x1b")], safety=Safety())
+    lines = (await weight_history_text(pool, mid)).splitlines()
+    assert lines[0] == f"weight history of memory {mid} (newest first):"
+    assert lines[1].endswith("decay            contradict +1.000 -> Beta(2.00, 3.00) center 0.400  old\\x1b")

@@ -91,6 +91,10 @@ async def test_a_productive_contradiction_is_recorded_and_asked_once(pool):
     llm = ScriptedLLM(meta=lambda q, s: {"verdict": "productive_contradiction",
                                          "explanation": "both are true at different times"})
     counts: dict[str, int] = {}
+    # stored before the previous pass began: screened then, not again
+    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), counts, Skips(),
+                        since=days_ago(0.5))
+    assert llm.calls == [] and counts == {}
     await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), counts, Skips())
     assert counts == {"productive_contradictions": 1}
     row = await pool.fetchrow("SELECT insight_id, memory_id, explanation FROM productive_contradictions")

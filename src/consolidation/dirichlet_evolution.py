@@ -113,6 +113,7 @@ async def run_outcomes(pool: asyncpg.Pool, settings: EvolutionSettings, now: dat
                 new_factors = after
         elif scored:
             log.info("Dirichlet evolution waits: %d scored recall(s), %d needed", len(scored), cfg.min_outcomes)
+        await repo.prune_outcomes(conn, now, cfg.keep_scored_days)
     return new_factors
 
 
@@ -138,3 +139,17 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     await run_outcomes(ctx.pool, settings, ctx.now, result.counts)
     await observe_weights(ctx.pool, settings, result.counts)
     return result
+
+
+async def weight_history_text(pool: asyncpg.Pool, memory_id: int, limit: int = 50) -> str:
+    """A memory's weight history for introspection (plan §4.5): newest first, one line each."""
+    rows = await repo.weight_history(pool, memory_id, limit)
+    if not rows:
+        return f"memory {memory_id} has no recorded weight changes"
+    lines = [f"weight history of memory {memory_id} (newest first):"]
+    for r in rows:
+        center = r["alpha_after"] / (r["alpha_after"] + r["beta_after"])
+        reason = "".join(c if c.isprintable() else repr(c)[1:-1] for c in (r["reason"] or ""))[:120]
+        lines.append(f"  {r['at']:%Y-%m-%d %H:%M} {r['actor']:<16} {r['operation']:<10} {r['applied_delta']:+.3f} "
+                     f"-> Beta({r['alpha_after']:.2f}, {r['beta_after']:.2f}) center {center:.3f}  {reason}")
+    return "\n".join(lines)

@@ -200,8 +200,15 @@ async def demotion_candidates(db: Executor, now: datetime, *, min_center: float,
 
 
 # --------------------------------------------------------------------------- reconsolidation
+async def previous_pass_start(db: Executor, pass_id: int) -> datetime | None:
+    """When the last finished deep pass before `pass_id` began (None: there is none)."""
+    return await db.fetchval(
+        "SELECT max(started_at) FROM consolidation_passes WHERE id < $1 AND status = 'done'", pass_id)
+
+
 async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: float, similarity: float,
-                               embed_model: str, max_new: int, limit: int) -> list[asyncpg.Record]:
+                               embed_model: str, max_new: int, limit: int,
+                               since: datetime | None = None) -> list[asyncpg.Record]:
     """Recent non-insight memories and the most similar live insight above `similarity`.
 
     An insight is a `reflection` that supersedes sources; a pair already judged a
@@ -210,7 +217,8 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
     return await db.fetch(
         """WITH fresh AS (
                SELECT m.id, m.content, m.embedding FROM memories m
-                WHERE m.created_at > $1::timestamptz - make_interval(secs => $2::float8) AND m.created_at <= $1
+                WHERE m.created_at > GREATEST($1::timestamptz - make_interval(secs => $2::float8), $7::timestamptz)
+                  AND m.created_at <= $1
                   AND m.embedding IS NOT NULL AND m.embed_model = $4 AND m.memory_type <> 'reflection'
                 ORDER BY m.created_at DESC LIMIT $5)
            SELECT f.id AS memory_id, f.content AS memory_content, f.embedding AS memory_embedding,
@@ -230,7 +238,7 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
               AND NOT EXISTS (SELECT 1 FROM productive_contradictions p
                                WHERE p.insight_id = i.id AND p.memory_id = f.id)
             ORDER BY i.similarity DESC LIMIT $6""",
-        now, lookback_days * 86400.0, similarity, embed_model, max_new, limit)
+        now, lookback_days * 86400.0, similarity, embed_model, max_new, limit, since)
 
 
 #: Weight changes that mean a source changed: faded, demoted, superseded or promoted. Not
@@ -444,6 +452,14 @@ async def score_outcomes(conn: asyncpg.Connection, now: datetime, window_days: f
              FROM due WHERE o.id = due.id
            RETURNING o.memory_id, o.used, o.contributions""",
         now, window_days * 86400.0, limit)
+
+
+async def prune_outcomes(conn: Executor, now: datetime, keep_days: float) -> int:
+    """Scored outcomes older than `keep_days` have done their work: delete them."""
+    status = await conn.execute(
+        "DELETE FROM recall_outcomes WHERE scored_at IS NOT NULL AND at < $1::timestamptz - make_interval(secs => $2::float8)",
+        now, keep_days * 86400.0)
+    return int(status.split()[-1])
 
 
 async def update_utility(conn: Executor, memory_ids: Sequence[int], steps: Sequence[float],

@@ -113,6 +113,7 @@ class DirichletSettings(_Section):
     factor_min: float = Field(0.5, gt=0)
     factor_max: float = Field(2.0, gt=0)
     max_outcomes: int = Field(20000, ge=1)
+    keep_scored_days: float = Field(30.0, gt=0)
     # Beta parameters beyond this are pathological (logged, never changed here).
     pathological_evidence: float = Field(1000.0, gt=0)
 

@@ -114,15 +114,20 @@ async def _vector(embedder: Embedder, text: str):
 
 async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
                         settings: EvolutionSettings, now: datetime, budget: CallBudget, counts: dict[str, int],
-                        skip: Skip, purpose: str = "consolidation:reconsolidation") -> None:
-    """Conflict-aware reconsolidation of insights against recent memories."""
+                        skip: Skip, purpose: str = "consolidation:reconsolidation",
+                        since: datetime | None = None) -> None:
+    """Conflict-aware reconsolidation of insights against recent memories.
+
+    `since`: only memories stored after it (the previous pass's start), so hourly passes
+    do not screen the same week of memories again and again.
+    """
     cfg = settings.reconsolidation
     if not _usable(llm):
         skip("reconsolidation (conflicts)", "no language model is configured")
         return
     pairs = await repo.conflicting_insights(pool, now, lookback_days=cfg.lookback_days, similarity=cfg.similarity,
                                             embed_model=embedder.model_name, max_new=cfg.max_new_memories,
-                                            limit=cfg.max_conflicts * 4)
+                                            limit=cfg.max_conflicts * 4, since=since)
     if not pairs:
         return
     direction = await load_or_learn(pool, embedder)
@@ -203,8 +208,11 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     result = PhaseResult()
     settings = evolution_of(ctx)
     used = ctx.budget.used
+    since = await repo.previous_pass_start(ctx.pool, ctx.pass_id)
+    if since is not None and since > ctx.now:    # a pass run with an earlier clock (tests, replays)
+        since = None
     await run_conflicts(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
-                        result.counts, ctx.skip, ctx.purpose)
+                        result.counts, ctx.skip, ctx.purpose, since=since)
     await run_reevaluation(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
                            result.counts, ctx.skip, ctx.purpose)
     result.calls = ctx.budget.used - used
