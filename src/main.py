@@ -155,6 +155,8 @@ class Agent:
         loop = asyncio.get_running_loop()
         start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop), name="cognitive-loop")
+        dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
+               if self.mind.dmn is not None else None)
         self.mind.consolidation.start()
         stop_wait = asyncio.create_task(self.stop.wait())
         eof = False
@@ -180,6 +182,8 @@ class Agent:
             stop_wait.cancel()
             self.stop.set()
             await _finish(thinking)
+            if dmn is not None:
+                await _finish(dmn)
         if eof:
             # piped input: answer what is still queued before shutting down
             await self.mind.loop.run(burst=True)

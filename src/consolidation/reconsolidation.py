@@ -29,6 +29,7 @@ from typing import Literal
 import asyncpg
 from pydantic import BaseModel, Field
 
+from src.bootstrap.outcomes import conflict_resolved
 from src.consolidation import evolution_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import CallBudget, DeepPassContext, PhaseResult
@@ -150,9 +151,14 @@ async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMod
         if answer.verdict == "update" and answer.insight.strip():
             vector = await _vector(embedder, answer.insight.strip())
             async with pool.acquire() as conn, conn.transaction():
-                await _supersede(conn, embedder, safety, settings, now, p["insight_id"], answer.insight.strip(),
-                                 [p["insight_id"], p["memory_id"]], answer.explanation, vector)
+                new_id = await _supersede(conn, embedder, safety, settings, now, p["insight_id"],
+                                          answer.insight.strip(), [p["insight_id"], p["memory_id"]],
+                                          answer.explanation, vector)
             counts["insights_superseded"] = counts.get("insights_superseded", 0) + 1
+            # a conflict resolved by reconsolidation: outcome + readiness milestone 7 (§5.2, §5.3)
+            await conflict_resolved(pool, how="insight reconsolidated with a conflicting memory",
+                                    memory_ids=[p["insight_id"], p["memory_id"], new_id], at=now,
+                                    evidence={"old_insight": p["insight_id"], "new_insight": new_id})
         elif answer.verdict == "productive_contradiction":
             await repo.record_productive_contradiction(pool, p["insight_id"], p["memory_id"], now,
                                                        answer.explanation)
