@@ -13,12 +13,14 @@ import logging
 import signal
 import sys
 import uuid
+from datetime import UTC, datetime
 from typing import TextIO
 
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
 from src.config import Settings, load_settings
+from src.consolidation import approvals
 from src.consolidation.why import format_chain, why_do_i_believe
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
@@ -58,6 +60,20 @@ class Agent:
         self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
         self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
         self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
+        self.commands.add("pending", "changes waiting for your approval", self._pending)
+        self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
+        self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
+
+    async def _pending(self, _: str) -> str:
+        return await approvals.pending_text(self.db.pool)
+
+    async def _approve(self, arg: str, approve: bool = True) -> str:
+        ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
+                                        datetime.now(UTC))
+        return await approvals.decide(ctx, arg, approve=approve)
+
+    async def _reject(self, arg: str) -> str:
+        return await self._approve(arg, approve=False)
 
     async def _consolidate(self, _: str) -> str:
         report = await self.mind.consolidation.deep_pass("manual")
@@ -165,6 +181,8 @@ class Agent:
                            persist=self.journal_lines)
         drain = asyncio.Event()
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop, drain=drain), name="cognitive-loop")
+        dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
+               if self.mind.dmn is not None else None)
         self.mind.consolidation.start()
         stop_wait = asyncio.create_task(self.stop.wait())
         try:
@@ -192,6 +210,8 @@ class Agent:
             stop_wait.cancel()
             self.stop.set()
             await _finish(thinking)
+            if dmn is not None:
+                await _finish(dmn)
 
 
 async def _finish(task: asyncio.Task) -> None:

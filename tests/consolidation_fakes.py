@@ -52,7 +52,10 @@ class ConsolidationModel:
     @staticmethod
     def kind_of(request: LLMRequest) -> str:
         text = request.messages[0].content
-        for marker, kind in (("most salient high-level questions", "questions"), ("Question: ", "insights"),
+        for marker, kind in (("Stored insight:\n", "reconsolidation"),
+                             ("Some of them changed since the insight was formed", "reevaluation"),
+                             ("give a short context (WHO, WHEN, WHY)", "contextual"),
+                             ("most salient high-level questions", "questions"), ("Question: ", "insights"),
                              ("Each cluster below", "merge"), ("causal narrative", "narrative"),
                              ("claims to value", "tension"), ("Rewrite the one-line summary", "recompress")):
             if marker in text:
@@ -108,6 +111,19 @@ class ConsolidationModel:
             return {"contradicts": True, "contradicting_ids": ids[:1], "aligned_ids": [],
                     "explanation": "I told the user a build passed without running it."}
         return {"contradicts": False, "contradicting_ids": [], "aligned_ids": ids, "explanation": ""}
+
+    # part 2 (issue 14): reconsolidation, re-evaluation, contextual retrieval
+    def _reconsolidation(self, prompt: str) -> dict:
+        return {"verdict": "productive_contradiction", "insight": "", "explanation": "both can hold"}
+
+    def _reevaluation(self, prompt: str) -> dict:
+        assert "The memories it was drawn from, as they stand now:" in prompt
+        return {"verdict": "keep", "insight": "", "explanation": "it still holds"}
+
+    def _contextual(self, prompt: str) -> dict:
+        ids = [int(x) for x in re.findall(r'<memory id="(\d+)"', prompt)]
+        assert ids, prompt
+        return {"contexts": [{"id": i, "context": f"Said during a deployment chat (memory {i})."} for i in ids]}
 
     def _recompress(self, prompt: str) -> dict:
         ids = [int(x) for x in re.findall(r"Memory \[(\d+)\]", prompt)]

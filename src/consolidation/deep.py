@@ -31,7 +31,21 @@ from typing import Any
 
 import asyncpg
 
-from src.consolidation import checkpoints, insights, merge, narrative, recompress, tension
+from src.consolidation import (
+    checkpoints,
+    contextual,
+    dirichlet_evolution,
+    forgetting,
+    gate_tuning,
+    insights,
+    merge,
+    narrative,
+    promotion,
+    recompress,
+    reconsolidation,
+    temporal_replay,
+    tension,
+)
 from src.consolidation.monitors import run_monitors
 from src.consolidation.phase import CallBudget, DeepPassContext, Phase, PhaseResult
 from src.consolidation.settings import ConsolidationSettings
@@ -48,6 +62,14 @@ DEEP_PHASES: list[Phase] = [
     Phase("narrative", narrative.run, needs_llm=True),
     Phase("tension", tension.run),
     Phase("recompress", recompress.run, needs_llm=True),
+    # part 2 (plan §4.3–§4.6)
+    Phase("reconsolidation", reconsolidation.run, needs_llm=True),
+    Phase("promotion", promotion.run),
+    Phase("decay", forgetting.run),
+    Phase("temporal_replay", temporal_replay.run),
+    Phase("outcomes", dirichlet_evolution.run),
+    Phase("gate_tuning", gate_tuning.run),
+    Phase("contextual", contextual.run, needs_llm=True),
 ]
 
 AfterPass = Callable[["PassReport"], Awaitable[None]]

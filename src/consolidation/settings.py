@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from src.consolidation.evolution_settings import EvolutionSettings
+
 DEFAULT_MODEL_KEY = "default"
 
 
@@ -95,6 +97,8 @@ class ConsolidationSettings(_Section):
     light: LightSettings = LightSettings()
     deep: DeepSettings = DeepSettings()
     thresholds: dict[str, SimilarityThresholds] = Field(default_factory=_default_thresholds)
+    # part 2 (plan §4.3–§4.6): promotion, decay, reconsolidation, tuning, contextual retrieval
+    evolution: EvolutionSettings = EvolutionSettings()
 
     @model_validator(mode="after")
     def _has_default(self) -> ConsolidationSettings:

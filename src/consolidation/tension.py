@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from src.bootstrap.outcomes import conflict_resolved
 from src.consolidation import repository
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
@@ -96,9 +97,14 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
             continue
         aligned_after = [i for i in answer.aligned_ids
                          if open_row is not None and created[i] > open_row["created_at"]]
+        resolved = open_row is not None and not answer.contradicts and aligned_after
         async with ctx.pool.acquire() as conn, conn.transaction():
-            if open_row is not None and not answer.contradicts and aligned_after:
+            if resolved:
                 await repository.resolve_tension(conn, open_row["id"], ctx.now, sorted(set(aligned_after)))
                 result.add("resolved")
             await ctx.mark_done(conn, key)
+        if resolved:   # an outcome to link back, and readiness milestone 7 (plan §5.2, §5.3)
+            await conflict_resolved(ctx.pool, how="tension resolved by behaviour aligned with the value",
+                                    memory_ids=[open_row["id"], *sorted(set(aligned_after))], at=ctx.now,
+                                    evidence={"tension_id": open_row["id"], "value_id": value["id"]})
     return result
