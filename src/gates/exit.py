@@ -28,7 +28,6 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
@@ -39,9 +38,9 @@ from src.gates import record as gate_record
 from src.gates import scratch
 from src.gates.contradiction import NegationDirection, Verdict, ask_llm, load_or_learn, screen
 from src.gates.emotion import StoreCentroid, emotional_charge
+from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import (
     PERSISTING,
-    CellDecision,
     bootstrap_floor,
     compress_fallback,
     decide_cell,
@@ -52,7 +51,7 @@ from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
-from src.recall.activation import ActivationResult, activation
+from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
@@ -65,43 +64,6 @@ GATE_MEMORY_TYPE = "episodic"
 
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
 
-
-@dataclass(frozen=True)
-class Neighbour:
-    """A memory (or an earlier item of the chunk) close to the item being judged."""
-
-    similarity: float
-    content: str
-    memory_id: int | None = None
-    batch_index: int | None = None
-
-
-@dataclass
-class Evaluation:
-    """Everything the gate worked out for one item; written as one decision row."""
-
-    item: BufferedItem
-    vec: np.ndarray
-    act: ActivationResult
-    floor: float
-    relevance: float
-    nearest: Neighbour | None
-    band: str
-    charge: float
-    maturity: float
-    verdicts: list[tuple[Neighbour, Verdict]] = field(default_factory=list)
-    decided_by: tuple[Neighbour, Verdict] | None = None
-    novelty: str = "novel"
-    cell: CellDecision | None = None
-    compressed: str | None = None
-    compressed_by: str = "fallback"
-    llm_calls: int = 0
-    memory_id: int | None = None            # the row this decision wrote or touched
-    outcome: dict | None = None             # the weight choke point's answer, if any
-
-    @property
-    def round(self) -> int:
-        return self.item.rounds + 1
 
 
 class ExitGate:

@@ -33,7 +33,7 @@ from pgvector import HalfVector
 from src.errors import InputRejected, ProviderError
 from src.providers.embedding import MEMORY_TYPE_PREFIXES, embed_memories
 from src.providers.protocols import Embedder
-from src.text import clean_text
+from src.text import clean_text, storable
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +83,16 @@ class NewMemory:
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class PreparedMemory:
+    """A checked memory: cleaned content and compressed form, metadata as JSON text."""
+
     content: str
     item: NewMemory
+    metadata_json: str
 
 
-def _prepare(item: NewMemory, where: str) -> _Prepared:
-    """Clean and check one memory; InputRejected names the item and what is wrong."""
+def prepare_memory(item: NewMemory, where: str) -> PreparedMemory:
+    """Clean and check one memory; InputRejected names the item (`where`) and what is wrong."""
     cleaned = clean_text(item.content)
     if cleaned.empty:
         raise InputRejected(f"{where}: the memory content is empty (after removing NUL bytes "
@@ -110,18 +113,13 @@ def _prepare(item: NewMemory, where: str) -> _Prepared:
         raise InputRejected(f"{where}: source_tag must not be empty")
     if item.compressed is not None:
         item = replace(item, compressed=clean_text(item.compressed).text.strip() or None)
-    return _Prepared(cleaned.text, item)
+    return PreparedMemory(cleaned.text, item, _metadata_json(item.metadata, where))
 
 
 def _clean_json(value: Any) -> Any:
     """Strings in metadata lose NULs and lone surrogates (jsonb refuses both), nothing else."""
     if isinstance(value, str):
-        value = value.replace("\x00", "")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", errors="replace").decode("utf-8")
-        return value
+        return storable(value)
     if isinstance(value, Mapping):
         return {_clean_json(k) if isinstance(k, str) else k: _clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -153,7 +151,7 @@ class MemoryStore:
         self.pool = pool
         self.embedder = embedder
 
-    async def _embed(self, prepared: Sequence[_Prepared]) -> np.ndarray:
+    async def _embed(self, prepared: Sequence[PreparedMemory]) -> np.ndarray:
         vectors = await embed_memories(
             self.embedder,
             [p.content[:EMBED_MAX_CHARS] for p in prepared],
@@ -182,8 +180,7 @@ class MemoryStore:
         """
         item = NewMemory(content, memory_type, source_tag, source_confidence, event_time,
                          compressed, immutable, alpha, beta, metadata)
-        prepared = _prepare(item, "memory")
-        meta = _metadata_json(item.metadata, "memory")
+        prepared = prepare_memory(item, "memory")
         embedding: np.ndarray | None = None
         model: str | None = None
         try:
@@ -197,7 +194,7 @@ class MemoryStore:
             _INSERT_ONE, prepared.content, it.memory_type,
             None if embedding is None else HalfVector(embedding), model, float(it.alpha),
             float(it.beta), it.immutable, it.source_tag, float(it.source_confidence),
-            it.compressed, it.event_time, meta,
+            it.compressed, it.event_time, prepared.metadata_json,
         )
 
     async def store_many(self, items: Sequence[NewMemory]) -> list[int]:
@@ -211,24 +208,16 @@ class MemoryStore:
         """
         if not items:
             return []
-        prepared = [_prepare(item, f"item {i}") for i, item in enumerate(items)]
-        metas = [_metadata_json(p.item.metadata, f"item {i}") for i, p in enumerate(prepared)]
+        prepared = [prepare_memory(item, f"item {i}") for i, item in enumerate(items)]
         vectors, embedded = await self._embed_all(prepared)
-        model = self.embedder.model_name
         async with self.pool.acquire() as conn:
-            ids = [row[0] for row in await conn.fetch(_RESERVE_IDS, len(prepared))]
-            records = [
-                (ids[i], p.content, p.item.memory_type,
-                 HalfVector(vectors[i]) if i < embedded else None,
-                 model if i < embedded else None,
-                 float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
-                 float(p.item.source_confidence), p.item.compressed, p.item.event_time, metas[i])
-                for i, p in enumerate(prepared)
-            ]
-            await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
+            ids = await reserve_memory_ids(conn, len(prepared))
+            await copy_memories(conn, ids, prepared,
+                                [vectors[i] if i < embedded else None for i in range(len(prepared))],
+                                self.embedder.model_name)
         return ids
 
-    async def _embed_all(self, prepared: Sequence[_Prepared]) -> tuple[np.ndarray, int]:
+    async def _embed_all(self, prepared: Sequence[PreparedMemory]) -> tuple[np.ndarray, int]:
         """Vectors for a prefix of `prepared`; returns (vectors, how many were embedded)."""
         vectors = np.zeros((len(prepared), EMBEDDING_DIMENSIONS), dtype=np.float32)
         for start in range(0, len(prepared), EMBED_BATCH):
@@ -241,6 +230,25 @@ class MemoryStore:
                             start, len(prepared), start, len(prepared) - 1, exc)
                 return vectors, start
         return vectors, len(prepared)
+
+
+async def reserve_memory_ids(conn: asyncpg.Connection, n: int) -> list[int]:
+    """`n` ids from the memories identity sequence, in order, for rows COPY will carry."""
+    return [row[0] for row in await conn.fetch(_RESERVE_IDS, n)] if n > 0 else []
+
+
+async def copy_memories(conn: asyncpg.Connection, ids: Sequence[int], prepared: Sequence[PreparedMemory],
+                        vectors: Sequence[np.ndarray | None], embed_model: str) -> None:
+    """COPY prepared memories carrying reserved `ids`, on the caller's connection (and so
+    inside its transaction). A row gets `embed_model` only when it has a vector."""
+    records = [
+        (memory_id, p.content, p.item.memory_type,
+         None if vec is None else HalfVector(vec), None if vec is None else embed_model,
+         float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
+         float(p.item.source_confidence), p.item.compressed, p.item.event_time, p.metadata_json)
+        for memory_id, p, vec in zip(ids, prepared, vectors, strict=True)
+    ]
+    await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
 
 
 async def count_memories(db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int:
