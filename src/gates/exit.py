@@ -54,6 +54,7 @@ from src.providers.protocols import Embedder, LanguageModel
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
+from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
 from src.weights.safety import Safety
 
@@ -72,7 +73,7 @@ class ExitGate:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
                  settings: GateSettings, rng: random.Random, safety: Safety, *,
                  layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
-                 centroid: StoreCentroid | None = None,
+                 centroid: StoreCentroid | None = None, maturity_memories: int = MATURITY_MEMORIES,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.pool = pool
         self.embedder = embedder
@@ -84,6 +85,7 @@ class ExitGate:
         self.layers = layers
         self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
         self.clock = clock
+        self.maturity_memories = maturity_memories   # `agent.maturity_memories`
         self.attention: np.ndarray | None = None
         self._directions: dict[str, NegationDirection | None] = {}
         self._lock = asyncio.Lock()
@@ -151,8 +153,8 @@ class ExitGate:
         th = cfg.thresholds_for(model)
         now = self.clock()
         direction = await self.negation_direction()
-        count = await count_memories(self.pool, cfg.maturity_memories)
-        maturity = memory_maturity(count, cfg.maturity_memories)
+        count = await count_memories(self.pool, self.maturity_memories)
+        maturity = memory_maturity(count, self.maturity_memories)
         centroid = await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []
         # the recent memories stand in for a focus only when the loop has not set one

@@ -84,8 +84,6 @@ class ExitGateSettings(_Section):
     # Relevance floor for these sources at maturity 0; fades linearly to 0 at maturity 1.
     bootstrap_floor: float = Field(0.65, ge=0.0, le=1.0)
     bootstrap_sources: list[str] = Field(default_factory=lambda: ["external_user"])
-    # Memory count at which the store is mature (src/cognition/relevance.memory_maturity).
-    maturity_memories: int = Field(1000, ge=1)
     # Flushes an item may stay in the "buffer" cell; after that it is persisted.
     max_buffer_rounds: int = Field(3, ge=1)
     # Neighbours from check_novelty() considered per item.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.text import excerpt
 
 BOOTSTRAP_PROMPT = (
@@ -41,12 +42,13 @@ def frame_input(source: str, text: str) -> str:
 
 def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
                   offer_docs: bool) -> str:
-    """Bootstrap prompt + memory sections + state report + reflection block + cost line
-    (+ the docs-tool instruction when the tool is offered); empty parts are left out."""
+    """Bootstrap prompt + memory sections + state report + reflection block + cost line +
+    the ask for a stated confidence (§2.11's verbalized signal; the line is stripped before
+    delivery) (+ the docs-tool instruction when the tool is offered); empty parts are left out."""
     parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, report]
     if reflection:
         parts.append(reflection)
-    parts.append(cost_line)
+    parts += [cost_line, VERBALIZED_CONFIDENCE_INSTRUCTION]
     if offer_docs:
         parts.append(TOOL_INSTRUCTION)
     return "\n\n".join(p for p in parts if p)

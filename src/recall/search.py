@@ -23,7 +23,7 @@ Reading side of `memories`: `search_hybrid` (the one-statement search),
   only gives a NULL tsquery: the arm returns nothing, with no error and no NOTICE
   (to_tsquery would print one). Rows of every embed model are found here;
 * fusion: RRF, w_arm / (k + rank), summed over the arms a row appears in: exactly
-  src/cognition/rrf.rrf_fuse, which the tests hold the SQL against;
+  src/recall/rrf.rrf_fuse, which the tests hold the SQL against;
 * recency: EXP(-0.693 * age / 604800.0), a 7-day half-life, age measured from
   COALESCE(last_accessed, event_time, created_at): a memory that was recalled
   lately is "recent" (plan §3.1 decays recency from last_accessed), else the time

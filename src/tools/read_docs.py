@@ -32,9 +32,8 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from src.tools.settings import DocsToolSettings
 
@@ -174,43 +173,13 @@ def _walk(start: Path, roots: Sequence[Path]):
                 yield file
 
 
-READ_DOC_TOOL: dict[str, Any] = {
-    "name": "read_doc",
-    "description": ("Read one of your own source or documentation files (read-only). "
-                    "Paths are relative to your project root, e.g. 'notes.md' or "
-                    "'src/context/assembly.py'. Use list_docs to see what exists."),
-    "parameters": {
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "file path, no '..'"}},
-        "required": ["path"],
-        "additionalProperties": False,
-    },
-}
-
-LIST_DOCS_TOOL: dict[str, Any] = {
-    "name": "list_docs",
-    "description": "List the files you may read with read_doc, with their sizes.",
-    "parameters": {
-        "type": "object",
-        "properties": {"subdir": {"type": "string",
-                                  "description": "optional directory to list, e.g. 'src/memory'"}},
-        "required": [],
-        "additionalProperties": False,
-    },
-}
-
-
 class DocsTool:
-    """The two functions bound to the configured roots, and their schemas for the model."""
+    """`read_doc` and `list_docs` bound to the configured roots (the loop calls `read`)."""
 
     def __init__(self, settings: DocsToolSettings | None = None, project_root: Path = PROJECT_ROOT):
         self.settings = settings or DocsToolSettings()
         self.base = project_root.resolve()
         self.roots = resolve_roots(self.settings.roots, self.base)
-
-    @property
-    def schemas(self) -> list[dict[str, Any]]:
-        return [READ_DOC_TOOL, LIST_DOCS_TOOL] if self.settings.enabled else []
 
     def read(self, path: str) -> str:
         return read_doc(path, allowed_roots=self.roots, base=self.base,
@@ -219,22 +188,3 @@ class DocsTool:
     def list(self, subdir: str = "") -> str:
         return list_docs(subdir, allowed_roots=self.roots, base=self.base,
                          max_entries=self.settings.max_list_entries)
-
-    def call(self, name: str, arguments: Mapping[str, Any] | None) -> str:
-        """Dispatch a model's tool call; bad names or arguments come back as ``error:`` lines."""
-        if not self.settings.enabled:
-            return _error("the docs tool is disabled (docs_tool.enabled: false)")
-        args = dict(arguments or {})
-        try:
-            if name == "read_doc":
-                if set(args) != {"path"} or not isinstance(args["path"], str):
-                    return _error("read_doc takes exactly one string argument, 'path'")
-                return self.read(args["path"])
-            if name == "list_docs":
-                if set(args) - {"subdir"} or not isinstance(args.get("subdir", ""), str):
-                    return _error("list_docs takes one optional string argument, 'subdir'")
-                return self.list(args.get("subdir", ""))
-        except Exception as exc:        # the seam: a tool failure is the model's to read
-            log.exception("docs tool %s failed", name)
-            return _error(f"{name} failed: {type(exc).__name__}: {exc}")
-        return _error(f"unknown tool {name!r}; available: read_doc, list_docs")
