@@ -3,7 +3,7 @@
 Composed into runtime.yaml as the `gates:` section. Every field has a default, so
 the section may be left out entirely.
 
-Similarity thresholds depend on the embedding model (DESIGN.md): a cosine of 0.85
+Similarity thresholds depend on the embedding model: a cosine of 0.85
 means "the same thing said again" for one model and "roughly the same topic" for
 another. `exit.thresholds` is therefore keyed by embed model name; the entry named
 `default` applies to any model without its own.

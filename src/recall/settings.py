@@ -34,7 +34,7 @@ class ActRSettings(_Section):
 
 
 class ArmWeights(_Section):
-    """RRF arm weights and recency share; tuned per embed model (DESIGN.md)."""
+    """RRF arm weights and recency share; tuned per embed model."""
 
     w_vector: float = Field(1.0, ge=0)
     w_fulltext: float = Field(1.0, ge=0)
