@@ -56,6 +56,12 @@ def test_refuses_absolute_paths_and_files_outside_the_roots(project, tmp_path):
     assert tool.read(outside) == (f"error: {outside!r} is outside the readable documents "
                                   "(src, notes.md, README.md)")
     assert tool.read("/etc/passwd").startswith("error: '/etc/passwd' is outside the readable")
+    # a missing file outside the roots is refused as outside, so the error names the roots
+    assert tool.read("/home/user/documents/placeholder.txt") == (
+        "error: '/home/user/documents/placeholder.txt' is outside the readable documents "
+        "(src, notes.md, README.md)")
+    assert tool.read("docs/missing.md") == ("error: 'docs/missing.md' is outside the readable "
+                                            "documents (src, notes.md, README.md)")
     # inside the project but not an allowed root
     assert tool.read("secret.env") == ("error: 'secret.env' is outside the readable documents "
                                        "(src, notes.md, README.md)")
@@ -105,32 +111,41 @@ def test_a_large_file_is_cut_on_a_character_boundary(project):
 def test_the_tool_cannot_write(project):
     tool = _tool(project)
     before = (project / "notes.md").read_bytes()
-    # reading and listing are all it offers; a read leaves the file as it was
-    assert [m for m in dir(tool) if not m.startswith("_")] == ["base", "list", "read", "roots", "settings"]
-    assert tool.read("notes.md").startswith("# notes")
+    assert tool.call("write_doc", {"path": "notes.md", "text": "x"}) == (
+        "error: unknown tool 'write_doc'; available: read_doc, list_docs")
+    assert tool.call("read_doc", {"path": "notes.md", "mode": "w"}) == (
+        "error: read_doc takes exactly one string argument, 'path'")
     assert (project / "notes.md").read_bytes() == before
 
 
 def test_list_docs_lists_files_under_the_roots_skipping_caches(project):
     (project / "src" / "blob.bin").write_bytes(b"\x00")
     tool = _tool(project)
-    assert tool.list() == "\n".join([
+    assert tool.call("list_docs", {}) == "\n".join([
         "src/blob.bin (1 bytes)",
         "src/context/fifo.py (32 bytes)",
         "notes.md (37 bytes)",
     ])
-    assert tool.list("../").startswith("error: '..' is not allowed")
+    assert tool.call("list_docs", {"subdir": "../"}).startswith("error: '..' is not allowed")
     assert _tool(project, max_list_entries=1).list() == (
         "src/blob.bin (1 bytes)\n[stopped at 1 entries; list a subdirectory]")
 
 
-def test_the_default_tool_reads_the_projects_own_docs_only():
+def test_call_dispatches_on_the_real_project():
     tool = DocsTool()
     assert tool.roots == resolve_roots(["src", "notes.md", "README.md"], PROJECT_ROOT)
     # the real project: notes.md is readable, pyproject.toml is not a doc
-    assert tool.read("notes.md").startswith("# MoltBot — engineering notes")
-    assert tool.read("pyproject.toml").startswith(
+    assert tool.call("read_doc", {"path": "notes.md"}).startswith("# MoltBot — engineering notes")
+    assert tool.call("read_doc", {"path": "pyproject.toml"}).startswith(
         "error: 'pyproject.toml' is outside the readable documents")
+    assert DocsTool(DocsToolSettings(enabled=False)).call("read_doc", {"path": "notes.md"}) == (
+        "error: the docs tool is disabled (docs_tool.enabled: false)")
+
+
+def test_readable_names_the_roots_relative_to_the_project(project, tmp_path):
+    assert _tool(project).readable() == ["src", "notes.md", "README.md"]
+    outside = DocsTool(DocsToolSettings(roots=["src", str(tmp_path / "elsewhere")]), project)
+    assert outside.readable() == ["src", str(tmp_path / "elsewhere")]
 
 
 def test_module_function_takes_explicit_roots(project):

@@ -32,8 +32,9 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from src.tools.settings import DocsToolSettings
 
@@ -73,15 +74,20 @@ def _locate(path: str, roots: Sequence[Path], base: Path) -> Path | str:
     if ".." in Path(path).parts or ".." in path.replace("\\", "/").split("/"):
         return _error(f"'..' is not allowed in paths ({path!r}); give a path under "
                       f"{', '.join(_display(r, base) for r in roots)}")
+    outside = _error(f"{path!r} is outside the readable documents "
+                     f"({', '.join(_display(r, base) for r in roots)})")
     try:
+        # a path outside the roots is refused as such even when it does not exist:
+        # the error names the roots, so the model learns where it may read
+        if not _inside((base / path.strip()).resolve(), roots):
+            return outside
         resolved = (base / path.strip()).resolve(strict=True)
     except FileNotFoundError:
         return _error(f"{path!r} does not exist")
     except (OSError, RuntimeError) as exc:        # RuntimeError: a symlink loop
         return _error(f"cannot resolve {path!r}: {exc}")
     if not _inside(resolved, roots):
-        return _error(f"{path!r} is outside the readable documents "
-                      f"({', '.join(_display(r, base) for r in roots)})")
+        return outside
     return resolved
 
 
@@ -174,12 +180,17 @@ def _walk(start: Path, roots: Sequence[Path]):
 
 
 class DocsTool:
-    """`read_doc` and `list_docs` bound to the configured roots (the loop calls `read`)."""
+    """`read_doc` and `list_docs` bound to the configured roots; `call` is the seam the
+    `READ_DOC:` verb goes through (src/tools/docs_verb.py)."""
 
     def __init__(self, settings: DocsToolSettings | None = None, project_root: Path = PROJECT_ROOT):
         self.settings = settings or DocsToolSettings()
         self.base = project_root.resolve()
         self.roots = resolve_roots(self.settings.roots, self.base)
+
+    def readable(self) -> list[str]:
+        """The roots as the model should write them (relative to the project root)."""
+        return [_display(r, self.base) for r in self.roots]
 
     def read(self, path: str) -> str:
         return read_doc(path, allowed_roots=self.roots, base=self.base,
@@ -188,3 +199,22 @@ class DocsTool:
     def list(self, subdir: str = "") -> str:
         return list_docs(subdir, allowed_roots=self.roots, base=self.base,
                          max_entries=self.settings.max_list_entries)
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None) -> str:
+        """Dispatch a model's tool call; bad names or arguments come back as ``error:`` lines."""
+        if not self.settings.enabled:
+            return _error("the docs tool is disabled (docs_tool.enabled: false)")
+        args = dict(arguments or {})
+        try:
+            if name == "read_doc":
+                if set(args) != {"path"} or not isinstance(args["path"], str):
+                    return _error("read_doc takes exactly one string argument, 'path'")
+                return self.read(args["path"])
+            if name == "list_docs":
+                if set(args) - {"subdir"} or not isinstance(args.get("subdir", ""), str):
+                    return _error("list_docs takes one optional string argument, 'subdir'")
+                return self.list(args.get("subdir", ""))
+        except Exception as exc:        # the seam: a tool failure is the model's to read
+            log.exception("docs tool %s failed", name)
+            return _error(f"{name} failed: {type(exc).__name__}: {exc}")
+        return _error(f"unknown tool {name!r}; available: read_doc, list_docs")
