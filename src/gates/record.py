@@ -27,7 +27,8 @@ from src.recall.store import (
     EMBEDDING_DIMENSIONS,
     NewMemory,
     copy_memories,
-    prepare_memory,
+    metadata_json,
+    prepare,
     reserve_memory_ids,
 )
 from src.weights.apply import WeightChange, apply_weight_changes
@@ -90,11 +91,13 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
             meta.update(flag="contradiction", contradicts=_target(neighbour, batch_ids),
                         contradiction_layer=verdict.layer)
         # the store's checks and cleaning apply here too (the LLM's `compressed` line included)
-        prepared.append(prepare_memory(NewMemory(
+        prepared.append(prepare(NewMemory(
             e.item.content, memory_type, e.item.source_tag, float(e.item.source_confidence),
             event_time=e.item.created_at, compressed=e.compressed, metadata=meta),
             f"scratch item {e.item.id}"))
-    await copy_memories(conn, ids, prepared, [e.vec for e in keep], embed_model)
+    metas = [metadata_json(p.item.metadata, f"scratch item {e.item.id}")
+             for p, e in zip(prepared, keep, strict=True)]
+    await copy_memories(conn, ids, prepared, [e.vec for e in keep], embed_model, metas)
     return batch_ids
 
 

@@ -83,16 +83,15 @@ class NewMemory:
 
 
 @dataclass(frozen=True)
-class PreparedMemory:
-    """A checked memory: cleaned content and compressed form, metadata as JSON text."""
+class Prepared:
+    """A memory checked and cleaned by `prepare`, ready to embed and write."""
 
     content: str
     item: NewMemory
-    metadata_json: str
 
 
-def prepare_memory(item: NewMemory, where: str) -> PreparedMemory:
-    """Clean and check one memory; InputRejected names the item (`where`) and what is wrong."""
+def prepare(item: NewMemory, where: str) -> Prepared:
+    """Clean and check one memory; InputRejected names the item and what is wrong."""
     cleaned = clean_text(item.content)
     if cleaned.empty:
         raise InputRejected(f"{where}: the memory content is empty (after removing NUL bytes "
@@ -113,7 +112,7 @@ def prepare_memory(item: NewMemory, where: str) -> PreparedMemory:
         raise InputRejected(f"{where}: source_tag must not be empty")
     if item.compressed is not None:
         item = replace(item, compressed=clean_text(item.compressed).text.strip() or None)
-    return PreparedMemory(cleaned.text, item, _metadata_json(item.metadata, where))
+    return Prepared(cleaned.text, item)
 
 
 def _clean_json(value: Any) -> Any:
@@ -127,7 +126,7 @@ def _clean_json(value: Any) -> Any:
     return value
 
 
-def _metadata_json(metadata: Mapping[str, Any] | None, where: str) -> str:
+def metadata_json(metadata: Mapping[str, Any] | None, where: str) -> str:
     try:
         return json.dumps(_clean_json(dict(metadata or {})), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -151,7 +150,7 @@ class MemoryStore:
         self.pool = pool
         self.embedder = embedder
 
-    async def _embed(self, prepared: Sequence[PreparedMemory]) -> np.ndarray:
+    async def _embed(self, prepared: Sequence[Prepared]) -> np.ndarray:
         vectors = await embed_memories(
             self.embedder,
             [p.content[:EMBED_MAX_CHARS] for p in prepared],
@@ -180,7 +179,8 @@ class MemoryStore:
         """
         item = NewMemory(content, memory_type, source_tag, source_confidence, event_time,
                          compressed, immutable, alpha, beta, metadata)
-        prepared = prepare_memory(item, "memory")
+        prepared = prepare(item, "memory")
+        meta = metadata_json(item.metadata, "memory")
         embedding: np.ndarray | None = None
         model: str | None = None
         try:
@@ -194,7 +194,7 @@ class MemoryStore:
             _INSERT_ONE, prepared.content, it.memory_type,
             None if embedding is None else HalfVector(embedding), model, float(it.alpha),
             float(it.beta), it.immutable, it.source_tag, float(it.source_confidence),
-            it.compressed, it.event_time, prepared.metadata_json,
+            it.compressed, it.event_time, meta,
         )
 
     async def store_many(self, items: Sequence[NewMemory]) -> list[int]:
@@ -208,28 +208,36 @@ class MemoryStore:
         """
         if not items:
             return []
-        prepared = [prepare_memory(item, f"item {i}") for i, item in enumerate(items)]
-        vectors, embedded = await self._embed_all(prepared)
+        prepared = [prepare(item, f"item {i}") for i, item in enumerate(items)]
+        metas = [metadata_json(p.item.metadata, f"item {i}") for i, p in enumerate(prepared)]
+        vectors, embedded = await embed_prepared(self.embedder, prepared)
         async with self.pool.acquire() as conn:
             ids = await reserve_memory_ids(conn, len(prepared))
             await copy_memories(conn, ids, prepared,
                                 [vectors[i] if i < embedded else None for i in range(len(prepared))],
-                                self.embedder.model_name)
+                                self.embedder.model_name, metas)
         return ids
 
-    async def _embed_all(self, prepared: Sequence[PreparedMemory]) -> tuple[np.ndarray, int]:
-        """Vectors for a prefix of `prepared`; returns (vectors, how many were embedded)."""
-        vectors = np.zeros((len(prepared), EMBEDDING_DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(prepared), EMBED_BATCH):
-            chunk = prepared[start:start + EMBED_BATCH]
-            try:
-                vectors[start:start + len(chunk)] = await self._embed(chunk)
-            except ProviderError as exc:
-                log.warning("embedding failed at item %d of %d; storing items %d..%d without "
-                            "embeddings (the re-embed worker will add them): %s",
-                            start, len(prepared), start, len(prepared) - 1, exc)
-                return vectors, start
-        return vectors, len(prepared)
+async def embed_prepared(embedder: Embedder, prepared: Sequence[Prepared]) -> tuple[np.ndarray, int]:
+    """Storage vectors for a prefix of `prepared`; returns (vectors, how many were embedded).
+
+    Calls of at most EMBED_BATCH texts; after the first failed call the rest is left
+    unembedded (the re-embed worker fills it in): retrying a provider that is down,
+    call after call, would stall a bulk write for minutes.
+    """
+    vectors = np.zeros((len(prepared), EMBEDDING_DIMENSIONS), dtype=np.float32)
+    for start in range(0, len(prepared), EMBED_BATCH):
+        chunk = prepared[start:start + EMBED_BATCH]
+        try:
+            found = await embed_memories(embedder, [p.content[:EMBED_MAX_CHARS] for p in chunk],
+                                         [p.item.memory_type for p in chunk])
+            vectors[start:start + len(chunk)] = _check_vectors(found, len(chunk), embedder.model_name)
+        except ProviderError as exc:
+            log.warning("embedding failed at item %d of %d; storing items %d..%d without "
+                        "embeddings (the re-embed worker will add them): %s",
+                        start, len(prepared), start, len(prepared) - 1, exc)
+            return vectors, start
+    return vectors, len(prepared)
 
 
 async def reserve_memory_ids(conn: asyncpg.Connection, n: int) -> list[int]:
@@ -237,16 +245,18 @@ async def reserve_memory_ids(conn: asyncpg.Connection, n: int) -> list[int]:
     return [row[0] for row in await conn.fetch(_RESERVE_IDS, n)] if n > 0 else []
 
 
-async def copy_memories(conn: asyncpg.Connection, ids: Sequence[int], prepared: Sequence[PreparedMemory],
-                        vectors: Sequence[np.ndarray | None], embed_model: str) -> None:
-    """COPY prepared memories carrying reserved `ids`, on the caller's connection (and so
-    inside its transaction). A row gets `embed_model` only when it has a vector."""
+async def copy_memories(conn: asyncpg.Connection, ids: Sequence[int], prepared: Sequence[Prepared],
+                        vectors: Sequence[np.ndarray | None], embed_model: str,
+                        metas: Sequence[str]) -> None:
+    """COPY prepared memories carrying reserved `ids` (metadata as `metadata_json` made it),
+    on the caller's connection and so inside its transaction. A row gets `embed_model`
+    only when it has a vector."""
     records = [
         (memory_id, p.content, p.item.memory_type,
          None if vec is None else HalfVector(vec), None if vec is None else embed_model,
          float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
-         float(p.item.source_confidence), p.item.compressed, p.item.event_time, p.metadata_json)
-        for memory_id, p, vec in zip(ids, prepared, vectors, strict=True)
+         float(p.item.source_confidence), p.item.compressed, p.item.event_time, meta)
+        for memory_id, p, vec, meta in zip(ids, prepared, vectors, metas, strict=True)
     ]
     await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
 
