@@ -25,7 +25,7 @@ from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
-from src.recall.settings import LayerSettings, RetrievalSettings
+from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
 from src.tools.settings import DocsToolSettings
 from src.weights.settings import SafetySettings
 
@@ -60,6 +60,9 @@ class AgentSettings(_Section):
     shutdown_timeout_s: float = Field(10.0, gt=0)
     # input held while the database is away (one file per database; see input_journal)
     spill_dir: Path = Path("./data/input-spill")
+    # The mind's one notion of age (plan §3.5): maturity = min(1, memories / this). Recall's
+    # Dirichlet blend, the exit gate's bootstrap floor and the escalation threshold use it.
+    maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)
 
 
 
