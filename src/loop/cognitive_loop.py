@@ -30,15 +30,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
+from src.context.fifo import AdaptiveFifo
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy, checked_tool_actions
+from src.loop.aftermath import keep_exchange
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.backlog import Backlog
-from src.loop.degraded import NoContext, failure_note, missing_line
+from src.loop.degraded import NoContext, missing_line
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.parts import LoopParts
 from src.loop.prompts import frame_input, reflex_reply, system_prompt
+from src.loop.retry import requeue_failed
 from src.loop.thought_log import CycleRecord, log_cycle
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.turns import Turn, take_turn
@@ -172,7 +174,7 @@ class CognitiveLoop:
                 self._failing += 1
                 # back off before the input is retried (also when the cycle failed before it
                 # took an input: a failing database must not make the loop spin)
-                if await self._requeue_failed(exc):
+                if await requeue_failed(self, exc):
                     await self._pause(min(self.cfg.retry_backoff_max_s,
                                           self.cfg.retry_backoff_s * 2 ** (self._failing - 1)), stop)
             else:
@@ -284,7 +286,7 @@ class CognitiveLoop:
         if refs and self.on_answered is not None:
             self.backlog.add("input journal: answered", partial(self.on_answered, refs))
         try:
-            await self._keep(record, turn, user_text, outcome, allocation, now)
+            await keep_exchange(self, record, turn, user_text, outcome, allocation, now)
             if self.inner is not None:
                 await self.inner.after_cycle(
                     cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path,
@@ -296,38 +298,6 @@ class CognitiveLoop:
                                      assembled, since=now))
             await self.backlog.flush()
 
-    async def _keep(self, record: CycleRecord, turn: Turn, user_text: str, outcome, allocation,
-                    now: datetime) -> None:
-        """The answer through the gate, both sides into the window, pruning."""
-        winner, answer, confidence = record.winner, record.output, record.confidence
-        answer_buffered = False
-        if answer and outcome is not None:
-            # the mind's own words go through the same gate as everything else
-            kept = await self.parts.gates.admit(answer, source_tag="internal_self",
-                                                source_confidence=round(confidence or 0.5, 3), exchange=False)
-            answer_buffered = kept.scratch_id is not None
-        # Pruning gives the exit gate a last look only at what the entry gate skipped;
-        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
-        gated = all(p.id in self._buffered for p in turn.parts)
-        for p in turn.parts:
-            self._buffered.discard(p.id)
-        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now, metadata={"gated": gated})
-        if answer:
-            # a reflex reply (outcome None) only lists recall: nothing new to keep
-            self.fifo.append("assistant", answer, source_tag="internal_self", at=now,
-                             metadata={"gated": answer_buffered or outcome is None})
-        # "average gate score": how strongly this input engaged memory — the mean weighted
-        # recall score of what was retrieved (0 when nothing was).
-        retrieval = record.retrieval
-        engaged = [m.weighted for m in retrieval.memories] if retrieval else []
-        level = intensity(IntensitySignals(
-            gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
-            system2_recency=system2_recency(self._last_system2, now, self.settings.fifo.system2_half_life_s),
-            goal_relevance=float(next((s.components.goal_relevance for s in allocation.ranked), 0.0)),
-            emotional_charge=winner.emotional_charge), self.fifo.settings)
-        if winner.embedding is not None:
-            self._recent = (self._recent + [winner.embedding])[-self.cfg.recent_context:]
-        await self.fifo.prune(level)
 
     async def _assemble(self, retrieval: Retrieval | None, now: datetime):
         """Context assembly; when it fails the cycle goes on without memories (said so)."""
@@ -360,29 +330,6 @@ class CognitiveLoop:
             self.outage.down(what, exc)
         else:
             log.warning("%s unavailable this cycle: %s", what, exc)
-
-    async def _requeue_failed(self, exc: BaseException) -> int:
-        """A cycle failed before delivery (database restarting, a bug): its input goes back
-        to the queue, up to `cycle_retries` times; return the attempts so far (0: given up)."""
-        turn, self._turn, self._current = self._turn, None, None
-        if turn is None:   # failed before allocation: the inputs are still queued
-            return self._failing
-        attempts = max(self._failed.get(part.id, 0) for part in turn.parts) + 1
-        if attempts <= self.cfg.cycle_retries:
-            for part in turn.parts:
-                self._failed[part.id] = attempts
-                self.queue.push(part)
-            return attempts
-        for part in turn.parts:
-            self._failed.pop(part.id, None)
-            kept = self._refs.pop(part.id, None) is not None
-            self._buffered.discard(part.id)
-            log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.text[:80])
-            if part.source == "user":
-                result = self.deliver(failure_note(part.text, attempts, describe(exc), kept))
-                if asyncio.iscoroutine(result):
-                    await result
-        return 0
 
     async def _cost_line(self) -> str:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
