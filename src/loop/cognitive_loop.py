@@ -44,6 +44,7 @@ from src.loop.retry import requeue_failed
 from src.loop.thought_log import CycleRecord, log_cycle
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.turns import Turn, take_turn
+from src.metacognition.calls import FokSource, fok_once
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
@@ -384,8 +385,10 @@ class CognitiveLoop:
             return self._reflex_reply(retrieval), None, False, "reflex", None, []
         reading = await self.parts.threshold.current()
 
-        async def answer(msgs: list[ChatMessage], prompt: str):
-            return await self._escalating_answer(winner, msgs, prompt, reading.threshold)
+        fok = fok_once(self.parts.providers.meta or system1, winner.text, settings=self.settings.metacognition)
+
+        async def answer(msgs: list[ChatMessage], prompt: str):   # tool rounds share the FOK call
+            return await self._escalating_answer(winner, msgs, prompt, reading.threshold, fok)
 
         try:
             rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
@@ -407,12 +410,12 @@ class CognitiveLoop:
                 tool_actions)
 
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
-                                 threshold: float):
+                                 threshold: float, fok: FokSource):
         return await loop_before_escalate(
             self.parts.providers.system1, self.parts.providers.system2, messages, focus=winner.text, threshold=threshold,
             meta=self.parts.providers.meta, system=system, triggers=EscalationTriggers(),
             store=self.parts.store, source_tag=winner.source_tag, settings=self.settings.escalation,
-            metacognition=self.settings.metacognition)
+            metacognition=self.settings.metacognition, fok_source=fok)
 
     def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
         # the immutable boundaries are in every context anyway: they are not "brought back"

@@ -12,7 +12,13 @@ import asyncpg
 
 from src.context.assembly import AssembledContext
 from src.loop.attention import Allocation, Candidate
+from src.metacognition.calls import FOK_PURPOSE
 from src.recall.retrieval import Retrieval
+
+# The calls a cycle makes itself. Background work of the same session (the scratch flush's
+# contradiction check, consolidation, DMN) runs concurrently and is costed under its own
+# purpose, not in the cycle's row (issue 11 item 10).
+CYCLE_PURPOSES = ("system1_answer", "system1_retry", "system2_escalation", FOK_PURPOSE)
 
 
 async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str, cycle: int,
@@ -20,7 +26,8 @@ async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str
                        winner: Mapping[str, Any], context_summary: Mapping[str, Any], output: str | None,
                        actions: Sequence[Mapping[str, Any]], confidence: float | None, escalated: bool,
                        duration_ms: float, cycle_started: datetime) -> None:
-    """Write the cycle; tokens and cost are this session's llm_calls since the cycle began."""
+    """Write the cycle; tokens and cost are this session's llm_calls of the cycle's own
+    purposes (CYCLE_PURPOSES) since the cycle began."""
     await db.execute(
         """INSERT INTO thought_log (session_id, cycle, source_tag, attention_focus, candidates, winner,
                                     context_summary, output, actions, confidence, escalated,
@@ -28,10 +35,11 @@ async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str
            SELECT $1, $2, $3, $4, $5::jsonb, $6::jsonb, $7::jsonb, $8, $9::jsonb, $10, $11,
                   COALESCE(sum(c.tokens_in), 0), COALESCE(sum(c.tokens_out), 0),
                   COALESCE(sum(c.cost_usd), 0), $12
-             FROM llm_calls c WHERE c.session_id = $1 AND c.at >= $13""",
+             FROM llm_calls c
+            WHERE c.session_id = $1 AND c.at >= $13 AND c.purpose = ANY($14::text[])""",
         session_id, cycle, source_tag, attention_focus[:2000], json.dumps(list(candidates)),
         json.dumps(dict(winner)), json.dumps(dict(context_summary), default=str), output,
-        json.dumps(list(actions)), confidence, escalated, duration_ms, cycle_started)
+        json.dumps(list(actions)), confidence, escalated, duration_ms, cycle_started, list(CYCLE_PURPOSES))
 
 
 @dataclass

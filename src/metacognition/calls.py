@@ -14,7 +14,9 @@ the other signals.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, Field
 
@@ -77,4 +79,23 @@ async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,
     return FeelingOfKnowing(value.judgement, fok_value(value.judgement, value.confidence))
 
 
-__all__ = ["FOK_PROMPT", "FOK_PURPOSE", "FokAnswer", "feeling_of_knowing"]
+FokSource = Callable[[], Awaitable[FeelingOfKnowing]]
+
+
+def fok_once(llm: LanguageModel | None, question: str, *,
+             settings: MetacognitionSettings | None = None) -> FokSource:
+    """One FOK call per turn: every caller awaits the same call. Tool rounds answer the
+    same focus again; the judgement is about the focus, so asking again would only cost
+    (issue 11 item 10). A caller cancelled mid-wait does not cancel the shared call."""
+    task: asyncio.Task[FeelingOfKnowing] | None = None
+
+    async def get() -> FeelingOfKnowing:
+        nonlocal task
+        if task is None:
+            task = asyncio.ensure_future(feeling_of_knowing(llm, question, settings=settings))
+        return await asyncio.shield(task)
+
+    return get
+
+
+__all__ = ["FOK_PROMPT", "FOK_PURPOSE", "FokAnswer", "FokSource", "feeling_of_knowing", "fok_once"]

@@ -36,7 +36,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from src.errors import ProviderError, ProviderSkipped
-from src.metacognition.calls import feeling_of_knowing
+from src.metacognition.calls import FokSource, feeling_of_knowing
 from src.metacognition.confidence import (
     Confidence,
     FeelingOfKnowing,
@@ -186,10 +186,11 @@ def _draft(result: LLMResult) -> ChatMessage:
 
 
 async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, messages: Sequence[ChatMessage],
-                        system: str | None, focus: str, cfg: MetacognitionSettings
-                        ) -> tuple[LLMResult, FeelingOfKnowing]:
+                        system: str | None, focus: str, cfg: MetacognitionSettings,
+                        fok: FokSource | None = None) -> tuple[LLMResult, FeelingOfKnowing]:
     """System 1's answer and the FOK meta call, concurrently (FOK never raises)."""
-    fok_task = asyncio.create_task(feeling_of_knowing(meta, focus, settings=cfg))
+    asked = fok() if fok is not None else feeling_of_knowing(meta, focus, settings=cfg)
+    fok_task = asyncio.ensure_future(asked)
     try:
         first = await system1.generate(messages, purpose="system1_answer", system=system)
     except BaseException:
@@ -206,14 +207,15 @@ async def loop_before_escalate(
     triggers: EscalationTriggers | None = None, assess: Assess | None = None,
     expected_words: int | None = None, settings: EscalationSettings | None = None,
     metacognition: MetacognitionSettings | None = None, store: MemoryStore | None = None,
-    source_tag: str | None = None, now: datetime | None = None,
+    source_tag: str | None = None, now: datetime | None = None, fok_source: FokSource | None = None,
 ) -> Outcome:
     """Answer the current focus with System 1, retrying once and escalating as §3.5/§3.6 say.
 
     `messages` is the assembled conversation ending with the focus; `system` the
     assembled system prompt (identity, cognitive state report, reflection block).
     `meta` makes the isolated FOK call (default: System 1). `triggers` are the
-    ones the loop already knows. With a `store`, a correction from System 2 goes
+    ones the loop already knows; `fok_source` a shared FOK call (src/metacognition/calls.fok_once)
+    when the loop answers one focus several times (tool rounds). With a `store`, a correction from System 2 goes
     to the reflection bank and the decision is written to `escalations`.
     System 1 in reflex mode raises ProviderSkipped: the loop answers reflexively
     without calling this.
@@ -225,7 +227,7 @@ async def loop_before_escalate(
     score = assess or (lambda result, fok: score_answer(result.text, fok, mean_logprob=result.mean_logprob,
                                                         expected_words=expected_words, settings=mcfg))
     results: list[tuple[str, LLMResult]] = []
-    first, fok = await _first_answer(system1, meta or system1, messages, system, focus, mcfg)
+    first, fok = await _first_answer(system1, meta or system1, messages, system, focus, mcfg, fok_source)
     results.append(("system1_answer", first))
     c1 = score(first, fok)
     known = triggers or EscalationTriggers()
