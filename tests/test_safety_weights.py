@@ -255,3 +255,61 @@ async def test_events_of_every_batch_are_written_not_only_the_first(pool):
         assert out.blocked_by == "rate_limit"
     rows = await pool.fetch("SELECT memory_id, ceiling FROM safety_events ORDER BY id")
     assert [(r["memory_id"], r["ceiling"]) for r in rows] == [(first, "rate_limit"), (second, "rate_limit")]
+
+
+class _Paused:
+    """Batch A's connection, held at its weight UPDATE (after its checks ran) until batch B
+    is done: the interleaving two tasks sharing one Safety can meet in production."""
+
+    def __init__(self, conn, until: asyncio.Event):
+        self._conn, self._until = conn, until
+
+    def is_in_transaction(self) -> bool:
+        return self._conn.is_in_transaction()
+
+    async def fetch(self, *a):
+        return await self._conn.fetch(*a)
+
+    async def fetchval(self, *a):
+        return await self._conn.fetchval(*a)
+
+    async def execute(self, sql, *a):
+        if sql.lstrip().startswith("UPDATE memories"):
+            await self._until.wait()
+        return await self._conn.execute(sql, *a)
+
+
+async def test_concurrent_batches_write_their_own_events_and_a_rollback_leaves_none(pool):
+    """Issue 11 item 10: one Safety shared by two tasks; each batch's event lands with its
+    own transaction (no shared pending list), and the rolled-back one leaves no event."""
+    safety = Safety()
+    near_a, near_b = await _memory(pool, 18.0, 1.0), await _memory(pool, 18.0, 1.0)   # center 0.947
+    free_a, free_b = await _memory(pool), await _memory(pool)
+    b_done = asyncio.Event()
+    seen_in_a: list = []
+
+    async def batch_a() -> None:
+        async with pool.acquire() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                outs = await apply_weight_changes(_Paused(conn, b_done), [_reinforce(free_a),
+                                                                          _reinforce(near_a, 20.0)], safety=safety)
+                seen_in_a.extend(r["memory_id"] for r in await conn.fetch("SELECT memory_id FROM safety_events"))
+            finally:
+                await tx.rollback()
+            assert [o.blocked_by for o in outs] == [None, "hard_ceiling"]
+
+    async def batch_b() -> None:
+        await asyncio.sleep(0.2)   # let A run its checks and reach its UPDATE first
+        try:
+            outs = await apply_weight_changes(pool, [_reinforce(free_b), _reinforce(near_b, 20.0)], safety=safety)
+        finally:
+            b_done.set()
+        assert [o.blocked_by for o in outs] == [None, "hard_ceiling"]
+
+    await asyncio.gather(batch_a(), batch_b())
+    assert sorted(seen_in_a) == sorted([near_a, near_b])   # its own event, and B's committed one
+    rows = await pool.fetch("SELECT memory_id, ceiling FROM safety_events ORDER BY id")
+    assert [(r["memory_id"], r["ceiling"]) for r in rows] == [(near_b, "hard_ceiling")]
+    assert safety.pending == []

@@ -27,7 +27,7 @@ import asyncpg
 
 from src.bootstrap.milestones import promotion_milestones
 from src.weights import safety_rules as rules
-from src.weights.safety import Safety, insert_safety_events
+from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
 
 Operation = Literal["reinforce", "contradict"]
@@ -143,6 +143,7 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
 
     outcomes: list[WeightOutcome] = []
     log_rows: list[tuple] = []
+    events: list[SafetyEvent] = []   # this batch's, written by this transaction only
     for change in changes:
         row = rows.get(change.memory_id)
         if row is None:
@@ -161,7 +162,7 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
             delta = change.amount
             da, db_ = 0.0, delta
         new_center = center_after(a0, b0, da, db_)
-        blocked = _check(safety, change, row, a0, b0, new_center, goal_total)
+        blocked = _check(safety, change, row, a0, b0, new_center, goal_total, events)
         if blocked is not None:
             outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
                                           a0, b0, a0, b0, blocked[0], blocked[1]))
@@ -192,14 +193,13 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
         )
     if log_rows:
         await _audit(conn, log_rows)
-    events = safety.take_events()
     if events:
         await insert_safety_events(conn, events)
     return outcomes
 
 
 def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float,
-           new_center: float, goal_total: float | None) -> tuple[str, str] | None:
+           new_center: float, goal_total: float | None, events: list[SafetyEvent]) -> tuple[str, str] | None:
     """Run every ceiling that applies; the first enforced failure blocks the change."""
     s = safety.settings
     action = {"actor": change.actor, "operation": change.operation, "amount": change.amount,
@@ -226,7 +226,7 @@ def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float
             s.two_gate_capacity_cap)))
     blocked = None
     for ceiling, result in checks:
-        passed, reason = ceiling.check(result, memory_id=change.memory_id, action=action)
+        passed, reason = ceiling.check(result, memory_id=change.memory_id, action=action, events=events)
         if not passed and blocked is None:
             blocked = (ceiling.name, reason)
     return blocked

@@ -13,8 +13,9 @@ have done before anyone turns it on.
         CBA coherence.
 
 The rules themselves are pure (src/weights/safety_rules.py). This module owns
-which are enforced, the in-process state of the monitors, and the pending events
-that the weight choke point writes in the same transaction as the change.
+which are enforced, the in-process state of the monitors, and the monitors' pending
+events. The weight choke point keeps each batch's events in a list of its own and
+writes them in the batch's transaction (concurrent batches never swap events).
 """
 
 from __future__ import annotations
@@ -59,12 +60,19 @@ class SafetyCeiling:
         self._sink = sink
 
     def check(self, result: RuleResult, *, memory_id: int | None = None,
-              action: Mapping[str, Any] | None = None) -> tuple[bool, str]:
-        """(passed, reason). A failure is always recorded; it blocks only when enabled."""
+              action: Mapping[str, Any] | None = None,
+              events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
+        """(passed, reason). A failure is always recorded; it blocks only when enabled.
+
+        `events`: the caller's own list (the weight choke point passes one per batch, so
+        its transaction writes exactly its own events); without it, the shared monitor list."""
         if result.passed:
             return True, ""
-        self._sink(SafetyEvent(self.name, self.phase, result.reason, self.enabled, memory_id,
-                               dict(action or {})))
+        event = SafetyEvent(self.name, self.phase, result.reason, self.enabled, memory_id, dict(action or {}))
+        if events is not None:
+            events.append(event)
+        else:
+            self._sink(event)
         if self.enabled:
             return False, result.reason
         return True, ""
