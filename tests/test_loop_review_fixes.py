@@ -51,3 +51,41 @@ async def test_a_background_flush_call_during_a_cycle_is_not_in_the_cycles_row(p
     purposes = await pool.fetch("SELECT purpose, tokens_in FROM llm_calls ORDER BY id")
     assert [(r["purpose"], r["tokens_in"]) for r in purposes] == [("gate_contradiction", 1000),
                                                                    ("system1_answer", 40)]
+
+
+async def test_a_megabyte_message_is_counted_off_the_event_loop(pool, tmp_path, monkeypatch):
+    """Issue 11 item 7: while the cycle counts a 1 MB message's tokens, other coroutines run.
+    The count waits (in its thread) for a ticker coroutine; on the event loop it could not."""
+    import threading
+
+    from src.context import fifo, tokens
+
+    ticked = threading.Event()
+    counted: list[tuple[int, bool]] = []
+    real = tokens.count_message_tokens
+
+    def count(messages):
+        size = sum(len(m["content"]) for m in messages)
+        if size > tokens.OFF_LOOP_CHARS:
+            counted.append((size, ticked.wait(timeout=5)))
+        return real(messages)
+
+    monkeypatch.setattr(tokens, "count_message_tokens", count)
+    monkeypatch.setattr(fifo, "count_message_tokens", count)
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(0)
+            ticked.set()
+
+    big = "lighthouse keeper notes, line after line. " * 25_000   # 1.05 MB
+    mind, delivered = await _mind(pool, tmp_path)
+    await mind.loop.submit("user", big)
+    ticked.clear()
+    tick = asyncio.create_task(ticker())
+    try:
+        await mind.loop.cycle()
+    finally:
+        tick.cancel()
+    assert counted == [(len(big), True)]
+    assert len(delivered) == 1

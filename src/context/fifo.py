@@ -45,7 +45,11 @@ from datetime import datetime
 from typing import Any
 
 from src.context.settings import FifoSettings
-from src.context.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
+from src.context.tokens import (
+    REPLY_PRIMING_TOKENS,
+    count_message_tokens,
+    count_message_tokens_off_loop,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +150,20 @@ class AdaptiveFifo:
         self.needs_identity_reinjection = False
 
     def append(self, role: str, content: str, *, source_tag: str = "external_user",
-               at: datetime | None = None, metadata: Mapping[str, Any] | None = None) -> Message:
-        """Add a message at the new end; its token count is taken once, here."""
-        tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
+               at: datetime | None = None, metadata: Mapping[str, Any] | None = None,
+               tokens: int | None = None) -> Message:
+        """Add a message at the new end; its token count is taken once, here (or by `add`)."""
+        if tokens is None:
+            tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
         message = Message(role, content, tokens, source_tag, at, dict(metadata or {}))
         self._messages.append(message)
         self._content_tokens += tokens
         return message
+
+    async def add(self, role: str, content: str, **kw: Any) -> Message:
+        """`append`, counting a large message's tokens off the event loop."""
+        tokens = await count_message_tokens_off_loop([{"role": role, "content": content}])
+        return self.append(role, content, tokens=tokens - REPLY_PRIMING_TOKENS, **kw)
 
     @property
     def messages(self) -> list[Message]:

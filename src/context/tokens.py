@@ -33,6 +33,7 @@ undercounted.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -149,3 +150,16 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
         if message.get("name"):
             total += TOKENS_PER_NAME + count_tokens(message["name"])
     return total
+
+
+#: Above this many characters a count runs in a worker thread (~0.4 s per megabyte on
+#: one core): a pasted log must not stall the event loop the gates and the REPL share.
+OFF_LOOP_CHARS = 50_000
+
+
+async def count_message_tokens_off_loop(messages: Sequence[Mapping[str, Any]]) -> int:
+    """count_message_tokens, in a thread when the text is large (issue 11 item 7)."""
+    size = sum(len(_content_text(m.get("content"))) for m in messages)
+    if size <= OFF_LOOP_CHARS:
+        return count_message_tokens(messages)
+    return await asyncio.to_thread(count_message_tokens, messages)

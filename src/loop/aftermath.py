@@ -28,11 +28,11 @@ async def keep_exchange(loop, record: CycleRecord, turn: Turn, user_text: str, o
     gated = all(p.id in loop._buffered for p in turn.parts)
     for p in turn.parts:
         loop._buffered.discard(p.id)
-    loop.fifo.append("user", user_text, source_tag=winner.source_tag, at=now, metadata={"gated": gated})
+    await loop.fifo.add("user", user_text, source_tag=winner.source_tag, at=now, metadata={"gated": gated})
     if answer:
         # a reflex reply (outcome None) only lists recall: nothing new to keep
-        loop.fifo.append("assistant", answer, source_tag="internal_self", at=now,
-                         metadata={"gated": answer_buffered or outcome is None})
+        await loop.fifo.add("assistant", answer, source_tag="internal_self", at=now,
+                            metadata={"gated": answer_buffered or outcome is None})
     # "average gate score": how strongly this input engaged memory — the mean weighted
     # recall score of what was retrieved (0 when nothing was).
     retrieval = record.retrieval
