@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from src.context.assembly import ContextSettings
 from src.context.fifo import FifoSettings
 from src.errors import ConfigError
-from src.gates.settings import GateSettings
+from src.gates.settings import GateSettings, MemorySettings
 from src.loop.attention import AttentionSettings
 from src.loop.cognitive_loop import LoopSettings
 from src.metacognition.confidence import MetacognitionSettings
 from src.metacognition.escalation import EscalationSettings
 from src.providers.settings import ProvidersSettings, Secrets
 from src.recall.settings import RetrievalSettings
+from src.skills.settings import SkillsSettings
 from src.tools.read_docs import DocsToolSettings
 from src.weights.safety import SafetySettings
 
@@ -76,6 +77,8 @@ class Settings(_Section):
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     gates: GateSettings = GateSettings()
+    memory: MemorySettings = MemorySettings()
+    skills: SkillsSettings = SkillsSettings()
     attention: AttentionSettings = AttentionSettings()
     metacognition: MetacognitionSettings = MetacognitionSettings()
     escalation: EscalationSettings = EscalationSettings()

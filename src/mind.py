@@ -18,6 +18,7 @@ from src.config import Settings
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
 from src.gates.memory_gate import Gates
+from src.gates.modes import MemoryMode
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
 from src.metacognition.threshold import EscalationThreshold
@@ -26,6 +27,7 @@ from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
 from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
+from src.skills.recall import SkillRecall
 from src.tools.read_docs import DocsTool
 from src.weights.safety import Safety
 
@@ -73,7 +75,8 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     async def layer_source():
         return retriever.layer_vecs     # the loop refreshes them every cycle
 
-    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source)
+    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
+                        mode=MemoryMode(settings.memory.mode))
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center)
@@ -85,7 +88,8 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         deliver=deliver, rng=rng, agent_name=settings.agent.name, manifest=manifest,
         docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs, layers=layers,
         reflection_settings=settings.escalation.reflection, fifo_settings=settings.fifo,
-        escalation_settings=settings.escalation, metacognition_settings=settings.metacognition)
+        escalation_settings=settings.escalation, metacognition_settings=settings.metacognition,
+        skills=SkillRecall(pool, settings.skills))
 
     def on_progress(done: int, total: int, rate: float) -> None:
         if progress is not None:

@@ -17,6 +17,7 @@ import asyncpg
 from src.gates import scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
+from src.gates.modes import MemoryMode
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
@@ -30,6 +31,7 @@ class Gates:
 
     def __init__(self, pool: asyncpg.Pool, entry: EntryGate, exit_gate: ExitGate,
                  lifecycle: ScratchLifecycle, settings: GateSettings):
+        self.mode = exit_gate.mode        # one MemoryMode for the whole mind
         self.pool = pool
         self.entry = entry
         self.exit = exit_gate
@@ -39,14 +41,14 @@ class Gates:
     @classmethod
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
-              layers: LayerSource | None = None) -> Gates:
+              layers: LayerSource | None = None, mode: MemoryMode | None = None) -> Gates:
         """One generator feeds both gates: seeded from `settings.seed` when set."""
         rng = rng or random.Random(settings.seed)
         ttl = timedelta(hours=settings.scratch.ttl_hours)
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
         exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
-                             prune_embedder=pruning)
+                             prune_embedder=pruning, mode=mode)
         entry = EntryGate(pool, settings.entry, rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)
@@ -55,7 +57,8 @@ class Gates:
                     source_confidence: float = 1.0, exchange: bool = True) -> Admitted:
         """Entry gate for one input; counts an exchange (which may start a flush)."""
         admitted = await self.entry.admit(content, source_tag=source_tag,
-                                          source_confidence=source_confidence)
+                                          source_confidence=source_confidence,
+                                          metadata=self.mode.entry_metadata())
         if exchange:
             self.lifecycle.note_exchange()
         return admitted
@@ -68,11 +71,25 @@ class Gates:
         rate-limited embedding.
         """
         contents = [c for c in (clean_text(t).text for t in texts) if c.strip()]
-        if not contents:
+        if not contents or self.mode.off:     # memory mode off: nothing new is kept
             return FlushReport()
         ttl = timedelta(hours=self.settings.scratch.ttl_hours)
         ids = await scratch.buffer_pruned(self.pool, contents, source_tag, ttl, PREVIEW_CHARS)
         return await self.exit.flush(reason="context pruning", ids=ids, burst=True)
+
+    def confirmation_question(self) -> str | None:
+        """Copilot: the question to ask after an answer, when new items are held."""
+        return self.exit.confirmations.question()
+
+    async def answer_confirmation(self, line: str) -> str | None:
+        """Copilot: consume `line` when it answers the open question; the reply, or None
+        when the line is an ordinary message."""
+        settled = self.exit.confirmations.take(line)
+        if settled is None or isinstance(settled, str):
+            return settled
+        report = await self.exit.settle(settled)
+        kept = report.actions.get("persist", 0) + report.actions.get("persist_flag", 0)
+        return f"kept {kept}, dropped {report.actions.get('drop', 0)}"
 
     async def recover(self, started_at: datetime | None = None) -> FlushReport:
         """Start-up crash recovery (see ScratchLifecycle.recover)."""

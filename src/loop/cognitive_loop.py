@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from src.context.assembly import ContextAssembler
 from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
+from src.context.tokens import count_tokens
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
 from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
@@ -44,6 +45,7 @@ from src.providers.protocols import ChatMessage
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.retrieval import Retrieval, Retriever
 from src.recall.store import MemoryStore
+from src.skills.recall import SkillRecall
 from src.tools.read_docs import DocsTool
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ class CognitiveLoop:
                  manifest=None, docs: DocsTool | None = None, goal_vecs: Sequence[np.ndarray] = (),
                  layers: LayerEmbeddings | None = None,
                  reflection_settings=None, fifo_settings=None, escalation_settings=None,
-                 metacognition_settings=None):
+                 metacognition_settings=None, skills: SkillRecall | None = None):
         self.pool = pool
         self.providers = providers
         self.retriever = retriever
@@ -131,6 +133,7 @@ class CognitiveLoop:
         self.reflection_settings = reflection_settings
         self.escalation_settings = escalation_settings
         self.metacognition_settings = metacognition_settings
+        self.skills = skills
         self.wake = asyncio.Event()
         self.cycles = 0
         self._recent: list[np.ndarray] = []
@@ -212,7 +215,7 @@ class CognitiveLoop:
             return None
         self.cycles += 1
         winner = self._current = allocation.winner
-        report = cognitive_state_report(allocation, self.queue.settings)
+        report = f"{cognitive_state_report(allocation, self.queue.settings)}\n{self.gates.mode.report_line()}"
 
         t = time.perf_counter()
         retrieval = None
@@ -244,10 +247,12 @@ class CognitiveLoop:
         if corrections:
             chars = self.reflection_settings.block_field_chars if self.reflection_settings else 300
             block = reflection_block(corrections, field_chars=chars)
-        system = self._system_prompt(assembled.text, report, block, await self._cost_line())
+        skills = await self.skills.section() if self.skills is not None else ""
+        system = self._system_prompt(assembled.text, report, block, await self._cost_line(), skills)
         user_text = INTERNAL_FRAMES.get(winner.source, "{text}").format(text=winner.text)
+        # the skills section lives inside the context budget: the conversation gives way
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
-                   for m in self.fifo.window(assembled.conversation_budget)]
+                   for m in self.fifo.window(assembled.conversation_budget - count_tokens(skills))]
         messages = [*history, ChatMessage("user", user_text)]
         timings["assembly"] = _ms(t)
 
@@ -262,6 +267,7 @@ class CognitiveLoop:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
                 await result
+        await self._after_answer(winner, bool(answer and allowed))
         answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
@@ -342,8 +348,21 @@ class CognitiveLoop:
             return
         self.queue.attach_embeddings({c.id: v for c, v in zip(pending, vecs, strict=True)})
 
-    def _system_prompt(self, memories: str, report: str, reflection: str, cost_line: str) -> str:
-        parts = [BOOTSTRAP_PROMPT.format(name=self.agent_name), memories, report]
+    async def _after_answer(self, winner: Candidate, delivered: bool) -> None:
+        """Once the answer is out: credit recalled skills; in copilot, ask the guardian
+        about held memories — after the answer, never in the middle of one."""
+        if self.skills is not None:
+            await self.skills.credit_use(delivered)
+        if delivered and winner.source == "user":
+            question = self.gates.confirmation_question()
+            if question:
+                result = self.deliver(question)
+                if asyncio.iscoroutine(result):
+                    await result
+
+    def _system_prompt(self, memories: str, report: str, reflection: str, cost_line: str,
+                       skills: str = "") -> str:
+        parts = [BOOTSTRAP_PROMPT.format(name=self.agent_name), memories, skills, report]
         if reflection:
             parts.append(reflection)
         parts.append(cost_line)
@@ -383,7 +402,7 @@ class CognitiveLoop:
             self.providers.system1, self.providers.system2, messages, focus=winner.text, threshold=threshold,
             meta=self.providers.meta, system=system, triggers=EscalationTriggers(),
             store=self.store, source_tag=winner.source_tag, settings=self.escalation_settings,
-            metacognition=self.metacognition_settings)
+            metacognition=self.metacognition_settings, keep_corrections=not self.gates.mode.off)
 
     def _reflex_reply(self, winner: Candidate, retrieval: Retrieval | None, because: str | None = None) -> str:
         if because is None:
