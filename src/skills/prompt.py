@@ -38,7 +38,15 @@ def skills_section(skills: Sequence[SkillSummary], max_tokens: int) -> str:
         return ""
     lines = [skill_line(s) for s in skills]
     total = max(len(lines), skills[0].total)
-    shown = len(lines)
+    # a first guess from per-line counts (one pass), then the exact count decides
+    used = count_tokens(f"{HEADER}\n{INSTRUCTION}") + count_tokens(f"- … {total} more skills not listed") + 1
+    shown = 0
+    for line in lines:
+        used += count_tokens(line) + 1
+        if used > max_tokens:
+            break
+        shown += 1
+    shown = min(len(lines), shown + 1)
     while shown > 0:
         rest = total - shown
         tail = [f"- … {rest} more skill{'s' if rest != 1 else ''} not listed"] if rest else []
