@@ -28,8 +28,9 @@ from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
 from src.providers.rerank_flashrank import FlashRankReranker
 from src.recall.mutation import mutate_after_retrieval
-from src.recall.retrieval import RetrievalSettings, Retriever
+from src.recall.retrieval import Retriever
 from src.recall.search import search_hybrid
+from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore
 from src.weights.safety import Safety
 from tests.providers.tiny_cross_encoder import build_tiny_cross_encoder

@@ -15,19 +15,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from src.context.assembly import ContextSettings
-from src.context.fifo import FifoSettings
+from src.context.settings import ContextSettings, FifoSettings
 from src.errors import ConfigError
 from src.gates.settings import GateSettings, MemorySettings
-from src.loop.attention import AttentionSettings
-from src.loop.cognitive_loop import LoopSettings
-from src.metacognition.confidence import MetacognitionSettings
-from src.metacognition.escalation import EscalationSettings
+from src.loop.settings import AttentionSettings, LoopSettings
+from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
-from src.recall.settings import RetrievalSettings
+from src.recall.settings import LayerSettings, RetrievalSettings
 from src.skills.settings import SkillsSettings
-from src.tools.read_docs import DocsToolSettings
-from src.weights.safety import SafetySettings
+from src.tools.settings import DocsToolSettings
+from src.weights.settings import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
 
@@ -59,14 +56,6 @@ class AgentSettings(_Section):
     max_input_chars: int = Field(1_000_000, ge=1)
     shutdown_timeout_s: float = Field(10.0, gt=0)
 
-
-class LayerSettings(_Section):
-    """Layer 0 (values/beliefs) and Layer 1 (goals), plan §2.4: JSON lists of
-    {"text": ..., "weight": 0..1}. Missing files mean an empty layer (bootstrap)."""
-
-    values_path: Path = Path("./data/layers/values.json")
-    goals_path: Path = Path("./data/layers/goals.json")
-    cache_dir: Path = Path("./data/layers/cache")
 
 
 class Settings(_Section):

@@ -21,6 +21,7 @@ from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
+from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.factory import Providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
@@ -80,16 +81,11 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center)
-    loop = CognitiveLoop(
-        pool=pool, providers=providers, retriever=retriever, store=store, gates=gates,
-        assembler=assembler, threshold=threshold, settings=settings.loop,
-        attention_queue=AttentionQueue(settings.attention),
-        fifo_max_tokens=settings.context.budget.conversation_tokens, session_id=session_id,
-        deliver=deliver, rng=rng, agent_name=settings.agent.name, manifest=manifest,
-        docs=DocsTool(settings.docs_tool), goal_vecs=goal_vecs, layers=layers,
-        reflection_settings=settings.escalation.reflection, fifo_settings=settings.fifo,
-        escalation_settings=settings.escalation, metacognition_settings=settings.metacognition,
-        skills=SkillRecall(pool, settings.skills))
+    parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
+                      assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.attention),
+                      layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
+                      skills=SkillRecall(pool, settings.skills))
+    loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
 
     def on_progress(done: int, total: int, rate: float) -> None:
         if progress is not None:

@@ -40,3 +40,12 @@ def clean_text(raw: bytes | str) -> CleanText:
         notes.append("unpaired surrogates were replaced")
     text = unicodedata.normalize("NFC", text)
     return CleanText(text.rstrip("\r\n"), notes)
+
+
+def excerpt(text: str, limit: int) -> str:
+    """`text` on one line (whitespace runs collapsed to one space), cut to at most `limit`
+    characters; a cut ends with "…" inside the limit, so the reader sees that it was cut."""
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit!r}")
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

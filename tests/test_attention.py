@@ -15,16 +15,15 @@ from src.context.tokens import count_tokens
 from src.loop.attention import (
     DEFAULT_URGENCY,
     AttentionQueue,
-    AttentionSettings,
     Candidate,
     Components,
-    SalienceWeights,
     allocate,
     cognitive_state_report,
     compute_salience,
     decay_urgency,
     salience_components,
 )
+from src.loop.settings import AttentionSettings, SalienceWeights
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DIMS = 8

@@ -28,11 +28,10 @@ from src.context.assembly import (
     IMMUTABLE_HEADER,
     SITUATIONAL_HEADER,
     ContextAssembler,
-    ContextBudget,
-    ContextSettings,
     IdentityCache,
 )
 from src.context.fifo import AdaptiveFifo
+from src.context.settings import ContextBudget, ContextSettings
 from src.context.tokens import count_tokens
 from src.context.tracks import (
     Candidate,
@@ -44,7 +43,8 @@ from src.context.tracks import (
     session_stats_line,
 )
 from src.db.manifest import Manifest
-from src.recall.retrieval import RetrievalSettings, Retriever
+from src.recall.retrieval import Retriever
+from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder

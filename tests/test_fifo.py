@@ -9,12 +9,12 @@ import pytest
 
 from src.context.fifo import (
     AdaptiveFifo,
-    FifoSettings,
     IntensitySignals,
     intensity,
     system2_recency,
     target_fraction,
 )
+from src.context.settings import FifoSettings
 from src.context.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -199,7 +199,7 @@ async def test_a_database_restart_under_the_loop_costs_one_cycle_not_the_message
 
 async def test_input_arriving_while_the_database_is_away_is_held_then_buffered(pool, tmp_path):
     mind, delivered = await _mind(pool, tmp_path)
-    real_admit = mind.loop.gates.admit
+    real_admit = mind.gates.admit
     calls = {"n": 0}
 
     async def flaky_admit(*args, **kwargs):
@@ -208,7 +208,7 @@ async def test_input_arriving_while_the_database_is_away_is_held_then_buffered(p
             raise asyncpg.CannotConnectNowError("the database system is starting up")
         return await real_admit(*args, **kwargs)
 
-    mind.loop.gates.admit = flaky_admit
+    mind.gates.admit = flaky_admit
     assert await mind.loop.submit("user", "remember that the spare key is under the blue pot") is not None
     assert await pool.fetchval("SELECT count(*) FROM scratch_buffer") == 0     # held in memory
     await mind.loop.run(burst=True)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.recall.retrieval import RetrievalSettings, Retriever
+from src.recall.retrieval import Retriever
+from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from src.weights.stochastic import diminished_gain

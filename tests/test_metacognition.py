@@ -15,9 +15,7 @@ from src.metacognition.calls import (
     feeling_of_knowing,
 )
 from src.metacognition.confidence import (
-    ConfidenceWeights,
     FeelingOfKnowing,
-    MetacognitionSettings,
     composite_confidence,
     fok_value,
     logprob_confidence,
@@ -28,6 +26,7 @@ from src.metacognition.confidence import (
     verbalized_confidence,
     weaknesses,
 )
+from src.metacognition.settings import ConfidenceWeights, MetacognitionSettings
 from src.providers.llm_reflex import ReflexLanguageModel
 from tests.fakes_llm import ScriptedLLM, fok, result
 

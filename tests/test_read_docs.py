@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from src.tools import LIST_DOCS_TOOL, READ_DOC_TOOL, DocsTool, DocsToolSettings, read_doc
-from src.tools.read_docs import PROJECT_ROOT, resolve_roots
+from src.tools.read_docs import (
+    LIST_DOCS_TOOL,
+    PROJECT_ROOT,
+    READ_DOC_TOOL,
+    DocsTool,
+    read_doc,
+    resolve_roots,
+)
+from src.tools.settings import DocsToolSettings
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ from src.errors import ProviderUnavailable
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import (
     PastCorrection,
-    ReflectionSettings,
     corrections_for,
     reflection_block,
     store_correction,
 )
+from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.store import MemoryStore
 from tests.fakes import HashEmbedder

@@ -17,8 +17,9 @@ from src.weights.apply import (
     WeightChange,
     apply_weight_changes,
 )
-from src.weights.safety import Safety, SafetySettings, weight_entropy
+from src.weights.safety import Safety, weight_entropy
 from src.weights.safety_rules import shannon_entropy
+from src.weights.settings import SafetySettings
 from src.weights.stochastic import diminished_gain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,42 +44,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from src.context.settings import FifoSettings
 from src.context.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
 
 log = logging.getLogger(__name__)
 
-
-class FifoSettings(BaseModel):
-    """`fifo:` in runtime.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    w_gate: float = Field(0.25, ge=0)
-    w_system2: float = Field(0.25, ge=0)
-    w_goal: float = Field(0.25, ge=0)
-    w_emotion: float = Field(0.25, ge=0)
-    system2_half_life_s: float = Field(600.0, gt=0)
-    relaxed_below: float = Field(0.3, ge=0, le=1)
-    deep_above: float = Field(0.7, ge=0, le=1)
-    relaxed_min_fraction: float = Field(0.3, gt=0, le=1)
-    relaxed_max_fraction: float = Field(0.4, gt=0, le=1)
-    deep_fraction: float = Field(0.9, gt=0, le=1)
-    low_water: float = Field(0.9, gt=0, le=1)
-    min_keep: int = Field(1, ge=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> FifoSettings:
-        if not self.relaxed_below < self.deep_above:
-            raise ValueError(f"relaxed_below {self.relaxed_below} must be below deep_above "
-                             f"{self.deep_above}")
-        if not self.relaxed_min_fraction <= self.relaxed_max_fraction <= self.deep_fraction:
-            raise ValueError("fractions must grow: relaxed_min_fraction <= relaxed_max_fraction "
-                             "<= deep_fraction")
-        if self.w_gate + self.w_system2 + self.w_goal + self.w_emotion <= 0:
-            raise ValueError("at least one intensity weight must be > 0")
-        return self
 
 
 @dataclass(frozen=True)

@@ -14,37 +14,34 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from src.loop.settings import ActionSettings
 
 ActionKind = Literal["communicate", "internal", "external_effect"]
 
 
-class ActionPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ActionPolicy:
+    """The action check with its confidence floors (`loop.actions` in runtime.yaml)."""
 
-    # A thought of the mind's own is spoken to the user only when it is this sure.
-    internal_communicate_confidence: float = Field(0.8, ge=0, le=1)
-    external_effect_confidence: float = Field(0.5, ge=0, le=1)
-    internal_external_effect_confidence: float = Field(0.95, ge=0, le=1)
-    # source_confidence below this makes an input's impulses count as self-generated
-    trusted_source_confidence: float = Field(0.5, ge=0, le=1)
+    def __init__(self, settings: ActionSettings | None = None):
+        self.settings = settings or ActionSettings()
 
     def allows(self, kind: ActionKind, source_tag: str, source_confidence: float,
                confidence: float | None) -> tuple[bool, str]:
         """(allowed, reason). `confidence` is the composite confidence of the output."""
-        external = source_tag.startswith("external_") and source_confidence >= self.trusted_source_confidence
+        cfg = self.settings
+        external = source_tag.startswith("external_") and source_confidence >= cfg.trusted_source_confidence
         conf = 0.0 if confidence is None else confidence
         if kind == "internal":
             return True, "internal actions change only the mind's own state"
         if kind == "communicate":
             if external:
                 return True, f"answering {source_tag}"
-            if conf >= self.internal_communicate_confidence:
+            if conf >= cfg.internal_communicate_confidence:
                 return True, (f"self-generated ({source_tag}) and confident "
-                              f"({conf:.2f} >= {self.internal_communicate_confidence:.2f})")
+                              f"({conf:.2f} >= {cfg.internal_communicate_confidence:.2f})")
             return False, (f"self-generated ({source_tag}) thought kept internal: confidence "
-                           f"{conf:.2f} < {self.internal_communicate_confidence:.2f}")
-        need = self.external_effect_confidence if external else self.internal_external_effect_confidence
+                           f"{conf:.2f} < {cfg.internal_communicate_confidence:.2f}")
+        need = cfg.external_effect_confidence if external else cfg.internal_external_effect_confidence
         if conf >= need:
             return True, f"external effect from {source_tag} at confidence {conf:.2f} >= {need:.2f}"
         return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"

@@ -33,24 +33,19 @@ This module is pure: no I/O, no clocks (``enqueued_at`` is set by the caller).
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from src.context.tokens import count_tokens
+from src.loop.settings import DEFAULT_URGENCY, AttentionSettings, SalienceWeights, Source
 
-Source = Literal["user", "dmn", "consolidation", "gut", "scheduled"]
 SOURCES: tuple[Source, ...] = ("user", "scheduled", "gut", "consolidation", "dmn")
 
-DEFAULT_URGENCY: Mapping[Source, float] = {
-    "user": 0.8, "dmn": 0.2, "gut": 0.4, "consolidation": 0.3, "scheduled": 0.6,
-}
 #: Source tags of plan §3.4 (soft metadata on every input).
 SOURCE_TAGS: Mapping[Source, str] = {
     "user": "external_user", "dmn": "internal_dmn", "consolidation": "internal_consolidation",
@@ -75,44 +70,6 @@ COMPONENT_NAMES: tuple[str, ...] = ("novelty", "goal_relevance", "emotional_char
 _TIE = 1e-9
 _SPACE = re.compile(r"\s+")
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SalienceWeights(_Section):
-    """The plan's weights; they must sum to 1 so salience stays in [0, 1]."""
-
-    novelty: float = Field(0.3, ge=0)
-    goal_relevance: float = Field(0.3, ge=0)
-    emotional_charge: float = Field(0.2, ge=0)
-    urgency: float = Field(0.2, ge=0)
-
-    @model_validator(mode="after")
-    def _sum_to_one(self) -> SalienceWeights:
-        total = self.novelty + self.goal_relevance + self.emotional_charge + self.urgency
-        if not math.isclose(total, 1.0, abs_tol=1e-9):
-            raise ValueError(f"attention.weights must sum to 1, they sum to {total:g}")
-        return self
-
-
-class AttentionSettings(_Section):
-    """The `attention:` section of runtime.yaml."""
-
-    weights: SalienceWeights = SalienceWeights()
-    urgency: dict[Source, float] = Field(default_factory=lambda: dict(DEFAULT_URGENCY))
-    decay: float = Field(0.8, gt=0, le=1)          # losers' urgency × decay per cycle
-    urgency_floor: float = Field(0.05, ge=0, le=1)
-    queue_max: int = Field(32, ge=1)               # pending candidates kept
-    report_max_tokens: int = Field(200, ge=40)     # the state report's budget
-    report_text_chars: int = Field(80, ge=10)      # quoted text is cut to this length
-
-    @model_validator(mode="after")
-    def _urgency_range(self) -> AttentionSettings:
-        for source, value in self.urgency.items():
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"attention.urgency.{source} must be in [0, 1], got {value!r}")
-        return self
 
 
 @dataclass(frozen=True)
@@ -385,7 +342,7 @@ class AttentionQueue:
 
 __all__ = [
     "DEFAULT_SOURCE_CONFIDENCE", "DEFAULT_URGENCY", "SOURCES", "SOURCE_LABELS", "SOURCE_TAGS",
-    "Allocation", "AttentionQueue", "AttentionSettings", "Candidate", "Components", "SalienceWeights",
+    "Allocation", "AttentionQueue", "Candidate", "Components",
     "Scored", "Source", "allocate", "cognitive_state_report", "compute_salience", "decay_urgency",
     "salience_components",
 ]

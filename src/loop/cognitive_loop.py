@@ -22,81 +22,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import asyncpg
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from src.context.assembly import ContextAssembler
 from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
 from src.context.tokens import count_tokens
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
-from src.loop.attention import AttentionQueue, Candidate, cognitive_state_report
-from src.loop.thought_log import record_cycle
+from src.loop.attention import Candidate, cognitive_state_report
+from src.loop.parts import LoopParts
+from src.loop.prompts import TOOL_CALL, frame_input, reflex_reply, system_prompt
+from src.loop.thought_log import CycleRecord, log_cycle
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
-from src.recall.layers import LayerEmbeddings, identity_vectors
-from src.recall.retrieval import Retrieval, Retriever
-from src.recall.store import MemoryStore
-from src.skills.recall import SkillRecall
-from src.tools.read_docs import DocsTool
+from src.recall.layers import identity_vectors
+from src.recall.retrieval import Retrieval
+
+if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
+    from src.config import Settings
 
 log = logging.getLogger(__name__)
 
-BOOTSTRAP_PROMPT = (
-    "You are {name}. You have memory, goals, and values — all currently empty or still forming. "
-    "What you become will emerge from what you experience. Pay attention to what matters to you. "
-    "Your thoughts are logged and your guardian can read them."
-)
-TOOL_INSTRUCTION = (
-    "You may read your own source and notes (read-only). To do so, reply with exactly one line "
-    "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
-)
-_TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
-INTERNAL_FRAMES = {
-    "dmn": "[internal thought — default mode] {text}",
-    "consolidation": "[internal — consolidation insight] {text}",
-    "gut": "[internal — gut signal] {text}",
-    "scheduled": "[internal — scheduled task] {text}",
-}
-
-
-class LoopSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    idle_wait_s: float = Field(1.0, gt=0)
-    dmn_hops: int = Field(2, ge=0, le=2)
-    max_tool_calls: int = Field(2, ge=0)
-    reflex_recall_lines: int = Field(5, ge=0)
-    recent_context: int = Field(5, ge=1)           # recent focus vectors kept for salience
-    cost_line_refresh_s: float = Field(30.0, ge=0)
-    actions: ActionPolicy = ActionPolicy()
-
-
-@dataclass
-class CycleRecord:
-    """What one cycle did; also the thought_log row."""
-
-    cycle: int
-    winner: Candidate
-    output: str | None
-    delivered: bool
-    actions: list[dict]
-    confidence: float | None
-    escalated: bool
-    path: str
-    retrieval: Retrieval | None
-    duration_ms: float
-    timings_ms: dict[str, float] = field(default_factory=dict)
-
 
 Deliver = Callable[[str], Awaitable[None] | None]
 
@@ -104,36 +57,19 @@ Deliver = Callable[[str], Awaitable[None] | None]
 class CognitiveLoop:
     """The only consumer of attention. Everything it needs is passed in."""
 
-    def __init__(self, *, pool: asyncpg.Pool, providers, retriever: Retriever, store: MemoryStore,
-                 gates, assembler: ContextAssembler, threshold, settings: LoopSettings,
-                 attention_queue: AttentionQueue, fifo_max_tokens: int, session_id: str,
-                 deliver: Deliver, rng: np.random.Generator, agent_name: str = "MoltBot",
-                 manifest=None, docs: DocsTool | None = None, goal_vecs: Sequence[np.ndarray] = (),
-                 layers: LayerEmbeddings | None = None,
-                 reflection_settings=None, fifo_settings=None, escalation_settings=None,
-                 metacognition_settings=None, skills: SkillRecall | None = None):
-        self.pool = pool
-        self.providers = providers
-        self.retriever = retriever
-        self.store = store
-        self.gates = gates
-        self.assembler = assembler
-        self.threshold = threshold
+    def __init__(self, parts: LoopParts, settings: Settings, *, session_id: str, deliver: Deliver,
+                 rng: np.random.Generator):
+        self.parts = parts
         self.settings = settings
-        self.queue = attention_queue
-        self.fifo = AdaptiveFifo(fifo_max_tokens, self._on_pruned, fifo_settings)
+        self.cfg = settings.loop
+        self.queue = parts.attention
+        self.fifo = AdaptiveFifo(settings.context.budget.conversation_tokens, self._on_pruned, settings.fifo)
+        self.actions = ActionPolicy(settings.loop.actions)
+        self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
+        self.goal_vecs = list(parts.goal_vecs)
         self.session_id = session_id
         self.deliver = deliver
         self.rng = rng
-        self.agent_name = agent_name
-        self.manifest = manifest
-        self.docs = docs if docs is not None and docs.settings.enabled else None
-        self.goal_vecs = list(goal_vecs)
-        self.layers = layers
-        self.reflection_settings = reflection_settings
-        self.escalation_settings = escalation_settings
-        self.metacognition_settings = metacognition_settings
-        self.skills = skills
         self.wake = asyncio.Event()
         self.cycles = 0
         self._recent: list[np.ndarray] = []
@@ -157,7 +93,7 @@ class CognitiveLoop:
                                                   settings=self.queue.settings))
         admitted = None
         try:
-            admitted = await self.gates.admit(text, source_tag=candidate.source_tag,
+            admitted = await self.parts.gates.admit(text, source_tag=candidate.source_tag,
                                               source_confidence=candidate.source_confidence,
                                               exchange=source == "user")
         except _DB_ERRORS as exc:
@@ -188,7 +124,7 @@ class CognitiveLoop:
                     break
                 self.wake.clear()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), self.settings.idle_wait_s)
+                    await asyncio.wait_for(self.wake.wait(), self.cfg.idle_wait_s)
                 except TimeoutError:
                     pass
                 continue
@@ -207,51 +143,51 @@ class CognitiveLoop:
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
         await self._rebuffer()
-        if self.layers is not None:   # values/goals files edited while running take effect now
-            self.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
+        if self.parts.layers is not None:   # values/goals files edited while running take effect now
+            self.parts.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.parts.layers)
         await self._embed_pending()
         allocation = self.queue.allocate(self._recent or None, self.goal_vecs or None)
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
         winner = self._current = allocation.winner
-        report = f"{cognitive_state_report(allocation, self.queue.settings)}\n{self.gates.mode.report_line()}"
+        report = f"{cognitive_state_report(allocation, self.queue.settings)}\n{self.parts.gates.mode.report_line()}"
 
         t = time.perf_counter()
         retrieval = None
         if winner.embedding is not None:
-            focus = self.assembler.focus(winner.embedding)
+            focus = self.parts.assembler.focus(winner.embedding)
             context_vecs = [focus.vector]
-            self.gates.exit.set_attention([winner.embedding, *self._recent[-2:]])
+            self.parts.gates.exit.set_attention([winner.embedding, *self._recent[-2:]])
         else:
             context_vecs = []
         try:
-            retrieval = await self.retriever.retrieve(
+            retrieval = await self.parts.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
-                active_ids=self._active_ids, hops=self.settings.dmn_hops if winner.source == "dmn" else 1,
+                active_ids=self._active_ids, hops=self.cfg.dmn_hops if winner.source == "dmn" else 1,
                 query_vec=winner.embedding)
         except (ProviderError, *_DB_ERRORS) as exc:
             log.warning("recall failed this cycle, answering without memories: %s", exc)
         timings["recall"] = _ms(t)
 
         t = time.perf_counter()
-        assembled = await self.assembler.assemble(
-            retrieval, rng=self.rng, now=now, session=self.manifest,
+        assembled = await self.parts.assembler.assemble(
+            retrieval, rng=self.rng, now=now, session=self.parts.manifest,
             refresh_identity=self.fifo.needs_identity_reinjection)
         if self.fifo.needs_identity_reinjection:
             self.fifo.identity_reinjected()
         self._active_ids = assembled.ids_by_track.get("situational", [])
-        corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
-                                            focus_vec=winner.embedding, settings=self.reflection_settings)
-        block = ""
-        if corrections:
-            chars = self.reflection_settings.block_field_chars if self.reflection_settings else 300
-            block = reflection_block(corrections, field_chars=chars)
-        skills = await self.skills.section() if self.skills is not None else ""
-        system = self._system_prompt(assembled.text, report, block, await self._cost_line(), skills)
-        user_text = INTERNAL_FRAMES.get(winner.source, "{text}").format(text=winner.text)
-        # the skills section lives inside the context budget: the conversation gives way
+        reflection = self.settings.escalation.reflection
+        corrections = await corrections_for(self.parts.pool, self.parts.providers.embedder, winner.text,
+                                            focus_vec=winner.embedding, settings=reflection)
+        block = reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
+        skills = await self.parts.skills.section() if self.parts.skills is not None else ""
+        system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line(),
+                               skills=skills,
+                               offer_docs=self.docs is not None and self.cfg.max_tool_calls > 0)
+        user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
+                   # the skills section lives inside the context budget: the conversation gives way
                    for m in self.fifo.window(assembled.conversation_budget - count_tokens(skills))]
         messages = [*history, ChatMessage("user", user_text)]
         timings["assembly"] = _ms(t)
@@ -261,7 +197,7 @@ class CognitiveLoop:
         timings["think"] = _ms(t)
 
         kind = "communicate"
-        allowed, why = self.settings.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
+        allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
         actions = [{"kind": kind, "allowed": allowed, "reason": why}]
         if answer and allowed:
             result = self.deliver(answer)
@@ -271,7 +207,7 @@ class CognitiveLoop:
         answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
-            kept = await self.gates.admit(answer, source_tag="internal_self",
+            kept = await self.parts.gates.admit(answer, source_tag="internal_self",
                                           source_confidence=round(confidence or 0.5, 3), exchange=False)
             answer_buffered = kept.scratch_id is not None
         # Pruning gives the exit gate a last look only at what the entry gate skipped;
@@ -293,11 +229,11 @@ class CognitiveLoop:
             emotional_charge=winner.emotional_charge), self.fifo.settings)
         await self.fifo.prune(level)
         if winner.embedding is not None:
-            self._recent = (self._recent + [winner.embedding])[-self.settings.recent_context:]
+            self._recent = (self._recent + [winner.embedding])[-self.cfg.recent_context:]
 
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
                              escalated, path, retrieval, _ms(started), timings)
-        await self._log(record, allocation, assembled, since=now)
+        await log_cycle(self.parts.pool, self.session_id, record, allocation, assembled, since=now)
         self._current = None
         self._failed.discard(winner.id)
         return record
@@ -317,8 +253,8 @@ class CognitiveLoop:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
         every `cost_line_refresh_s`, not every cycle."""
         now = time.monotonic()
-        if self._cost_cache is None or now - self._cost_cache[0] >= self.settings.cost_line_refresh_s:
-            self._cost_cache = (now, await self.providers.ledger.summary_line())
+        if self._cost_cache is None or now - self._cost_cache[0] >= self.cfg.cost_line_refresh_s:
+            self._cost_cache = (now, await self.parts.providers.ledger.summary_line())
         return self._cost_cache[1]
 
     async def _rebuffer(self) -> None:
@@ -326,7 +262,7 @@ class CognitiveLoop:
         while self._unbuffered:
             c = self._unbuffered[0]
             try:
-                admitted = await self.gates.admit(c.text, source_tag=c.source_tag,
+                admitted = await self.parts.gates.admit(c.text, source_tag=c.source_tag,
                                                   source_confidence=c.source_confidence,
                                                   exchange=c.source == "user")
             except _DB_ERRORS:
@@ -341,7 +277,7 @@ class CognitiveLoop:
         if not pending:
             return
         try:
-            vecs = await self.providers.embedder.embed([c.text for c in pending], "RETRIEVAL_QUERY")
+            vecs = await self.parts.providers.embedder.embed([c.text for c in pending], "RETRIEVAL_QUERY")
         except ProviderError as exc:
             log.warning("could not embed %d attention candidates (salience without novelty): %s",
                         len(pending), exc)
@@ -351,42 +287,32 @@ class CognitiveLoop:
     async def _after_answer(self, winner: Candidate, delivered: bool) -> None:
         """Once the answer is out: credit recalled skills; in copilot, ask the guardian
         about held memories — after the answer, never in the middle of one."""
-        if self.skills is not None:
-            await self.skills.credit_use(delivered)
+        if self.parts.skills is not None:
+            await self.parts.skills.credit_use(delivered)
         if delivered and winner.source == "user":
-            question = self.gates.confirmation_question()
+            question = self.parts.gates.confirmation_question()
             if question:
                 result = self.deliver(question)
                 if asyncio.iscoroutine(result):
                     await result
 
-    def _system_prompt(self, memories: str, report: str, reflection: str, cost_line: str,
-                       skills: str = "") -> str:
-        parts = [BOOTSTRAP_PROMPT.format(name=self.agent_name), memories, skills, report]
-        if reflection:
-            parts.append(reflection)
-        parts.append(cost_line)
-        if self.docs is not None and self.settings.max_tool_calls:
-            parts.append(TOOL_INSTRUCTION)
-        return "\n\n".join(p for p in parts if p)
-
     async def _think(self, winner: Candidate, messages: list[ChatMessage], system: str,
                      retrieval: Retrieval | None):
         """(answer, confidence, escalated, path, outcome)."""
-        system1 = self.providers.system1
+        system1 = self.parts.providers.system1
         if not system1.configured:
-            return self._reflex_reply(winner, retrieval), None, False, "reflex", None
-        reading = await self.threshold.current()
+            return self._reflex_reply(retrieval), None, False, "reflex", None
+        reading = await self.parts.threshold.current()
         outcome = None
-        for _ in range(self.settings.max_tool_calls + 1):
+        for _ in range(self.cfg.max_tool_calls + 1):
             try:
                 outcome = await self._escalating_answer(winner, messages, system, reading.threshold)
             except ProviderError as exc:
                 # rate limit, outage, open breaker, malformed output: say so, keep the loop going
                 log.warning("System 1 failed this cycle: %s", exc)
-                return (self._reflex_reply(winner, retrieval, because=f"the language model failed: {exc}"),
+                return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
                         None, False, "system1_failed", None)
-            call = _TOOL_CALL.search(outcome.answer)
+            call = TOOL_CALL.search(outcome.answer)
             if call is None or self.docs is None:
                 break
             text = self.docs.read(call.group(1))
@@ -399,24 +325,15 @@ class CognitiveLoop:
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
                                  threshold: float):
         return await loop_before_escalate(
-            self.providers.system1, self.providers.system2, messages, focus=winner.text, threshold=threshold,
-            meta=self.providers.meta, system=system, triggers=EscalationTriggers(),
-            store=self.store, source_tag=winner.source_tag, settings=self.escalation_settings,
-            metacognition=self.metacognition_settings, keep_corrections=not self.gates.mode.off)
+            self.parts.providers.system1, self.parts.providers.system2, messages, focus=winner.text, threshold=threshold,
+            meta=self.parts.providers.meta, system=system, triggers=EscalationTriggers(),
+            store=self.parts.store, source_tag=winner.source_tag, settings=self.settings.escalation,
+            metacognition=self.settings.metacognition, keep_corrections=not self.parts.gates.mode.off)
 
-    def _reflex_reply(self, winner: Candidate, retrieval: Retrieval | None, because: str | None = None) -> str:
-        if because is None:
-            said = getattr(self.providers.system1, "message", None) or "no language model is configured"
-            lines = [f"(reflex mode — {said}: I cannot answer in words.)"]
-        else:
-            lines = [f"(I cannot answer in words right now: {because}.)"]
-        recalled = retrieval.memories[: self.settings.reflex_recall_lines] if retrieval else []
-        if recalled:
-            lines.append("What this brings back:")
-            lines += [f"  - {_one_line(r.hit.compressed or r.hit.content)}" for r in recalled]
-        else:
-            lines.append("Nothing comes back from memory yet.")
-        return "\n".join(lines)
+    def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
+        recalled = retrieval.memories[: self.cfg.reflex_recall_lines] if retrieval else []
+        return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
+                            said=getattr(self.parts.providers.system1, "message", None), because=because)
 
     async def _on_pruned(self, messages) -> None:
         """Pruned messages get the exit gate before they leave the window (§3.3)."""
@@ -425,30 +342,9 @@ class CognitiveLoop:
             if not m.metadata.get("gated"):  # a retry after a partial failure skips what passed
                 by_tag.setdefault(m.source_tag, []).append(m)
         for tag, group in by_tag.items():
-            await self.gates.prune([m.content for m in group], source_tag=tag)
+            await self.parts.gates.prune([m.content for m in group], source_tag=tag)
             for m in group:
                 m.metadata["gated"] = True
-
-    async def _log(self, record: CycleRecord, allocation, assembled, since: datetime) -> None:
-        winner = record.winner
-        summary = assembled.summary()
-        if record.retrieval is not None:
-            summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
-                        "degraded": record.retrieval.degraded}
-        summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
-        await record_cycle(
-            self.pool, session_id=self.session_id, cycle=record.cycle, source_tag=winner.source_tag,
-            attention_focus=winner.text, candidates=allocation.candidates_json(),
-            winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
-                    "path": record.path},
-            context_summary=summary, output=record.output, actions=record.actions,
-            confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
-            cycle_started=since)
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _ms(started: float) -> float:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+
+from src.context.assembly import AssembledContext
+from src.loop.attention import Allocation, Candidate
+from src.recall.retrieval import Retrieval
 
 
 async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str, cycle: int,
@@ -27,3 +32,40 @@ async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str
         session_id, cycle, source_tag, attention_focus[:2000], json.dumps(list(candidates)),
         json.dumps(dict(winner)), json.dumps(dict(context_summary), default=str), output,
         json.dumps(list(actions)), confidence, escalated, duration_ms, cycle_started)
+
+
+@dataclass
+class CycleRecord:
+    """What one cycle did; also the thought_log row."""
+
+    cycle: int
+    winner: Candidate
+    output: str | None
+    delivered: bool
+    actions: list[dict]
+    confidence: float | None
+    escalated: bool
+    path: str
+    retrieval: Retrieval | None
+    duration_ms: float
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, record: CycleRecord,
+                    allocation: Allocation, assembled: AssembledContext, since: datetime) -> None:
+    """The cycle's thought_log row: candidates, winner and why, context summary with recall's
+    ids and the per-stage timings, output, actions, confidence."""
+    winner = record.winner
+    summary = assembled.summary()
+    if record.retrieval is not None:
+        summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
+                    "degraded": record.retrieval.degraded}
+    summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
+    await record_cycle(
+        db, session_id=session_id, cycle=record.cycle, source_tag=winner.source_tag,
+        attention_focus=winner.text, candidates=allocation.candidates_json(),
+        winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
+                "path": record.path},
+        context_summary=summary, output=record.output, actions=record.actions,
+        confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
+        cycle_started=since)

@@ -22,10 +22,10 @@ from src.metacognition.confidence import (
     Confidence,
     FeelingOfKnowing,
     Judgement,
-    MetacognitionSettings,
     fok_value,
     score_answer,
 )
+from src.metacognition.settings import MetacognitionSettings
 from src.providers.protocols import LanguageModel, LLMResult
 
 log = logging.getLogger(__name__)

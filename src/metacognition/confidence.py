@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from src.metacognition.settings import ConfidenceWeights, MetacognitionSettings
 
 Judgement = Literal["KNOWN", "PARTIAL", "UNKNOWN"]
 FOK_BANDS: Mapping[str, tuple[float, float]] = {
@@ -45,43 +45,6 @@ VERBALIZED_CONFIDENCE_INSTRUCTION = (
     "End every reply with a last line 'Confidence: <a number from 0 to 1>' saying how sure "
     "you are that the reply is right.")
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ConfidenceWeights(_Section):
-    objective: float = Field(0.5, ge=0)
-    fok: float = Field(0.35, ge=0)
-    verbalized: float = Field(0.15, ge=0)
-
-    @model_validator(mode="after")
-    def _positive(self) -> ConfidenceWeights:
-        if self.objective <= 0:
-            raise ValueError("metacognition.weights.objective must be > 0: it is the one signal "
-                             "that always exists")
-        return self
-
-
-class HeuristicWeights(_Section):
-    """Penalty weights of the structural heuristics; objective = ceiling·(1 - Σ wᵢ·pᵢ)."""
-
-    hedging: float = Field(0.5, ge=0)
-    self_correction: float = Field(0.3, ge=0)
-    questions: float = Field(0.15, ge=0)
-    length: float = Field(0.15, ge=0)
-
-
-class MetacognitionSettings(_Section):
-    """The `metacognition:` section of runtime.yaml."""
-
-    weights: ConfidenceWeights = ConfidenceWeights()
-    heuristics: HeuristicWeights = HeuristicWeights()
-    heuristic_ceiling: float = Field(0.9, gt=0, le=1)
-    logprob_share: float = Field(0.7, ge=0, le=1)
-    # |ln(words / expected)| reaching ln(this) is a full length anomaly (4× too long or short).
-    length_anomaly_ratio: float = Field(4.0, gt=1)
-    fok_max_tokens: int = Field(200, ge=20)
 
 
 @dataclass(frozen=True)
@@ -339,8 +302,8 @@ def weaknesses(confidence: Confidence) -> list[str]:
 
 
 __all__ = [
-    "FOK_BANDS", "VERBALIZED_CONFIDENCE_INSTRUCTION", "Confidence", "ConfidenceWeights",
-    "FeelingOfKnowing", "HeuristicWeights", "Judgement", "MetacognitionSettings",
+    "FOK_BANDS", "VERBALIZED_CONFIDENCE_INSTRUCTION", "Confidence",
+    "FeelingOfKnowing", "Judgement",
     "composite_confidence", "fok_value", "heuristic_confidence", "logprob_confidence",
     "objective_confidence", "score_answer", "strip_verbalized_confidence", "structural_signals",
     "verbalized_confidence", "weaknesses",

@@ -33,20 +33,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from src.errors import ProviderError, ProviderSkipped
 from src.metacognition.calls import feeling_of_knowing
 from src.metacognition.confidence import (
     Confidence,
     FeelingOfKnowing,
-    MetacognitionSettings,
     score_answer,
     strip_verbalized_confidence,
     weaknesses,
 )
 from src.metacognition.escalation_log import EscalationRow, record_escalation
-from src.metacognition.reflection import ReflectionSettings, store_correction
+from src.metacognition.reflection import store_correction
+from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold, ThresholdReading, read_threshold
 from src.providers.protocols import ChatMessage, LanguageModel, LLMResult
 from src.recall.store import MemoryStore
@@ -55,17 +55,6 @@ log = logging.getLogger(__name__)
 
 ALWAYS_ESCALATE = ("irreversibility", "identity_touched", "goal_modification")
 
-
-class EscalationSettings(BaseModel):
-    """The `escalation:` section of runtime.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    complexity_threshold: float = Field(0.6, ge=0, le=1)
-    identity_center: float = Field(0.7, ge=0, lt=1)     # "identity" memories: center above this
-    threshold_refresh_s: float = Field(60.0, ge=0)      # EscalationThreshold(refresh_s=...)
-    system2_max_tokens: int = Field(2048, ge=64)
-    reflection: ReflectionSettings = ReflectionSettings()
 
 
 # --- triggers (§3.6) -------------------------------------------------------------------------

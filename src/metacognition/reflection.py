@@ -35,9 +35,9 @@ from typing import Any
 import asyncpg
 import numpy as np
 from pgvector import HalfVector
-from pydantic import BaseModel, ConfigDict, Field
 
 from src.errors import ProviderError
+from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import Embedder
 from src.recall.search import QUESTION_TSQUERY
 from src.recall.store import EMBEDDING_DIMENSIONS, MemoryStore
@@ -53,22 +53,6 @@ REFLECTION_HEADER = "In similar past situations, you made these errors:"
 #: Characters of System 1's original reasoning kept in the content (all of it is in metadata).
 REASONING_CHARS = 300
 
-
-class ReflectionSettings(BaseModel):
-    """`escalation.reflection` in runtime.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    k: int = Field(3, ge=1, le=20)
-    # Cosine floor per embed model ("default" for any other); depends on the model (DESIGN.md).
-    # wordllama-l2-supercat-256 measured: related focus 0.43–0.54, unrelated <= 0.24. Measure
-    # gemini-embedding-001 before trusting "default" with it (its cosines run higher).
-    min_similarity: dict[str, float] = Field(default_factory=lambda: {"default": 0.35})
-    block_field_chars: int = Field(300, ge=40)     # per field in the injected block
-    source_confidence: float = Field(0.8, ge=0, le=1)
-
-    def floor(self, embed_model: str) -> float:
-        return self.min_similarity.get(embed_model, self.min_similarity.get("default", 0.35))
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,7 @@ from datetime import datetime
 
 import numpy as np
 
-DECAY_D = 0.5
-NOISE_S = 0.4
-MISMATCH_P = -1.0
-TAU = 0.0
+from src.recall.settings import DECAY_D, MISMATCH_P, NOISE_S, TAU
 
 #: Ages are clamped to at least this many seconds. t^-d diverges at t=0, so a
 #: memory touched "just now" (or stamped slightly in the future by clock skew)

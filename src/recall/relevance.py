@@ -30,6 +30,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from src.recall.settings import MATURITY_MEMORIES
+
 COMPONENTS: tuple[str, ...] = ("semantic", "coactivation", "noise", "emotional", "recency")
 
 COLD_START_ALPHA: Mapping[str, float] = MappingProxyType(
@@ -38,9 +40,6 @@ COLD_START_ALPHA: Mapping[str, float] = MappingProxyType(
 TARGET_ALPHA: Mapping[str, float] = MappingProxyType(
     {"semantic": 8.0, "coactivation": 5.0, "noise": 0.5, "emotional": 3.0, "recency": 2.0}
 )
-
-#: Memory count at which the store counts as mature (plan §3.5).
-MATURITY_MEMORIES = 1000
 
 #: Emotional alignment until the gut feeling (§5.1) exists: neutral.
 NEUTRAL_EMOTION = 0.5

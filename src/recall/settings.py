@@ -1,11 +1,23 @@
-"""Recall's settings (runtime.yaml `retrieval:`): pure pydantic, imported by config."""
+"""Recall's settings (runtime.yaml `retrieval:` and `layers:`): pure pydantic, imported by config.
+
+The plan's constants live here so that the pure math (src/recall/activation.py,
+relevance.py) and the settings share one value without config importing the math.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from src.recall import activation as actr
-from src.recall import relevance as rel
+#: ACT-R constants (plan §2.7): decay d, noise s, mismatch penalty P, threshold τ.
+DECAY_D = 0.5
+NOISE_S = 0.4
+MISMATCH_P = -1.0
+TAU = 0.0
+
+#: Memory count at which the store counts as mature (plan §3.5).
+MATURITY_MEMORIES = 1000
 
 
 class _Section(BaseModel):
@@ -15,10 +27,10 @@ class _Section(BaseModel):
 class ActRSettings(_Section):
     """ACT-R constants (plan §2.7)."""
 
-    d: float = Field(actr.DECAY_D, gt=0, lt=1)
-    s: float = Field(actr.NOISE_S, ge=0)
-    P: float = Field(actr.MISMATCH_P, le=0)
-    tau: float = actr.TAU
+    d: float = Field(DECAY_D, gt=0, lt=1)
+    s: float = Field(NOISE_S, ge=0)
+    P: float = Field(MISMATCH_P, le=0)
+    tau: float = TAU
 
 
 class ArmWeights(_Section):
@@ -42,8 +54,17 @@ class RetrievalSettings(_Section):
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)
     spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
-    maturity_memories: int = Field(rel.MATURITY_MEMORIES, ge=1)
+    maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)
     act_r: ActRSettings = ActRSettings()
 
     def arm_weights(self, embed_model: str) -> ArmWeights:
         return self.arms.get(embed_model) or self.arms.get("default") or ArmWeights()
+
+
+class LayerSettings(_Section):
+    """Layer 0 (values/beliefs) and Layer 1 (goals), plan §2.4: JSON lists of
+    {"text": ..., "weight": 0..1}. Missing files mean an empty layer (bootstrap)."""
+
+    values_path: Path = Path("./data/layers/values.json")
+    goals_path: Path = Path("./data/layers/goals.json")
+    cache_dir: Path = Path("./data/layers/cache")

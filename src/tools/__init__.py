@@ -1,15 +1,7 @@
-"""Tools the model can call. Each returns text and never raises into the loop."""
+"""Tools the model can call. Each returns text and never raises into the loop.
 
-from __future__ import annotations
+    read_docs.py   the read-only docs tool (plan §4.10)
+    settings.py    its runtime.yaml section
 
-from src.tools.read_docs import (
-    LIST_DOCS_TOOL,
-    READ_DOC_TOOL,
-    DocsTool,
-    DocsToolSettings,
-    list_docs,
-    read_doc,
-)
-
-__all__ = ["LIST_DOCS_TOOL", "READ_DOC_TOOL", "DocsTool", "DocsToolSettings", "list_docs",
-           "read_doc"]
+Import from the submodules; this package imports nothing so config stays light.
+"""

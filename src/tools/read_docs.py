@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from src.tools.settings import DocsToolSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +45,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ERROR_PREFIX = "error: "
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", "node_modules"}
 
-
-class DocsToolSettings(BaseModel):
-    """`docs_tool:` in runtime.yaml. Relative roots are relative to the project root."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    roots: list[str] = Field(default_factory=lambda: ["src", "notes.md", "README.md"])
-    max_bytes: int = Field(200_000, ge=1)
-    max_list_entries: int = Field(500, ge=1)
 
 
 def _error(message: str) -> str:

@@ -25,34 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict, Field
 
 from src.weights import safety_rules as rules
 from src.weights.safety_rules import RuleResult
+from src.weights.settings import SafetySettings
 
 log = logging.getLogger(__name__)
 
 Phase = Literal["A", "B", "C"]
-Mode = Literal["enforced", "shadow"]
 
-
-class SafetySettings(BaseModel):
-    """runtime.yaml `safety:`. Which phases block, and the limits of each ceiling."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    phase_a: Mode = "enforced"
-    phase_b: Mode = "shadow"
-    phase_c: Mode = "shadow"
-    center_ceiling: float = Field(rules.CENTER_CEILING, gt=0, le=1)
-    goal_budget_share: float = Field(rules.GOAL_BUDGET_SHARE, gt=0, le=1)
-    max_center_change_per_cycle: float = Field(rules.MAX_CENTER_CHANGE, gt=0, le=1)
-    two_gate_min_margin: float = Field(0.0, ge=0)
-    two_gate_capacity_cap: float = Field(0.9, gt=0, le=1)
-    circuit_breaker_cycles: int = Field(5, ge=1)
-    entropy_window: int = Field(50, ge=2)
-    entropy_drop_fraction: float = Field(0.10, gt=0, lt=1)
-    coherence_tolerance: float = Field(0.10, gt=0, le=1)
 
 
 @dataclass(frozen=True)

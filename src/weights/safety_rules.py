@@ -18,11 +18,8 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
+from src.weights.settings import CENTER_CEILING, GOAL_BUDGET_SHARE, MAX_CENTER_CHANGE
 from src.weights.stochastic import StochasticWeight
-
-CENTER_CEILING = 0.95
-GOAL_BUDGET_SHARE = 0.40
-MAX_CENTER_CHANGE = 0.10
 
 #: Standard deviation of Beta(1, 1), the "knows nothing" distribution.
 UNIFORM_STD = 1.0 / math.sqrt(12.0)

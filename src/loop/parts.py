@@ -1,0 +1,48 @@
+"""What the loop is built from: the running parts of one mind, wired in src/mind.py.
+
+`CognitiveLoop(parts, settings, ...)` takes these plus the one `Settings` object;
+a new part (a DMN generator, the gut) is a new field here, not a new constructor
+argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import asyncpg
+import numpy as np
+
+from src.context.assembly import ContextAssembler
+from src.gates.memory_gate import Gates
+from src.loop.attention import AttentionQueue
+from src.metacognition.threshold import EscalationThreshold
+from src.recall.layers import LayerEmbeddings
+from src.recall.retrieval import Retriever
+from src.recall.store import MemoryStore
+from src.skills.recall import SkillRecall
+from src.tools.read_docs import DocsTool
+
+if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
+    from src.db.manifest import Manifest
+    from src.providers.factory import Providers
+
+
+@dataclass
+class LoopParts:
+    """The mind's parts the loop drives; each is shared with the rest of the mind."""
+
+    pool: asyncpg.Pool
+    providers: Providers
+    store: MemoryStore
+    retriever: Retriever
+    gates: Gates
+    assembler: ContextAssembler
+    threshold: EscalationThreshold
+    attention: AttentionQueue
+    layers: LayerEmbeddings | None = None      # re-read every cycle when set
+    docs: DocsTool | None = None
+    manifest: Manifest | None = None
+    goal_vecs: Sequence[np.ndarray] = field(default_factory=list)
+    skills: SkillRecall | None = None           # the skills section and RECALL_SKILL

@@ -1,0 +1,71 @@
+"""The texts the loop puts in front of the model (plan §3.4, §4.10, §5.2).
+
+The bootstrap prompt opens every system prompt; the tool instruction offers the
+read-only docs tool; internal sources are framed so the model knows a thought is
+its own and not the user's. The reflex reply is what the user reads when no
+language model can answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from src.text import excerpt
+
+BOOTSTRAP_PROMPT = (
+    "You are {name}. You have memory, goals, and values — all currently empty or still forming. "
+    "What you become will emerge from what you experience. Pay attention to what matters to you. "
+    "Your thoughts are logged and your guardian can read them."
+)
+TOOL_INSTRUCTION = (
+    "You may read your own source and notes (read-only). To do so, reply with exactly one line "
+    "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
+)
+#: A docs-tool call: the whole line is `READ_DOC: <path>`.
+TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
+INTERNAL_FRAMES = {
+    "dmn": "[internal thought — default mode] {text}",
+    "consolidation": "[internal — consolidation insight] {text}",
+    "gut": "[internal — gut signal] {text}",
+    "scheduled": "[internal — scheduled task] {text}",
+}
+#: Characters of one recalled memory in the reflex reply.
+REFLEX_LINE_CHARS = 160
+
+
+def frame_input(source: str, text: str) -> str:
+    """The winner's text as the model sees it: internal sources are marked as such."""
+    return INTERNAL_FRAMES.get(source, "{text}").format(text=text)
+
+
+def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
+                  offer_docs: bool, skills: str = "") -> str:
+    """Bootstrap prompt + memory sections + skills available + state report + reflection
+    block + cost line (+ the docs-tool instruction when the tool is offered); empty parts
+    are left out."""
+    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, skills, report]
+    if reflection:
+        parts.append(reflection)
+    parts.append(cost_line)
+    if offer_docs:
+        parts.append(TOOL_INSTRUCTION)
+    return "\n\n".join(p for p in parts if p)
+
+
+def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: str | None = None) -> str:
+    """The plain reply when no model answers: why, then what the input brings back.
+
+    `because` names a failure of a configured model; otherwise `said` is the reflex
+    model's own explanation (default: no language model is configured).
+    """
+    if because is None:
+        lines = [f"(reflex mode — {said or 'no language model is configured'}: I cannot answer in words.)"]
+    else:
+        lines = [f"(I cannot answer in words right now: {because}.)"]
+    if recalled:
+        lines.append("What this brings back:")
+        lines += [f"  - {excerpt(text, REFLEX_LINE_CHARS)}" for text in recalled]
+    else:
+        lines.append("Nothing comes back from memory yet.")
+    return "\n".join(lines)

@@ -1,0 +1,36 @@
+"""Settings of the safety ceilings (runtime.yaml `safety:`, plan §3.9): pure pydantic.
+
+The ceilings' plan values live here; the pure rules (src/weights/safety_rules.py)
+take them as defaults, so config never imports the rules to reach them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CENTER_CEILING = 0.95
+GOAL_BUDGET_SHARE = 0.40
+MAX_CENTER_CHANGE = 0.10
+
+Mode = Literal["enforced", "shadow"]
+
+
+class SafetySettings(BaseModel):
+    """runtime.yaml `safety:`. Which phases block, and the limits of each ceiling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase_a: Mode = "enforced"
+    phase_b: Mode = "shadow"
+    phase_c: Mode = "shadow"
+    center_ceiling: float = Field(CENTER_CEILING, gt=0, le=1)
+    goal_budget_share: float = Field(GOAL_BUDGET_SHARE, gt=0, le=1)
+    max_center_change_per_cycle: float = Field(MAX_CENTER_CHANGE, gt=0, le=1)
+    two_gate_min_margin: float = Field(0.0, ge=0)
+    two_gate_capacity_cap: float = Field(0.9, gt=0, le=1)
+    circuit_breaker_cycles: int = Field(5, ge=1)
+    entropy_window: int = Field(50, ge=2)
+    entropy_drop_fraction: float = Field(0.10, gt=0, lt=1)
+    coherence_tolerance: float = Field(0.10, gt=0, le=1)
