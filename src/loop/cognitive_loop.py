@@ -203,7 +203,7 @@ class CognitiveLoop:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
                 await result
-        await self._after_answer(winner, bool(answer and allowed))
+        await self._after_answer(winner, bool(answer and allowed), by_model=outcome is not None)
         answer_buffered = False
         if answer and outcome is not None:
             # the mind's own words go through the same gate as everything else
@@ -284,11 +284,12 @@ class CognitiveLoop:
             return
         self.queue.attach_embeddings({c.id: v for c, v in zip(pending, vecs, strict=True)})
 
-    async def _after_answer(self, winner: Candidate, delivered: bool) -> None:
-        """Once the answer is out: credit recalled skills; in copilot, ask the guardian
-        about held memories — after the answer, never in the middle of one."""
+    async def _after_answer(self, winner: Candidate, delivered: bool, *, by_model: bool) -> None:
+        """Once the answer is out: credit recalled skills (a model's answer was delivered);
+        in copilot, ask the guardian about held memories — after the answer, never in the
+        middle of one."""
         if self.parts.skills is not None:
-            await self.parts.skills.credit_use(delivered)
+            await self.parts.skills.credit_use(delivered and by_model)
         if delivered and winner.source == "user":
             question = self.parts.gates.confirmation_question()
             if question:
