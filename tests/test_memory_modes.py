@@ -14,13 +14,18 @@ import pytest
 from src.config import load_settings
 from src.db.manifest import record_start
 from src.gates import scratch
-from src.gates.copilot import QUESTION, Confirmations, Held, Settlement
+from src.gates.contradiction import Verdict
+from src.gates.copilot import QUESTION, Confirmations, Held, Settlement, unsure
+from src.gates.matrix import CellDecision
 from src.gates.modes import MemoryMode
+from src.metacognition.escalation import loop_before_escalate
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
+from src.recall.store import MemoryStore
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
+from tests.test_escalation import FOCUS, HEDGED, HEDGED_AGAIN, MESSAGES, THRESHOLD, models
 
 SAID = "I will remember that you said so, it sounds important."
 ANSWER = SAID + " Confidence: 0.95"          # the verbalised confidence is not delivered
@@ -200,3 +205,28 @@ def test_memory_mode_command_and_report_line():
     assert mode.entry_metadata() is None
     mode.set("off")
     assert mode.entry_metadata() == {"memory_mode": "off"}
+
+
+async def test_off_keeps_system2_corrections_out_but_logs_the_escalation(pool):
+    store = MemoryStore(pool, HashEmbedder())
+    s1, s2 = models(HEDGED, HEDGED_AGAIN)
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, store=store,
+                                     keep_corrections=False)
+    assert out.path == "system2" and out.correction_id is None
+    assert await pool.fetchval("SELECT count(*) FROM memories") == 0
+    assert await pool.fetchval("SELECT path FROM escalations WHERE id = $1", out.escalation_id) == "system2"
+
+
+def test_unsure_means_buffer_cell_or_a_contradiction_only_the_llm_judged():
+    def e(cell_action, action, novelty="novel", layer=None):
+        cell = CellDecision("peripheral", novelty, cell_action, action, 0.5, 0.0, False, "moderate", "r")
+        decided = (None, Verdict(True, layer)) if layer else None
+        return SimpleNamespace(cell=cell, novelty=novelty, decided_by=decided)
+
+    assert unsure(e("buffer", "buffer")) == "undecided"
+    assert unsure(e("buffer", "persist")) == "undecided"             # the noise floor's alternative too
+    assert unsure(e("persist_flag", "persist_flag", "contradicting", "llm")) == (
+        "contradiction judged by the language model")
+    assert unsure(e("persist_flag", "persist_flag", "contradicting", "negation")) is None
+    assert unsure(e("persist", "persist")) is None                   # core x novel: sure
+    assert unsure(e("drop", "drop", "contradicting", "llm")) is None  # nothing would be written
