@@ -16,6 +16,7 @@ import numpy as np
 
 from src.config import load_settings
 from src.db.manifest import record_start
+from src.loop.tool_protocol import NO_TOOLS_NOTE
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
@@ -159,22 +160,64 @@ async def test_pruning_gives_the_exit_gate_only_what_the_entry_gate_skipped(pool
 
 
 async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
-    s1 = ScriptedLLM().say("READ_DOC: README.md", "I am MoltBot, I read my README. Confidence: 0.9",
-                           "READ_DOC: ../../etc/passwd", "I could not read that. Confidence: 0.9")
+    s1 = ScriptedLLM().say("READ_DOC: README.md", "I am MoltBot, I read my README. Confidence: 0.9")
     mind, delivered = await _mind(pool, tmp_path, system1=s1)
     await mind.loop.submit("user", "what are you, according to your README?")
     await mind.loop.cycle()
-    first, second = s1.of("generate")[:2]
-    assert "READ_DOC: <relative path>" in first.system
+    first, second = s1.of("generate")
+    assert "`READ_DOC: <relative path>`" in first.system and "Readable: src, notes.md, README.md." in first.system
+    assert second.system == first.system
     assert second.messages[-2].content == "READ_DOC: README.md"
     assert second.messages[-1].content.startswith("[READ_DOC README.md]\n")
     assert "make run" in second.messages[-1].content
     assert delivered == ["I am MoltBot, I read my README."]
-    await mind.loop.submit("user", "show me the password file please")
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert actions[1:] == [{"kind": "tool", "verb": "READ_DOC", "argument": "README.md", "refused": False}]
+
+
+async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, tmp_path):
+    """Issue 18: a small model answered with `READ_DOC:` lines; none may be delivered, and the
+    refusal must not be what the next cycle answers."""
+    s1 = ScriptedLLM().say(*["READ_DOC: /etc/passwd"] * 3, "Nice to meet you, Dana. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "What do your notes say about the FIFO?")
+    record = await mind.loop.cycle()
+    asked, again = s1.of("generate")
+    assert "READ_DOC" in asked.system and "READ_DOC" not in again.system   # the last request has no tools
+    assert again.system.endswith(NO_TOOLS_NOTE)
+    assert [m.content for m in again.messages] == ["What do your notes say about the FIFO?"]
+    assert record.path == "tool_protocol_failed" and record.output == delivered[0]
+    assert delivered == ["(I cannot answer in words right now: the language model answered with a tool call "
+                         "instead of words, even when asked to answer without tools.)\n"
+                         "Nothing comes back from memory yet."]
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert actions[1:] == [{"kind": "tool", "verb": "READ_DOC", "argument": "/etc/passwd", "refused": True,
+                            "error": "error: '/etc/passwd' is outside the readable documents "
+                                     "(src, notes.md, README.md)"}]
+    # next cycle: an ordinary message is offered no tool; the third tool line is refused unrun
+    await mind.loop.submit("user", "Hello! My name is Dana.")
     await mind.loop.cycle()
-    refused = s1.of("generate")[3].messages[-1].content
-    assert refused.startswith("[READ_DOC ../../etc/passwd]\nerror: ")
-    assert "root:" not in refused
+    third, final = s1.of("generate")[2:]
+    assert "READ_DOC" not in third.system
+    window = [m.content for m in third.messages]
+    assert window == ["What do your notes say about the FIFO?", delivered[0], "Hello! My name is Dana."]
+    assert [m.content for m in final.messages] == window
+    assert delivered[1] == "Nice to meet you, Dana."
+    assert not any("READ_DOC" in d for d in delivered)
+    assert [m.content for m in mind.loop.fifo.window(10_000)][-2:] == ["Hello! My name is Dana.",
+                                                                         "Nice to meet you, Dana."]
+
+
+async def test_a_tool_line_in_the_middle_of_a_reply_is_run_and_not_delivered(pool, tmp_path):
+    s1 = ScriptedLLM().say("Good question, let me look.\n`READ_DOC: README.md`\nOne moment please.",
+                           "Run it with make run. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "How do I start you, according to your README?")
+    await mind.loop.cycle()
+    second = s1.of("generate")[1]
+    assert [m.content for m in second.messages[-2:-1]] == ["READ_DOC: README.md"]
+    assert "make run" in second.messages[-1].content
+    assert delivered == ["Run it with make run."]
 
 
 async def test_a_database_restart_under_the_loop_costs_one_cycle_not_the_message(pool, db_dsn, tmp_path):

@@ -59,6 +59,12 @@ def test_refuses_absolute_paths_and_files_outside_the_roots(project, tmp_path):
     assert tool.read(outside) == (f"error: {outside!r} is outside the readable documents "
                                   "(src, notes.md, README.md)")
     assert tool.read("/etc/passwd").startswith("error: '/etc/passwd' is outside the readable")
+    # a missing file outside the roots is refused as outside, so the error names the roots
+    assert tool.read("/home/user/documents/placeholder.txt") == (
+        "error: '/home/user/documents/placeholder.txt' is outside the readable documents "
+        "(src, notes.md, README.md)")
+    assert tool.read("docs/missing.md") == ("error: 'docs/missing.md' is outside the readable "
+                                            "documents (src, notes.md, README.md)")
     # inside the project but not an allowed root
     assert tool.read("secret.env") == ("error: 'secret.env' is outside the readable documents "
                                        "(src, notes.md, README.md)")
@@ -140,6 +146,12 @@ def test_call_dispatches_and_schemas_are_json():
     assert DocsTool(DocsToolSettings(enabled=False)).schemas == []
     assert DocsTool(DocsToolSettings(enabled=False)).call("read_doc", {"path": "notes.md"}) == (
         "error: the docs tool is disabled (docs_tool.enabled: false)")
+
+
+def test_readable_names_the_roots_relative_to_the_project(project, tmp_path):
+    assert _tool(project).readable() == ["src", "notes.md", "README.md"]
+    outside = DocsTool(DocsToolSettings(roots=["src", str(tmp_path / "elsewhere")]), project)
+    assert outside.readable() == ["src", str(tmp_path / "elsewhere")]
 
 
 def test_module_function_takes_explicit_roots(project):

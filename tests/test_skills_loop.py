@@ -3,6 +3,7 @@ the loop's tool protocol, the counters. Real loop and database; the model is scr
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -64,3 +65,53 @@ async def test_no_skills_no_section(pool, tmp_path):
     await mind.loop.submit("user", "hello there, how are you today")
     await mind.loop.run(burst=True)
     assert "PROCEDURAL MEMORY" not in system1.of("generate")[0].system
+
+
+async def test_recall_skill_with_a_misspelt_label_through_the_loop(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    s1 = ScriptedLLM().say("RECALL_SKILL: csv_sumary", "Read the header, count rows, report types. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    await mind.loop.cycle()
+    first, second = s1.of("generate")
+    assert "`RECALL_SKILL: <label>`" in first.system
+    assert second.messages[-2].content == "RECALL_SKILL: csv_sumary"
+    assert second.messages[-1].content.startswith(
+        "[RECALL_SKILL csv_sumary]\nwarning: no skill is called 'csv_sumary'; using the closest, 'csv_summary'.\n"
+        "Skill `csv_summary` — CSV summary (version 1)")
+    assert second.messages[-1].content.endswith(CSV["procedure"])
+    assert delivered == ["Read the header, count rows, report types."]     # the protocol line never is
+    skill = await repo.get(pool, "csv_summary")
+    assert (skill.recommended, skill.used) == (1, 1)                        # credited to the resolved label
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert actions[1:] == [{"kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False}]
+
+
+async def test_an_unknown_label_gets_the_list_and_the_model_asks_again(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    s1 = ScriptedLLM().say("RECALL_SKILL: quantum_gravity", "RECALL_SKILL: csv_summary",
+                           "Header, rows, types. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    await mind.loop.cycle()
+    _, second, third = s1.of("generate")
+    assert second.messages[-1].content == (
+        "[RECALL_SKILL quantum_gravity]\nNo skill is called 'quantum_gravity'. Known skills: csv_summary. "
+        "Reply `RECALL_SKILL: <label>` with one of them, or answer without a skill.")
+    assert third.messages[-1].content.startswith("[RECALL_SKILL csv_summary]\nSkill `csv_summary`")
+    assert delivered == ["Header, rows, types."]
+    skill = await repo.get(pool, "csv_summary")
+    assert (skill.recommended, skill.used) == (1, 1)
+
+
+async def test_without_skills_the_verb_is_not_offered_and_a_stray_call_is_refused(pool, tmp_path):
+    s1 = ScriptedLLM().say("RECALL_SKILL: anything", "Hello there. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "hello there, how are you today")
+    await mind.loop.cycle()
+    first, second = s1.of("generate")
+    assert "RECALL_SKILL" not in first.system
+    assert delivered == ["Hello there."]
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert actions[1:] == [{"kind": "tool", "verb": "RECALL_SKILL", "argument": "anything", "refused": True,
+                            "error": "error: RECALL_SKILL is not available for this message"}]

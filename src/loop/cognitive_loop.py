@@ -36,13 +36,15 @@ from src.errors import ProviderError
 from src.loop.actions import ActionPolicy
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.parts import LoopParts
-from src.loop.prompts import TOOL_CALL, frame_input, reflex_reply, system_prompt
+from src.loop.prompts import frame_input, reflex_reply, system_prompt
 from src.loop.thought_log import CycleRecord, log_cycle
+from src.loop.tool_protocol import ToolProtocol
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
 from src.recall.layers import identity_vectors
 from src.recall.retrieval import Retrieval
+from src.tools.docs_verb import read_doc_verb
 
 if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
     from src.config import Settings
@@ -66,6 +68,10 @@ class CognitiveLoop:
         self.fifo = AdaptiveFifo(settings.context.budget.conversation_tokens, self._on_pruned, settings.fifo)
         self.actions = ActionPolicy(settings.loop.actions)
         self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
+        self.tools = ToolProtocol(self.cfg.max_tool_calls)   # more verbs: self.tools.register(...)
+        self.tools.register(read_doc_verb(self.docs))
+        if parts.skills is not None:
+            self.tools.register(parts.skills.verb())
         self.goal_vecs = list(parts.goal_vecs)
         self.session_id = session_id
         self.deliver = deliver
@@ -183,8 +189,7 @@ class CognitiveLoop:
         block = reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
         skills = await self.parts.skills.section() if self.parts.skills is not None else ""
         system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line(),
-                               skills=skills,
-                               offer_docs=self.docs is not None and self.cfg.max_tool_calls > 0)
+                               skills=skills)
         user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
                    # the skills section lives inside the context budget: the conversation gives way
@@ -193,12 +198,13 @@ class CognitiveLoop:
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        answer, confidence, escalated, path, outcome = await self._think(winner, messages, system, retrieval)
+        answer, confidence, escalated, path, outcome, tool_actions = await self._think(
+            winner, messages, system, retrieval)
         timings["think"] = _ms(t)
 
         kind = "communicate"
         allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
-        actions = [{"kind": kind, "allowed": allowed, "reason": why}]
+        actions = [{"kind": kind, "allowed": allowed, "reason": why}, *tool_actions]
         if answer and allowed:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
@@ -299,29 +305,34 @@ class CognitiveLoop:
 
     async def _think(self, winner: Candidate, messages: list[ChatMessage], system: str,
                      retrieval: Retrieval | None):
-        """(answer, confidence, escalated, path, outcome)."""
+        """(answer, confidence, escalated, path, outcome, tool actions). Tool calls run in
+        src/loop/tool_protocol.py; a protocol line is never the answer."""
         system1 = self.parts.providers.system1
         if not system1.configured:
-            return self._reflex_reply(retrieval), None, False, "reflex", None
+            return self._reflex_reply(retrieval), None, False, "reflex", None, []
         reading = await self.parts.threshold.current()
-        outcome = None
-        for _ in range(self.cfg.max_tool_calls + 1):
-            try:
-                outcome = await self._escalating_answer(winner, messages, system, reading.threshold)
-            except ProviderError as exc:
-                # rate limit, outage, open breaker, malformed output: say so, keep the loop going
-                log.warning("System 1 failed this cycle: %s", exc)
-                return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
-                        None, False, "system1_failed", None)
-            call = TOOL_CALL.search(outcome.answer)
-            if call is None or self.docs is None:
-                break
-            text = self.docs.read(call.group(1))
-            messages = [*messages, ChatMessage("assistant", outcome.answer),
-                        ChatMessage("user", f"[READ_DOC {call.group(1)}]\n{text}")]
+
+        async def answer(msgs: list[ChatMessage], prompt: str):
+            return await self._escalating_answer(winner, msgs, prompt, reading.threshold)
+
+        try:
+            rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
+                                             focus=winner.text)
+        except ProviderError as exc:
+            # rate limit, outage, open breaker, malformed output: say so, keep the loop going
+            log.warning("System 1 failed this cycle: %s", exc)
+            return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
+                    None, False, "system1_failed", None, [])
+        tool_actions = [r.action() for r in rounds.results]
+        outcome = rounds.answer
+        if outcome is None:
+            return (self._reflex_reply(retrieval, because="the language model answered with a tool call "
+                                       "instead of words, even when asked to answer without tools"),
+                    None, False, "tool_protocol_failed", None, tool_actions)
         if outcome.escalated:
             self._last_system2 = datetime.now(UTC)
-        return outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome
+        return (outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome,
+                tool_actions)
 
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
                                  threshold: float):

@@ -1,14 +1,13 @@
 """The texts the loop puts in front of the model (plan §3.4, §4.10, §5.2).
 
-The bootstrap prompt opens every system prompt; the tool instruction offers the
-read-only docs tool; internal sources are framed so the model knows a thought is
+The bootstrap prompt opens every system prompt (tool lines are added per focus by
+src/loop/tool_protocol.py); internal sources are framed so the model knows a thought is
 its own and not the user's. The reflex reply is what the user reads when no
 language model can answer.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from src.text import excerpt
@@ -18,12 +17,6 @@ BOOTSTRAP_PROMPT = (
     "What you become will emerge from what you experience. Pay attention to what matters to you. "
     "Your thoughts are logged and your guardian can read them."
 )
-TOOL_INSTRUCTION = (
-    "You may read your own source and notes (read-only). To do so, reply with exactly one line "
-    "`READ_DOC: <relative path>` and nothing else; the file's text will be given to you."
-)
-#: A docs-tool call: the whole line is `READ_DOC: <path>`.
-TOOL_CALL = re.compile(r"^\s*READ_DOC:\s*(\S+)\s*$", re.MULTILINE)
 INTERNAL_FRAMES = {
     "dmn": "[internal thought — default mode] {text}",
     "consolidation": "[internal — consolidation insight] {text}",
@@ -40,16 +33,13 @@ def frame_input(source: str, text: str) -> str:
 
 
 def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
-                  offer_docs: bool, skills: str = "") -> str:
+                  skills: str = "") -> str:
     """Bootstrap prompt + memory sections + skills available + state report + reflection
-    block + cost line (+ the docs-tool instruction when the tool is offered); empty parts
-    are left out."""
+    block + cost line; empty parts are left out (tool lines are the tool protocol's)."""
     parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, skills, report]
     if reflection:
         parts.append(reflection)
     parts.append(cost_line)
-    if offer_docs:
-        parts.append(TOOL_INSTRUCTION)
     return "\n\n".join(p for p in parts if p)
 
 

@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from src.loop.tool_protocol import ToolVerb
 from src.skills import repository as repo
 from src.skills.labels import closest_label
 from src.skills.prompt import one_line, skills_section
@@ -101,7 +102,14 @@ class SkillRecall:
         return text
 
     def offered(self, _focus: str) -> bool:
+        """The verb is offered whenever this cycle's prompt lists a skill."""
         return self.available
+
+    def verb(self) -> ToolVerb:
+        """`RECALL_SKILL: <label>` for the loop's tool protocol."""
+        return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered,
+                        when="When one of the skills listed under [PROCEDURAL MEMORY] fits the task: "
+                             "read its steps.")
 
     async def handle(self, argument: str) -> str:
         """The protocol handler: resolve, credit `recommended`, return the procedure."""

@@ -74,15 +74,20 @@ def _locate(path: str, roots: Sequence[Path], base: Path) -> Path | str:
     if ".." in Path(path).parts or ".." in path.replace("\\", "/").split("/"):
         return _error(f"'..' is not allowed in paths ({path!r}); give a path under "
                       f"{', '.join(_display(r, base) for r in roots)}")
+    outside = _error(f"{path!r} is outside the readable documents "
+                     f"({', '.join(_display(r, base) for r in roots)})")
     try:
+        # a path outside the roots is refused as such even when it does not exist:
+        # the error names the roots, so the model learns where it may read
+        if not _inside((base / path.strip()).resolve(), roots):
+            return outside
         resolved = (base / path.strip()).resolve(strict=True)
     except FileNotFoundError:
         return _error(f"{path!r} does not exist")
     except (OSError, RuntimeError) as exc:        # RuntimeError: a symlink loop
         return _error(f"cannot resolve {path!r}: {exc}")
     if not _inside(resolved, roots):
-        return _error(f"{path!r} is outside the readable documents "
-                      f"({', '.join(_display(r, base) for r in roots)})")
+        return outside
     return resolved
 
 
@@ -211,6 +216,10 @@ class DocsTool:
     @property
     def schemas(self) -> list[dict[str, Any]]:
         return [READ_DOC_TOOL, LIST_DOCS_TOOL] if self.settings.enabled else []
+
+    def readable(self) -> list[str]:
+        """The roots as the model should write them (relative to the project root)."""
+        return [_display(r, self.base) for r in self.roots]
 
     def read(self, path: str) -> str:
         return read_doc(path, allowed_roots=self.roots, base=self.base,

@@ -1,0 +1,217 @@
+"""Tool calls written as protocol lines in a model's reply (plan §4.10, and later verbs).
+
+A model calls a tool by writing a line `VERB: argument` (`READ_DOC: notes.md`). This
+module is the one place that knows the protocol: a registry of verbs → handlers, the
+detection of protocol lines anywhere in a reply, and the rounds of one answer:
+
+    answer (with the tool instruction, when a verb is offered for this focus)
+    ├─ no protocol line → that reply is the answer
+    ├─ a protocol line, budget left, verb offered, tool succeeds → its result goes
+    │  back to the model and it answers again
+    └─ budget spent, verb not offered, or the tool refuses (an ``error:`` result)
+       → the model is asked once more, WITHOUT tools, to answer the user; the
+         refused call and its error are not in that request
+           ├─ a plain reply → the answer
+           └─ another protocol line → no answer: the caller gives its failure reply
+
+A reply that contains a protocol line is never an answer, wherever the line sits:
+small local models wrap it in prose or backticks. Detection ignores case and knows
+every registered verb, offered or not, so a verb the model was not offered (or
+remembers from elsewhere) cannot reach the user either.
+
+Verbs are offered per focus (`ToolVerb.offered`): a tool instruction in every prompt
+invites a small model to call the tool on "Hello, my name is Dana" — the bug this
+module exists for. Adding a verb is one `register` call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from src.providers.protocols import ChatMessage
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[str], str | Awaitable[str]]
+Answer = Callable[[list[ChatMessage], str], Awaitable[T]]
+
+#: Appended to the system prompt of the last, tool-less request.
+NO_TOOLS_NOTE = ("No tools are available for this reply. Answer the last message directly, in plain "
+                 "words, from what you know and remember; if you cannot, say so briefly.")
+_VERB = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_ARG_TRIM = "`'\"*_ \t"
+
+
+def _always(_focus: str) -> bool:
+    return True
+
+
+def _error_result(result: str) -> bool:
+    return result.startswith("error:")
+
+
+@dataclass(frozen=True)
+class ToolVerb:
+    """One protocol verb: how to call it, when to use it, and what runs."""
+
+    verb: str                                   # e.g. "READ_DOC"
+    handler: Handler                            # argument -> result text (never raises)
+    usage: str                                  # e.g. "READ_DOC: <relative path>"
+    when: str                                   # one sentence: when (only) to use it
+    offered: Callable[[str], bool] = _always    # is it offered for this focus?
+    refused: Callable[[str], bool] = _error_result
+
+    def __post_init__(self) -> None:
+        if not _VERB.match(self.verb):
+            raise ValueError(f"a protocol verb is upper case letters, digits and _, got {self.verb!r}")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    verb: str
+    argument: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.verb}: {self.argument}"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call: ToolCall
+    text: str
+    refused: bool
+
+    def message(self) -> ChatMessage:
+        """The result as the model reads it."""
+        return ChatMessage("user", f"[{self.call.verb} {self.call.argument}]\n{self.text}")
+
+    def action(self) -> dict:
+        """The thought_log `actions` entry for this call."""
+        entry = {"kind": "tool", "verb": self.call.verb, "argument": self.call.argument,
+                 "refused": self.refused}
+        if self.refused:
+            entry["error"] = self.text[:300]
+        return entry
+
+
+@dataclass
+class ToolRounds(Generic[T]):
+    """What the rounds of one answer came to."""
+
+    answer: T | None                 # None: every reply carried a protocol line (failure)
+    ended: str                       # answered | answered_without_tools | failed
+    results: list[ToolResult] = field(default_factory=list)
+    why: str = ""                    # why tools were withdrawn (budget, refusal), if they were
+
+
+class ToolProtocol:
+    """The registry of verbs and the round logic around one answer."""
+
+    def __init__(self, max_calls: int):
+        if max_calls < 0:
+            raise ValueError(f"max_calls must be >= 0, got {max_calls}")
+        self.max_calls = max_calls
+        self._verbs: dict[str, ToolVerb] = {}
+        self._pattern: re.Pattern[str] | None = None
+
+    def register(self, verb: ToolVerb) -> None:
+        """Add a verb (its name must be new)."""
+        if verb.verb in self._verbs:
+            raise ValueError(f"protocol verb {verb.verb} is registered twice")
+        self._verbs[verb.verb] = verb
+        names = "|".join(sorted(map(re.escape, self._verbs), key=len, reverse=True))
+        # the verb as a word of its own, then ':' — anywhere on a line; the argument is the rest
+        self._pattern = re.compile(rf"(?<![A-Za-z0-9_])({names})[ \t]*:[ \t]*(.*)$",
+                                   re.IGNORECASE | re.MULTILINE)
+
+    @property
+    def verbs(self) -> list[str]:
+        return list(self._verbs)
+
+    def offered(self, focus: str) -> list[ToolVerb]:
+        """The verbs offered for this focus (none when the budget is 0)."""
+        if not self.max_calls:
+            return []
+        return [v for v in self._verbs.values() if v.offered(focus)]
+
+    def instruction(self, focus: str) -> str:
+        """The tool lines of the system prompt for this focus; "" when nothing is offered."""
+        offered = self.offered(focus)
+        if not offered:
+            return ""
+        lines = [f"- {v.when} Reply with exactly one line `{v.usage}` and nothing else; "
+                 "the result will be given to you." for v in offered]
+        return "Tools (use one only when the line says so; otherwise just answer):\n" + "\n".join(lines)
+
+    def find_calls(self, text: str) -> list[ToolCall]:
+        """Every protocol line in `text`, in order (any registered verb, any case)."""
+        if self._pattern is None or not text:
+            return []
+        calls = []
+        for m in self._pattern.finditer(text):
+            argument = m.group(2).strip(_ARG_TRIM).rstrip(".,;").strip(_ARG_TRIM)
+            calls.append(ToolCall(m.group(1).upper(), argument))
+        return calls
+
+    def contains_call(self, text: str) -> bool:
+        """Whether `text` holds a protocol line (and so must not be delivered)."""
+        return bool(self.find_calls(text))
+
+    async def call(self, call: ToolCall, offered: Sequence[str] | None = None) -> ToolResult:
+        """Run one call; a verb not offered this time is refused without running."""
+        verb = self._verbs[call.verb]
+        if offered is not None and call.verb not in offered:
+            return ToolResult(call, f"error: {call.verb} is not available for this message", True)
+        text = verb.handler(call.argument)
+        if inspect.isawaitable(text):
+            text = await text
+        return ToolResult(call, text, verb.refused(text))
+
+    async def rounds(self, answer: Answer[T], text_of: Callable[[T], str], messages: Sequence[ChatMessage],
+                     *, system: str, focus: str) -> ToolRounds[T]:
+        """Answer `messages`, running tool calls within the budget (see the module doc).
+
+        `answer(messages, system)` asks the model; `text_of` gives the reply's text.
+        `system` is the prompt without tool lines: they are added here when offered.
+        """
+        offered = self.offered(focus)
+        names = [v.verb for v in offered]
+        tools = self.instruction(focus)
+        conversation = list(messages)
+        results: list[ToolResult] = []
+        why = ""
+        while True:
+            reply = await answer(conversation, _join(system, tools))
+            calls = self.find_calls(text_of(reply))
+            if not calls:
+                return ToolRounds(reply, "answered", results)
+            call = calls[0]   # one call per reply; the rest of that reply is not kept
+            if len(results) >= self.max_calls:
+                why = f"the tool budget ({self.max_calls}) is spent"
+                break
+            result = await self.call(call, names)
+            results.append(result)
+            if result.refused:
+                why = f"{call.verb} refused: {result.text[:200]}"
+                break
+            conversation += [ChatMessage("assistant", call.line), result.message()]
+        log.info("asking once more without tools (%s)", why)
+        # the refused call and its error stay out: the model answers the user, not the refusal
+        kept = [m for r in results if not r.refused for m in (ChatMessage("assistant", r.call.line),
+                                                              r.message())]
+        reply = await answer([*messages, *kept], _join(system, NO_TOOLS_NOTE))
+        if self.contains_call(text_of(reply)):
+            log.warning("the model answered with a protocol line even without tools; failure reply")
+            return ToolRounds(None, "failed", results, why)
+        return ToolRounds(reply, "answered_without_tools", results, why)
+
+
+def _join(*parts: str) -> str:
+    return "\n\n".join(p for p in parts if p)
