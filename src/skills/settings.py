@@ -21,3 +21,15 @@ class SkillsSettings(BaseModel):
     draft_message_chars: int = Field(2000, ge=100)
     # a procedure handed to the model by RECALL_SKILL is cut to this many characters
     recall_max_chars: int = Field(8000, ge=200)
+
+
+class SkillProposalSettings(BaseModel):
+    """`consolidation.skills:` — the deep pass proposing skills from procedural memories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # cosine between a cluster's leader and each member (stored document embeddings)
+    similarity: float = Field(0.8, gt=0, le=1)
+    min_memories: int = Field(3, ge=2)       # a pattern: met at least this many times
+    max_per_pass: int = Field(2, ge=0)       # drafting calls per deep pass, at most
+    scan: int = Field(500, ge=2)             # newest procedural memories clustered per pass
