@@ -1,20 +1,20 @@
-"""`skills` for the operator CLI: list, show, history, add, edit, remove, outcome, draft.
+"""`python -m src.memory skills`: list, show, history, add, edit, remove, outcome, draft.
 
 The same operations as the prompt's /skills and /skill (src/skills/commands.py),
 against the database of runtime.yaml or DATABASE_URL. `draft FILE` is `/skill save`
 for a transcript on disk: System 1 drafts the skill with structured output, and
 without a language model it is refused with the same message as at the prompt.
 
-`add_parser(sub)` registers the subcommand; `run(args, session)` runs it with a
-session that has `pool`, `providers`, `settings`, `out` and `err`.
+`add_parser(sub)` registers the subcommand; `run(args, session)` runs it (see
+src/memory/__init__.py).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from src.memory.session import Session
 from src.skills import repository as repo
 from src.skills.commands import escape_controls, find, format_list, format_skill
 from src.skills.drafting import draft, save_draft
@@ -60,7 +60,7 @@ def _read(path: Path) -> str:
         raise SkillError(f"{path}: cannot read it as UTF-8 text ({exc})") from exc
 
 
-async def _act(args: argparse.Namespace, session: Any) -> str:
+async def _act(args: argparse.Namespace, session: Session) -> str:
     pool, cutoff = session.pool, session.settings.skills.fuzzy_cutoff
     action = args.skills_action
     if action == "list":
@@ -113,7 +113,7 @@ async def _act(args: argparse.Namespace, session: Any) -> str:
     return format_skill(skill, note=f"saved skill {skill.label!r}:")
 
 
-async def run(args: argparse.Namespace, session: Any) -> int:
+async def run(args: argparse.Namespace, session: Session) -> int:
     """Run one `skills` action; 0 done, 1 refused (the reason on stderr)."""
     try:
         text = await _act(args, session)
