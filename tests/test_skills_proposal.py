@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from src.skills import repository as repo
-from src.skills.drafting import OFFLINE_REFUSAL
+from src.skills.drafting import DRAFT_SYSTEM, OFFLINE_REFUSAL, SkillDraft
 from src.skills.proposal import apply_proposal, fingerprint, propose_skill, reject_proposal
 from src.skills.repository import SkillError
 from tests.fakes_llm import ScriptedLLM
@@ -41,13 +41,14 @@ async def test_a_cluster_becomes_a_pending_proposal_then_a_skill_on_approval(poo
     ids = await _procedural(pool, "How-to instruction: water the fern when the soil is dry",
                             "How-to instruction: empty the saucer after watering the fern")
     other = await _procedural(pool, "we talked about ferns", memory_type="episodic")
-    llm, queue = ScriptedLLM().answer_structured(DRAFT), Queue()
+    llm, queue = ScriptedLLM(meta=lambda question, schema: DRAFT), Queue()
     proposal = await propose_skill(pool, llm, [*ids, *other], enqueue=queue, now=NOW)
     assert proposal.memory_ids == tuple(ids) and proposal.approval_id == 101
-    (call,) = llm.of("generate_structured")
-    assert call.purpose == "consolidation:skills"
-    assert f"[memory {ids[0]}] How-to instruction: water the fern" in call.messages[0].content
-    assert "we talked about ferns" not in call.messages[0].content
+    (call,) = llm.of("meta_call_structured")          # isolated: no identity, no conversation
+    assert (call.purpose, call.schema, call.messages) == ("consolidation:skills", SkillDraft, ())
+    assert call.question.startswith(DRAFT_SYSTEM)
+    assert f"[memory {ids[0]}] How-to instruction: water the fern" in call.question
+    assert "we talked about ferns" not in call.question
     [(kind, payload, reason, at)] = queue.calls
     assert (kind, at) == ("skill", NOW)
     assert payload == {"proposal_id": proposal.id, "memory_ids": ids, **DRAFT}
@@ -73,7 +74,7 @@ async def test_rejected_cluster_is_not_proposed_again_and_offline_is_refused(poo
     with pytest.raises(SkillError, match=re.escape(OFFLINE_REFUSAL)):
         await propose_skill(pool, ScriptedLLM(configured=False), ids, enqueue=queue, now=NOW)
     assert queue.calls == [] and await pool.fetchval("SELECT count(*) FROM skill_proposals") == 0
-    proposal = await propose_skill(pool, ScriptedLLM().answer_structured(DRAFT), ids, enqueue=queue, now=NOW)
+    proposal = await propose_skill(pool, ScriptedLLM(meta=lambda q, schema: DRAFT), ids, enqueue=queue, now=NOW)
     await reject_proposal(pool, {"proposal_id": proposal.id}, NOW)
     assert await pool.fetchval("SELECT status FROM skill_proposals") == "rejected"
     assert await propose_skill(pool, ScriptedLLM(), list(reversed(ids)), enqueue=queue, now=NOW) is None

@@ -54,15 +54,23 @@ def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int
 
 
 async def draft(llm: LanguageModel, material: str, *, purpose: str, hint: str = "",
-                max_tokens: int = 1024) -> SkillDraft:
-    """Ask System 1 for a SkillDraft from `material`; SkillError when it cannot."""
+                max_tokens: int = 1024, isolated: bool = False) -> SkillDraft:
+    """Ask System 1 for a SkillDraft from `material`; SkillError when it cannot.
+
+    `isolated`: an isolated meta call (no identity, no history; consolidation's calls),
+    the drafting instructions then lead the question instead of the system prompt.
+    """
     if not getattr(llm, "configured", True):
         raise SkillError(OFFLINE_REFUSAL)
     ask = material + (f"\n\nThe guardian's hint for this skill: {hint}" if hint else "")
     try:
-        structured = await llm.generate_structured(
-            [ChatMessage("user", ask)], SkillDraft, purpose=purpose, system=DRAFT_SYSTEM,
-            max_tokens=max_tokens)
+        if isolated:
+            structured = await llm.meta_call_structured(f"{DRAFT_SYSTEM}\n\n{ask}", SkillDraft,
+                                                        purpose=purpose, max_tokens=max_tokens)
+        else:
+            structured = await llm.generate_structured(
+                [ChatMessage("user", ask)], SkillDraft, purpose=purpose, system=DRAFT_SYSTEM,
+                max_tokens=max_tokens)
     except ProviderError as exc:
         raise SkillError(f"cannot draft a skill: the language model failed ({exc}); try again later") from exc
     return structured.value

@@ -74,7 +74,8 @@ async def propose_skill(pool: asyncpg.Pool, llm: LanguageModel, memory_ids: Sequ
     material = ("These instructions were learned on separate occasions and recur. Distil the one "
                 "procedure they share into a skill.\n\n"
                 + "\n\n".join(f"[memory {r['id']}] {r['content'][:MEMORY_CHARS]}" for r in rows))
-    value = await draft(llm, material, purpose=purpose, max_tokens=max_tokens)
+    # consolidation's calls are isolated meta calls: no identity, no conversation
+    value = await draft(llm, material, purpose=purpose, max_tokens=max_tokens, isolated=True)
     async with pool.acquire() as conn, conn.transaction():
         proposal_id = await conn.fetchval(
             """INSERT INTO skill_proposals (fingerprint, memory_ids, draft, created_at)
