@@ -13,12 +13,15 @@ import logging
 import signal
 import sys
 import uuid
+from datetime import UTC, datetime
 from typing import TextIO
 
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
 from src.config import Settings, load_settings
+from src.consolidation import approvals
+from src.consolidation.why import format_chain, why_do_i_believe
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
@@ -63,6 +66,11 @@ class Agent:
                           lambda args: self._skill_commands().skills(args))
         self.commands.add("skill", "/skill save [hint] | show <label> | remove <label> | history | outcome",
                           lambda args: self._skill_commands().skill(args))
+        self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
+        self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
+        self.commands.add("pending", "changes waiting for your approval", self._pending)
+        self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
+        self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
 
     async def _memory_mode(self, args: str) -> str:
         return self.mind.gates.mode.command(args)
@@ -70,6 +78,26 @@ class Agent:
     def _skill_commands(self) -> SkillCommands:
         return SkillCommands(self.db.pool, self.providers.system1, lambda: self.mind.loop.fifo.window(),
                              self.settings.skills, session_id=self.session_id)
+
+    async def _pending(self, _: str) -> str:
+        return await approvals.pending_text(self.db.pool)
+
+    async def _approve(self, arg: str, approve: bool = True) -> str:
+        ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
+                                        datetime.now(UTC))
+        return await approvals.decide(ctx, arg, approve=approve)
+
+    async def _reject(self, arg: str) -> str:
+        return await self._approve(arg, approve=False)
+
+    async def _consolidate(self, _: str) -> str:
+        report = await self.mind.consolidation.deep_pass("manual")
+        return report.summary() if report is not None else "a deep pass is already running; try again later"
+
+    async def _why(self, arg: str) -> str:
+        if not arg.strip().isdigit():
+            return "usage: /why <memory id>, e.g. /why 42"
+        return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
 
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
@@ -112,6 +140,7 @@ class Agent:
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
             + f"{mind.safety.status_line()}\n"
+            + f"{await mind.consolidation.status_line()}\n"
             + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
             f"skills: {row['skills']}\n"
@@ -151,6 +180,9 @@ class Agent:
         loop = asyncio.get_running_loop()
         start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop), name="cognitive-loop")
+        dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
+               if self.mind.dmn is not None else None)
+        self.mind.consolidation.start()
         stop_wait = asyncio.create_task(self.stop.wait())
         eof = False
         try:
@@ -175,6 +207,8 @@ class Agent:
             stop_wait.cancel()
             self.stop.set()
             await _finish(thinking)
+            if dmn is not None:
+                await _finish(dmn)
         if eof:
             # piped input: answer what is still queued before shutting down
             await self.mind.loop.run(burst=True)

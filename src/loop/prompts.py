@@ -33,10 +33,11 @@ def frame_input(source: str, text: str) -> str:
 
 
 def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
-                  skills: str = "") -> str:
-    """Bootstrap prompt + memory sections + skills available + state report + reflection
-    block + cost line; empty parts are left out (tool lines are the tool protocol's)."""
-    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, skills, report]
+                  gut: str = "", skills: str = "") -> str:
+    """Bootstrap prompt + memory sections + skills available + state report + the gut line
+    (§5.1) + reflection block + cost line; empty parts are left out (tool lines are the tool
+    protocol's)."""
+    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, skills, report, gut]
     if reflection:
         parts.append(reflection)
     parts.append(cost_line)
