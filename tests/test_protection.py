@@ -102,3 +102,26 @@ async def test_protect_and_unprotect_commands(pool):
     assert await protect_command(pool, "999999", True) == "no memory #999999; /memory <words> shows ids"
     assert await protect_command(pool, "twelve", False) == (
         "usage: /unprotect ID  (a memory id, as /memory shows it: #12)")
+
+
+async def test_consolidation_decay_and_demotion_skip_a_protected_memory(pool):
+    from src.consolidation.evolution_settings import EvolutionSettings
+    from src.consolidation.forgetting import run_decay, run_demotion
+    from tests.evolution_helpers import NOW, add_memory, days_ago, weight
+
+    cfg = EvolutionSettings()
+    kept = await add_memory(pool, "the day we met", accesses=[days_ago(120)])
+    plain = await add_memory(pool, "an old receipt", accesses=[days_ago(120)])
+    goal = await add_memory(pool, "a goal nobody revisits", alpha=6.0, beta=3.0, accesses=[days_ago(40)])
+    for mid in (kept, goal):
+        await protect_command(pool, str(mid), True)
+    counts: dict[str, int] = {}
+    assert await run_decay(pool, Safety(), cfg, NOW, counts) == [plain]
+    assert await run_demotion(pool, Safety(), cfg, NOW, counts) == []
+    assert counts == {"decayed": 1, "demoted": 0}
+    assert await weight(pool, kept) == (1.0, 4.0) and await weight(pool, goal) == (6.0, 3.0)
+    assert await weight(pool, plain) == (1.0, 5.0)
+    skips = await pool.fetch("SELECT memory_id, actor, evidence->>'forgetting' AS kind FROM consolidation_log "
+                             "WHERE operation = $1 ORDER BY memory_id", PROTECTED_SKIP)
+    assert [(r["memory_id"], r["actor"], r["kind"]) for r in skips] == [(kept, "decay", "decay"),
+                                                                        (goal, "demotion", "demotion")]
