@@ -81,3 +81,44 @@ async def test_rejected_cluster_is_not_proposed_again_and_offline_is_refused(poo
     assert json.loads(await pool.fetchval("SELECT draft FROM skill_proposals"))["label"] == "plant_watering"
     assert await propose_skill(pool, ScriptedLLM(), await _procedural(pool, "chat", memory_type="episodic"),
                                enqueue=queue, now=NOW) is None
+
+
+async def test_the_deep_pass_phase_proposes_from_a_procedural_cluster_and_approve_saves_it(pool):
+    import random
+
+    from src.consolidation import approvals
+    from src.consolidation.evolution_settings import EvolutionSettings
+    from src.consolidation.phase import CallBudget, DeepPassContext
+    from src.consolidation.settings import ConsolidationSettings
+    from src.recall.store import MemoryStore
+    from src.skills import consolidation as skills_phase
+    from src.weights.safety import Safety
+    from tests.fakes import HashEmbedder
+
+    embedder = HashEmbedder()
+    store = MemoryStore(pool, embedder)
+    texts = ["water the fern when the soil is dry and empty the saucer",
+             "water the fern when the soil is dry, then empty the saucer",
+             "water the fern when soil is dry and always empty the saucer"]
+    ids = [await store.store(t, "procedural") for t in texts]
+    await store.store("water the fern when the soil is dry and empty the saucer")   # episodic: not a pattern
+    llm = ScriptedLLM(meta=lambda question, schema: DRAFT)
+    ctx = DeepPassContext(pool=pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
+                          now=NOW, rng=random.Random(1), pass_id=1, budget=CallBudget(limit=5),
+                          phase="skills")
+    result = await skills_phase.run(ctx)
+    assert (result.counts, result.calls, ctx.budget.used) == ({"proposed": 1}, 1, 1)
+    (call,) = llm.of("meta_call_structured")
+    assert call.purpose == "consolidation:skills"
+    again = await skills_phase.run(ctx)                            # a resumed or later pass
+    assert (again.counts, again.calls) == ({"already_proposed": 1}, 0)
+
+    approval = await pool.fetchrow("SELECT id, kind, reason FROM approvals")
+    assert (approval["kind"], approval["reason"]) == (
+        "skill", "skill 'plant_watering' from 3 procedural memories: When a house plant looks dry.")
+    decision = approvals.ApprovalContext(pool, Safety(), EvolutionSettings(), NOW)
+    answer = await approvals.decide(decision, str(approval["id"]), approve=True)
+    assert answer == (f"approval #{approval['id']} (skill) approved: skill 'plant_watering' saved from "
+                      "3 procedural memories")
+    skill = await repo.get(pool, "plant_watering")
+    assert skill.provenance == {"origin": "consolidation", "memory_ids": ids, "approval_id": approval["id"]}
