@@ -83,8 +83,9 @@ async def test_recall_skill_with_a_misspelt_label_through_the_loop(pool, tmp_pat
     assert delivered == ["Read the header, count rows, report types."]     # the protocol line never is
     skill = await repo.get(pool, "csv_summary")
     assert (skill.recommended, skill.used) == (1, 1)                        # credited to the resolved label
-    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
-    assert actions[1:] == [{"kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False}]
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert {k: tool[k] for k in ("kind", "verb", "argument", "refused")} == {
+        "kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False}
 
 
 async def test_an_unknown_label_gets_the_list_and_the_model_asks_again(pool, tmp_path):
@@ -112,6 +113,7 @@ async def test_without_skills_the_verb_is_not_offered_and_a_stray_call_is_refuse
     first, second = s1.of("generate")
     assert "RECALL_SKILL" not in first.system
     assert delivered == ["Hello there."]
-    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
-    assert actions[1:] == [{"kind": "tool", "verb": "RECALL_SKILL", "argument": "anything", "refused": True,
-                            "error": "error: RECALL_SKILL is not available for this message"}]
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert {k: tool[k] for k in ("kind", "verb", "argument", "refused", "error")} == {
+        "kind": "tool", "verb": "RECALL_SKILL", "argument": "anything", "refused": True,
+        "error": "error: RECALL_SKILL is not available for this message"}
