@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from src.gates.evaluation import Evaluation
 from src.gates.matrix import PERSISTING
-
-if TYPE_CHECKING:
-    from src.gates.exit import Evaluation
 
 QUESTION = "Keep these? (y/n/numbers)"
 PREVIEW_CHARS = 100
