@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+import src.skills.consolidation  # noqa: F401  (registers the approval kind 'skill')
 from src.consolidation import approvals
 from src.consolidation.evolution_settings import EvolutionSettings, PromotionSettings
 from src.consolidation.promotion import (

@@ -56,7 +56,6 @@ def register(kind: str, apply: ApplyFunction) -> None:
 def _load_builtin_kinds() -> None:
     # promotion registers itself on import; imported here so every entry point knows it
     from src.consolidation import promotion  # noqa: F401
-    from src.skills import consolidation  # noqa: F401  (kind 'skill')
 
 
 def _printable(text: str, limit: int = 300) -> str:
