@@ -27,6 +27,7 @@ from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
+from src.web.serve import start_beside_mind
 
 log = logging.getLogger("src.main")
 
@@ -42,6 +43,7 @@ class Agent:
         self.out = out
         self.session_id = session_id
         self.mind: Mind | None = None
+        self.web = None                 # the guardian's window (src/web), when enabled
         self.stop = asyncio.Event()
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
@@ -192,6 +194,9 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                 f"{providers.embedder.model_name}; running in the background "
                 "(until then only keyword search finds them)", out)
         await _recover_scratch(agent, out)
+        agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id)
+        if web_line:
+            say(web_line, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
         await agent.serve()
@@ -216,6 +221,8 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
 async def _shutdown(agent: Agent, timeout_s: float) -> None:
     async def steps() -> None:
         try:
+            if agent.web is not None:
+                await agent.web.stop()
             if agent.mind is not None:
                 await agent.mind.close()
             await agent.providers.aclose()
