@@ -60,6 +60,15 @@ async def overview(view: View) -> Page:
     }
     labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
     body = [
+        plots(
+            svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
+            svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
+                           f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
+                           [r["day"].strftime("%m-%d") for r in shape_days],
+                           {"contested": [float(r["contested"]) for r in shape_days],
+                            "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
+            svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
+                          [float(r["cost"]) for r in per_day])),
         kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
             ("born", facts["created_at"]), ("restarts", facts["restarts"]),
             ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
@@ -76,15 +85,6 @@ async def overview(view: View) -> Page:
                                "enforced", "reason"], "no safety events")),
         section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
                 + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
-        section("Plots", plots(
-            svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
-            svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
-                           f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
-                           [r["day"].strftime("%m-%d") for r in shape_days],
-                           {"contested": [float(r["contested"]) for r in shape_days],
-                            "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
-            svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
-                          [float(r["cost"]) for r in per_day]))),
     ]
     return Page("Overview", data, body)
 

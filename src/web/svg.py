@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from src.web.escape import esc
 
-W, H = 640, 220
+W, H = 600, 220
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 12, 24, 40
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -22,11 +22,11 @@ def _frame(title: str, body: list[str], legend: Sequence[str] = ()) -> str:
              f'<rect width="{W}" height="{H}" fill="#fff" stroke="#ccc"/>',
              f'<text x="{PAD_L}" y="16" font-size="13" font-family="sans-serif">{esc(title)}</text>']
     parts += body
-    x = W - PAD_R
-    for i, name in reversed(list(enumerate(legend))):
-        x -= 8 + 7 * len(name) + 14
-        parts.append(f'<rect x="{x}" y="6" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     f'<text x="{x + 14}" y="15" font-size="11" font-family="sans-serif">{esc(name)}</text>')
+    x = float(PAD_L)
+    for i, name in enumerate(legend):     # below the x labels, so long titles never collide
+        parts.append(f'<rect x="{x:.0f}" y="{H - 14}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'<text x="{x + 14:.0f}" y="{H - 5}" font-size="11" font-family="sans-serif">{esc(name)}</text>')
+        x += 14 + 7 * len(name) + 12
     parts.append("</svg>")
     return "".join(parts)
 
@@ -37,6 +37,8 @@ def _empty(title: str) -> str:
 
 
 def _axes(y_min: float, y_max: float) -> list[str]:
+    if y_max <= y_min:
+        y_max = y_min + 1.0
     out = [f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#333"/>',
            f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#333"/>']
     for frac in (0.0, 0.5, 1.0):
@@ -81,6 +83,7 @@ def line_chart(title: str, labels: Sequence[str], series: Mapping[str, Sequence[
         return _empty(title)
     lo = min(values) if y_min is None else y_min
     hi = max(values) if y_max is None else y_max
+    hi = hi if hi > lo else lo + 1.0
     n = max(len(labels) - 1, 1)
     body = _axes(lo, hi)
     for k, (_, points) in enumerate(series.items()):
@@ -105,7 +108,7 @@ def stacked_bars(title: str, labels: Sequence[str], series: Mapping[str, Sequenc
         return _empty(title)
     totals = [sum(s[i] for s in series.values()) for i in range(len(labels))]
     hi = max(totals) or 1.0
-    slot = (W - PAD_L - PAD_R) / len(labels)
+    slot = min((W - PAD_L - PAD_R) / len(labels), 60.0)
     body = _axes(0.0, hi)
     centers = []
     for i in range(len(labels)):
