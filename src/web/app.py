@@ -8,6 +8,7 @@ refuses to start.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -95,25 +96,26 @@ def _wants_json(request: web.Request) -> bool:
 def _error(request: web.Request, status: int, message: str) -> web.Response:
     if _wants_json(request):
         return web.json_response({"error": message}, status=status)
-    page = Page(f"{status}", {}, [f"<p>{esc(message)}</p>"])
+    page = Page(f"{status}", {}, lambda: [f"<p>{esc(message)}</p>"])
     return web.Response(status=status, text=layout(page, request.path), content_type="text/html")
 
 
-def _render(request: web.Request, page: Page) -> web.Response:
+async def _render(request: web.Request, page: Page) -> web.Response:
+    """HTML or JSON, built in a worker thread so the loop keeps cycling meanwhile."""
     if _wants_json(request):
-        body = json.dumps({"title": page.title, **page.data}, default=jsonable)
+        body = await asyncio.to_thread(json.dumps, {"title": page.title, **page.data}, default=jsonable)
         return web.Response(text=body, content_type="application/json")
-    return web.Response(text=layout(page, request.path), content_type="text/html")
+    return web.Response(text=await asyncio.to_thread(layout, page, request.path), content_type="text/html")
 
 
 def _page(build: Callable[[View], Awaitable[Page]]):
     async def handler(request: web.Request) -> web.Response:
-        return _render(request, await build(request.app[VIEW_KEY]))
+        return await _render(request, await build(request.app[VIEW_KEY]))
     return handler
 
 
 async def _memories(request: web.Request) -> web.Response:
-    return _render(request, await memory_pages.memories(request.app[VIEW_KEY], request.query))
+    return await _render(request, await memory_pages.memories(request.app[VIEW_KEY], request.query))
 
 
 async def _memory(request: web.Request) -> web.Response:
@@ -123,7 +125,7 @@ async def _memory(request: web.Request) -> web.Response:
     page = await memory_pages.memory_page(request.app[VIEW_KEY], int(raw))
     if page is None:
         return _error(request, 404, f"no memory #{raw}")
-    return _render(request, page)
+    return await _render(request, page)
 
 
 def build_app(view: View) -> web.Application:

@@ -74,7 +74,7 @@ async def consolidation(view: View) -> Page:
             "at", ("memory", lambda r: memory_link(r["memory_id"])), "actor", "operation", "reason",
             "applied_delta", "alpha_after", "beta_after"], "none yet")),
     ]
-    return Page("Consolidation", data, body)
+    return Page("Consolidation", data, lambda: body)
 
 
 async def gut(view: View) -> Page:
@@ -114,4 +114,4 @@ async def gut(view: View) -> Page:
         body.append(_waits("The default-mode network", "dmn_items"))
     body.append(section("Emotional charge per day (v0.1, exit gate)", table(charge, ["day", "n", "mean", "max"],
                                                                              "no charge measured yet")))
-    return Page("Gut", data, body)
+    return Page("Gut", data, lambda: body)

@@ -7,7 +7,7 @@ escapes its own labels) and the markup built here are inserted raw.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -35,11 +35,15 @@ form{margin:6px 0}input,select{font-size:13px}
 
 @dataclass
 class Page:
-    """One page: its title, the data (the ?format=json answer) and the HTML body."""
+    """One page: its title, the data (the ?format=json answer) and how to build the HTML body.
+
+    `body` is called in a worker thread: building tables and plots is CPU work that must
+    not hold up the cognitive loop.
+    """
 
     title: str
     data: dict[str, Any]
-    body: list[str] = field(default_factory=list)
+    body: Callable[[], list[str]] = lambda: []
 
 
 def layout(page: Page, path: str) -> str:
@@ -50,7 +54,7 @@ def layout(page: Page, path: str) -> str:
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<title>{esc(page.title)} · MoltBot</title><style>{CSS}</style></head><body>"
             f"<header><strong>MoltBot</strong> · {nav}</header><main><h1>{esc(page.title)}</h1>"
-            + "".join(page.body)
+            + "".join(page.body())
             + f'<p class=muted>Read-only view. <a href="{esc(json_href)}">This page as JSON</a>.</p>'
             "</main></body></html>")
 

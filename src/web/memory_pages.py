@@ -69,9 +69,10 @@ async def memories(view: View, params: Mapping[str, str]) -> Page:
                                  limit=cfg.page_rows)
     data = {"filters": {"type": mtype, "source": source, "min_center": lo, "max_center": hi},
             "memories": rows}
-    body = [form, section(f"Newest {len(rows)} matching", table(rows, [
-        ("id", lambda r: memory_link(r["id"])), "memory_type", "source_tag", "center", "alpha", "beta",
-        "access_count", "created_at", "content"], "no memories match"))]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [form, section(f"Newest {len(rows)} matching", table(rows, [
+            ("id", lambda r: memory_link(r["id"])), "memory_type", "source_tag", "center", "alpha", "beta",
+            "access_count", "created_at", "content"], "no memories match"))]
     return Page("Memories", data, body)
 
 
@@ -90,16 +91,17 @@ async def _search(view: View, query: str, form: str) -> Page:
         parts = [f"{k} {v:.3f}" for k, v in r["components"].items()]
         parts.append(f"A = B {a['base_level']:.2f} + S {a['spreading']:.2f} + P {a['partial_match']:.2f} "
                      f"+ ε {a['noise']:.2f} = {a['total']:.2f}")
-        return esc("; ".join(parts))
+        return "<span style='white-space:nowrap'>" + "<br>".join(esc(p) for p in parts) + "</span>"
 
     notes = [f"rerank skipped: {result.rerank_skipped_reason}"] if result.rerank_skipped_reason else []
-    body = [form, "<p class=muted>Read-only recall: nothing was reinforced or accessed by this search. "
-            + esc(" ".join(notes + result.degraded)) + "</p>",
-            kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
-            section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses", table(hits, [
-                "rank", ("id", lambda r: memory_link(r["id"])), "near_miss", "final", "rerank", "weighted",
-                "relevance", "search_score", "vec_rank", "fts_rank", "similarity", "recency", "spread", ("components", comps),
-                "center", "memory_type", "content"], "nothing recalled"))]
+    def body() -> list[str]:
+        return [form, "<p class=muted>Read-only recall: nothing was reinforced or accessed by this search. "
+                + esc(" ".join(notes + result.degraded)) + "</p>",
+                kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
+                section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses", table(hits, [
+                    "rank", ("id", lambda r: memory_link(r["id"])), "near_miss", "final", "rerank", "weighted",
+                    "relevance", "search_score", "vec_rank", "fts_rank", "similarity", "recency", "spread",
+                    ("components", comps), "center", "memory_type", "content"], "nothing recalled"))]
     return Page(f"Memories recalled for “{query[:80]}”", data, body)
 
 
@@ -138,26 +140,27 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
     centers = [r["alpha_after"] / (r["alpha_after"] + r["beta_after"]) if r["alpha_after"] is not None
                else None for r in steps]
     link_cols = [("id", lambda r: memory_link(r["id"]))]
-    body = [
-        kv([("type", row["memory_type"]), ("source", row["source_tag"]),
-            ("source confidence", row["source_confidence"]), ("immutable", row["immutable"]),
-            ("created", row["created_at"]), ("last accessed", row["last_accessed"]),
-            ("access count", row["access_count"]), ("embed model", row["embed_model"])]),
-        f"<pre>{esc(row['content'])}</pre>",
-        plots(svg.beta_density(alpha, beta),
-              svg.line_chart("Center after each weight change", [str(r["id"]) for r in steps],
-                             {"center": centers}, y_min=0, y_max=1)),
-        section("Weight changes (consolidation_log)", table(history, [
-            "at", "actor", "operation", "reason", "requested_delta", "applied_delta", "alpha_before",
-            "beta_before", "alpha_after", "beta_after"], "no weight changes yet")),
-        section(f"Access history (last {ACCESS_SHOWN})",
-                table([{"at": t} for t in row["accesses"]], ["at"], "never accessed")),
-        section("Co-access neighbours", table(neighbours, link_cols + [
-            "co_access_count", "last_co_accessed", "memory_type", "content"], "no co-access partners")),
-        section("Why do I believe this? (supersedes, both ways)", table(chain, ["direction", "depth"] + link_cols
-                + ["memory_type", "center", "content"], "not built from or into other memories")),
-        section("Gate decisions about it", table(decisions, ["at", "gate", "action", "cell_relevance",
-                                                             "cell_novelty", "noise_fired", "wrote_it",
-                                                             "content_preview", "reason"], "none")),
-    ]
+    def body() -> list[str]:
+        return [
+            kv([("type", row["memory_type"]), ("source", row["source_tag"]),
+                ("source confidence", row["source_confidence"]), ("immutable", row["immutable"]),
+                ("created", row["created_at"]), ("last accessed", row["last_accessed"]),
+                ("access count", row["access_count"]), ("embed model", row["embed_model"])]),
+            f"<pre>{esc(row['content'])}</pre>",
+            plots(svg.beta_density(alpha, beta),
+                  svg.line_chart("Center after each weight change", [str(r["id"]) for r in steps],
+                                 {"center": centers}, y_min=0, y_max=1)),
+            section("Weight changes (consolidation_log)", table(history, [
+                "at", "actor", "operation", "reason", "requested_delta", "applied_delta", "alpha_before",
+                "beta_before", "alpha_after", "beta_after"], "no weight changes yet")),
+            section(f"Access history (last {ACCESS_SHOWN})",
+                    table([{"at": t} for t in row["accesses"]], ["at"], "never accessed")),
+            section("Co-access neighbours", table(neighbours, link_cols + [
+                "co_access_count", "last_co_accessed", "memory_type", "content"], "no co-access partners")),
+            section("Why do I believe this? (supersedes, both ways)", table(chain, ["direction", "depth"] + link_cols
+                    + ["memory_type", "center", "content"], "not built from or into other memories")),
+            section("Gate decisions about it", table(decisions, ["at", "gate", "action", "cell_relevance",
+                                                                 "cell_novelty", "noise_fired", "wrote_it",
+                                                                 "content_preview", "reason"], "none")),
+        ]
     return Page(f"Memory #{memory_id}", data, body)

@@ -59,33 +59,34 @@ async def overview(view: View) -> Page:
         "center_histogram": hist, "shapes_now": shapes, "shape_changes_per_day": shape_days,
     }
     labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
-    body = [
-        plots(
-            svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
-            svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
-                           f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
-                           [r["day"].strftime("%m-%d") for r in shape_days],
-                           {"contested": [float(r["contested"]) for r in shape_days],
-                            "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
-            svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
-                          [float(r["cost"]) for r in per_day])),
-        kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
-            ("born", facts["created_at"]), ("restarts", facts["restarts"]),
-            ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
-            ("this view up (h)", uptime_h), ("cycles, lifetime", facts["cycles_total"]),
-            ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
-        section("Memories by type", table(types, ["memory_type", "n"])),
-        section("Readiness milestones", table(data["readiness"], ["title", "reached_at"])),
-        section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
-                                  ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
-                                  ("failed calls", cost.get("failed"))])),
-        section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
-                else "<p class=muted>phases: not known to this viewer</p>",
-                table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
-                               "enforced", "reason"], "no safety events")),
-        section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
-                + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
-    ]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(
+                svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
+                svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
+                               f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
+                               [r["day"].strftime("%m-%d") for r in shape_days],
+                               {"contested": [float(r["contested"]) for r in shape_days],
+                                "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
+                svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
+                              [float(r["cost"]) for r in per_day])),
+            kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
+                ("born", facts["created_at"]), ("restarts", facts["restarts"]),
+                ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
+                ("this view up (h)", uptime_h), ("cycles, lifetime", facts["cycles_total"]),
+                ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
+            section("Memories by type", table(types, ["memory_type", "n"])),
+            section("Readiness milestones", table(data["readiness"], ["title", "reached_at"])),
+            section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
+                                      ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
+                                      ("failed calls", cost.get("failed"))])),
+            section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
+                    else "<p class=muted>phases: not known to this viewer</p>",
+                    table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
+                                   "enforced", "reason"], "no safety events")),
+            section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
+                    + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
+        ]
     return Page("Overview", data, body)
 
 
@@ -120,21 +121,22 @@ async def thoughts(view: View) -> Page:
                            f"{esc(c.get('salience'))}: {esc(str(c.get('text', ''))[:80])}"
                            for c in r["candidates"] if isinstance(c, dict))
 
-    body = [
-        plots(svg.line_chart("Salience of the candidates per cycle (max per source)", cycles, salience,
-                             y_min=0),
-              svg.stacked_bars("Attention winners by source per day", day_labels, by_source),
-              svg.line_chart("Confidence per cycle", cycles,
-                             {"confidence": [r["confidence"] for r in timeline]}, y_min=0, y_max=1),
-              svg.line_chart("Cost per cycle (USD)", cycles,
-                             {"cost": [float(r["cost_usd"]) for r in timeline]}, y_min=0)),
-        section(f"Last {len(rows)} cycles", table(rows, [
-            "at", "cycle", "source_tag", "attention_focus", ("candidates", candidates_cell), "output",
-            "confidence", "escalated", "cost_usd", "duration_ms"])),
-        section("Escalations", table(escalations, ["at", "path", "threshold", "confidence_before",
-                                                   "confidence_after_retry", "escalated", "system2_ok",
-                                                   "attention_focus", "reason"], "no escalations")),
-    ]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(svg.line_chart("Salience of the candidates per cycle (max per source)", cycles, salience,
+                                 y_min=0),
+                  svg.stacked_bars("Attention winners by source per day", day_labels, by_source),
+                  svg.line_chart("Confidence per cycle", cycles,
+                                 {"confidence": [r["confidence"] for r in timeline]}, y_min=0, y_max=1),
+                  svg.line_chart("Cost per cycle (USD)", cycles,
+                                 {"cost": [float(r["cost_usd"]) for r in timeline]}, y_min=0)),
+            section(f"Last {len(rows)} cycles", table(rows, [
+                "at", "cycle", "source_tag", "attention_focus", ("candidates", candidates_cell), "output",
+                "confidence", "escalated", "cost_usd", "duration_ms"])),
+            section("Escalations", table(escalations, ["at", "path", "threshold", "confidence_before",
+                                                       "confidence_after_retry", "escalated", "system2_ok",
+                                                       "attention_focus", "reason"], "no escalations")),
+        ]
     return Page("Thoughts", data, body)
 
 
@@ -151,12 +153,13 @@ async def gates(view: View) -> Page:
             "recent": recent}
     cols = ["at", "gate", "action", "cell_relevance", "cell_novelty", "cell_action", "noise_fired",
             ("memory", lambda r: memory_link(r["memory_id"])), "content_preview", "reason"]
-    body = [
-        plots(svg.stacked_bars("Exit-gate decisions per matrix cell per day", day_labels, by_cell)),
-        section("Decisions per cell and action", table(matrix, ["gate", "relevance", "novelty", "action", "n",
-                                                                "flips"])),
-        section("Noise flips", table(flips, cols + ["random_draw", "noise_rate"], "no noise flips")),
-        section("Dropped or skipped, and why", table(dropped, cols + ["rule"], "nothing dropped")),
-        section("Recent decisions", table(recent, cols)),
-    ]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(svg.stacked_bars("Exit-gate decisions per matrix cell per day", day_labels, by_cell)),
+            section("Decisions per cell and action", table(matrix, ["gate", "relevance", "novelty", "action", "n",
+                                                                    "flips"])),
+            section("Noise flips", table(flips, cols + ["random_draw", "noise_rate"], "no noise flips")),
+            section("Dropped or skipped, and why", table(dropped, cols + ["rule"], "nothing dropped")),
+            section("Recent decisions", table(recent, cols)),
+        ]
     return Page("Gates", data, body)
