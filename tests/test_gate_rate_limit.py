@@ -132,10 +132,14 @@ async def test_burst_pruning_through_the_gate_is_rate_limited(pool):
     reports = await asyncio.gather(*(gates.prune(texts, source_tag="assistant") for texts in bursts))
 
     assert [r.evaluated for r in reports] == [4, 4, 4]
-    # flushes run one at a time, so each burst is one embedding call, 5 s after the last
-    assert inner.at == [0.0, 5.0, 10.0]
-    assert [len(c.texts) for c in inner.calls] == [4, 4, 4]
-    assert sorted(t for c in inner.calls for t in c.texts) == sorted(
+    # flushes run one at a time; each burst is two embedding calls 5 s apart: the storage
+    # vectors (RETRIEVAL_DOCUMENT) and the novelty lookup's (SEMANTIC_SIMILARITY, plan §2.1)
+    assert inner.at == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+    assert [(len(c.texts), c.task_type) for c in inner.calls] == [
+        (4, "RETRIEVAL_DOCUMENT"), (4, "SEMANTIC_SIMILARITY")] * 3
+    for document, novelty in zip(inner.calls[::2], inner.calls[1::2], strict=True):
+        assert document.texts == novelty.texts
+    assert sorted(t for c in inner.calls[::2] for t in c.texts) == sorted(
         f"Personal experience memory: {t}" for texts in bursts for t in texts)
     rows = await pool.fetch("SELECT d.gate, d.rule, d.action, d.details, s.tags, s.source_tag "
                             "FROM gate_decisions d JOIN scratch_buffer s ON s.id = d.scratch_id ORDER BY d.id")

@@ -79,7 +79,10 @@ async def test_one_hop_spreading_recalls_an_indirect_association(pool):
     await pool.execute("INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count) VALUES ($1, $2, 8)", a, b)
     after = await rate()
     assert before <= 0.3
-    assert after >= before + 0.4
+    # 0.38 with the semantic "blend" (issue 12): min-max over the candidates spreads the
+    # non-matching memories further apart than raw cosine did, so a co-access lift has a
+    # little more to overcome.
+    assert after >= before + 0.35
     spread = await retriever.retrieve("earl grey tea", rng=np.random.default_rng(1), now=NOW, mutate=False)
     bike = next(r for r in spread.memories + spread.near_misses if r.id == bicycle)
     assert bike.spread == pytest.approx(8 / 10)   # hop 0 from the seed: strength n / (n + 2)
@@ -155,9 +158,11 @@ async def test_year_old_strong_match_beats_fresh_weak_match(pool):
         result = await retriever.retrieve("sourdough starter rye flour schedule", rng=rng, now=NOW, mutate=False)
         order = [r.id for r in result.memories + result.near_misses]
         wins += order.index(old) < order.index(fresh)
-    # The blend is stochastic: a rare Dirichlet draw heavy on recency (weight > 0.4, about
-    # 1% of draws at cold start) can put today's weak match first. Almost always, never always.
-    assert wins >= 45
+    # The blend is stochastic: a Dirichlet draw heavy on recency can put today's weak match
+    # first. Both are ranked 1 and 2 by both arms, so the semantic "blend" (issue 12) sees a
+    # gap of ~0.4 (cosine alone: ~0.5); recency wins when w_recency > ~0.4 w_semantic, about
+    # one draw in eight at cold start. Almost always, never always.
+    assert 40 <= wins < 50
 
 
 async def test_dormant_memories_need_a_strong_cue(pool):

@@ -11,7 +11,7 @@ from src.config import DatabaseSettings
 from src.db.embedded import start_embedded
 from src.db.instance_lock import InstanceLock
 from src.db.migrations import apply_migrations
-from src.db.pool import connect, create_pool, redact_dsn
+from src.db.pool import SERVICE_APPLICATION, connect, create_pool, redact_dsn
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,16 @@ class Database:
                 self._lock.release()
 
 
-async def open_database(settings: DatabaseSettings) -> Database:
+async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
+                        application_name: str = SERVICE_APPLICATION,
+                        unbounded_commands: bool = False) -> Database:
     """Start or reach the server, apply migrations, return a ready pool.
 
     With DATABASE_URL the server is the operator's; without it, the embedded server
     in `data_dir`, guarded by an instance lock so two agents never share one mind.
+    The operator CLI (`python -m src.memory`) passes `take_lock=False`: it works
+    beside a running service, never instead of it, and `unbounded_commands=True`
+    (an index rebuild or a large export outlasts the service's statement timeout).
     """
     lock: InstanceLock | None = None
     seconds = 0.0
@@ -44,12 +49,14 @@ async def open_database(settings: DatabaseSettings) -> Database:
         dsn = settings.url.get_secret_value()
         description = f"PostgreSQL at {redact_dsn(dsn)} (DATABASE_URL)"
     else:
-        lock = InstanceLock(settings.data_dir.expanduser().resolve().parent)
-        lock.acquire()
+        if take_lock:
+            lock = InstanceLock(settings.data_dir.expanduser().resolve().parent)
+            lock.acquire()
         try:
             dsn, seconds = start_embedded(settings.data_dir, stop_on_exit=settings.stop_embedded_on_exit)
         except BaseException:
-            lock.release()
+            if lock is not None:
+                lock.release()
             raise
         description = f"embedded PostgreSQL in {settings.data_dir} (started in {seconds:.2f} s)"
     try:
@@ -65,7 +72,8 @@ async def open_database(settings: DatabaseSettings) -> Database:
             min_size=settings.pool_min,
             max_size=max(settings.pool_min, settings.pool_max),
             connect_timeout=settings.connect_timeout_s,
-            command_timeout=settings.command_timeout_s,
+            command_timeout=None if unbounded_commands else settings.command_timeout_s,
+            application_name=application_name,
         )
     except BaseException:
         if lock is not None:

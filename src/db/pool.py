@@ -12,6 +12,9 @@ from src.errors import DatabaseUnreachable
 
 log = logging.getLogger(__name__)
 
+#: application_name of the service's connections; the CLI's are "moltbot-cli".
+SERVICE_APPLICATION = "moltbot"
+
 
 async def init_connection(conn: asyncpg.Connection) -> None:
     """Per-connection set-up; also usable on a single connection outside the pool."""
@@ -48,11 +51,17 @@ async def create_pool(
     max_size: int = 8,
     connect_timeout: float = 10.0,
     command_timeout: float | None = 30.0,
+    application_name: str = SERVICE_APPLICATION,
 ) -> asyncpg.Pool:
-    """Open a pool; DatabaseUnreachable (one line, no password) when the server is not there."""
+    """Open a pool; DatabaseUnreachable (one line, no password) when the server is not there.
+
+    `application_name` tells the service's connections from the operator CLI's in
+    pg_stat_activity (an import checks whether the service is running).
+    """
     try:
         return await asyncpg.create_pool(
             dsn,
+            server_settings={"application_name": application_name},
             min_size=min_size,
             max_size=max_size,
             timeout=connect_timeout,

@@ -2,8 +2,9 @@
 
 A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
 
-1. embeds them in one call, the way memories are stored (type prefix,
-   RETRIEVAL_DOCUMENT), so the same vector serves novelty, activation and storage;
+1. embeds them the way memories are stored (type prefix, RETRIEVAL_DOCUMENT) for
+   activation, contradiction and storage, and once more with SEMANTIC_SIMILARITY
+   for the novelty lookup (plan §2.1; the offline embedder ignores task types);
 2. scores each item (no writes): ACT-R activation with spreading S_i from the
    attention focus and the identity layers; the bootstrap floor; the nearest
    memories by `check_novelty()` plus earlier items of the same chunk (a thing
@@ -50,7 +51,7 @@ from src.gates.matrix import (
 )
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
-from src.providers.embedding import embed_memories
+from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall.activation import ActivationResult, activation
 from src.recall.relevance import memory_maturity
@@ -154,17 +155,19 @@ class ExitGate:
         embedder = self.prune_embedder if burst else self.embedder
         try:
             vecs = await self._embed(embedder, items)
+            novelty_vecs = await self._embed(embedder, items, novelty=True)
         except ProviderError as exc:
             log.warning("exit gate: %d buffered items could not be embedded and stay buffered "
                         "for the next flush: %s", len(items), exc)
             return FlushReport(deferred=len(items))
-        evaluations = await self.evaluate(items, vecs)
+        evaluations = await self.evaluate(items, vecs, novelty_vecs)
         return await self._write(evaluations, reason)
 
     @staticmethod
-    async def _embed(embedder: Embedder, items: list[BufferedItem]) -> np.ndarray:
-        vecs = await embed_memories(embedder, [i.content[:EMBED_MAX_CHARS] for i in items],
-                                    [GATE_MEMORY_TYPE] * len(items))
+    async def _embed(embedder: Embedder, items: list[BufferedItem], *, novelty: bool = False) -> np.ndarray:
+        embed = embed_for_novelty if novelty else embed_memories
+        vecs = await embed(embedder, [i.content[:EMBED_MAX_CHARS] for i in items],
+                           [GATE_MEMORY_TYPE] * len(items))
         vecs = np.asarray(vecs, dtype=np.float32)
         if vecs.shape != (len(items), EMBEDDING_DIMENSIONS) or not np.all(np.isfinite(vecs)):
             raise ProviderError(f"embedder {embedder.model_name} returned shape {vecs.shape} for "
@@ -182,8 +185,12 @@ class ExitGate:
                 return None
         return self._directions[model]
 
-    async def evaluate(self, items: list[BufferedItem], vecs: np.ndarray) -> list[Evaluation]:
-        """Score `items` (embedded as `vecs`) and decide each one's cell; no writes."""
+    async def evaluate(self, items: list[BufferedItem], vecs: np.ndarray,
+                       novelty_vecs: np.ndarray | None = None) -> list[Evaluation]:
+        """Score `items` (embedded as `vecs`) and decide each one's cell; no writes.
+
+        `novelty_vecs`: the same items embedded with SEMANTIC_SIMILARITY for the novelty
+        lookup and the in-chunk similarity (`vecs` when not given)."""
         cfg = self.settings.exit
         model = self.embedder.model_name
         th = cfg.thresholds_for(model)
@@ -196,8 +203,9 @@ class ExitGate:
         # the recent memories stand in for a focus only when the loop has not set one
         recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
                   if self.attention is None else None)
-        found, stored = await check_novelty_many(self.pool, vecs, model, cfg.novelty_k)
-        in_batch = vecs @ vecs.T
+        novelty_vecs = vecs if novelty_vecs is None else novelty_vecs
+        found, stored = await check_novelty_many(self.pool, novelty_vecs, model, cfg.novelty_k)
+        in_batch = novelty_vecs @ novelty_vecs.T
 
         evaluations: list[Evaluation] = []
         for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):

@@ -45,6 +45,25 @@ async def embed_memories(
     return await embedder.embed(texts, "RETRIEVAL_DOCUMENT", titles=list(memory_types))
 
 
+async def embed_for_novelty(
+    embedder: Embedder, contents: Sequence[str], memory_types: Sequence[str]
+) -> np.ndarray:
+    """Embed candidates for a novelty check (plan §2.1): SEMANTIC_SIMILARITY, no title.
+
+    The text is the one storage embeds (type prefix + content), so the only
+    difference from the stored vector is the task the model optimises for.
+    """
+    if len(contents) != len(memory_types):
+        raise ValueError(f"{len(contents)} contents but {len(memory_types)} memory types")
+    texts = [storage_text(c, t) for c, t in zip(contents, memory_types, strict=True)]
+    return await embedder.embed(texts, "SEMANTIC_SIMILARITY")
+
+
+async def embed_for_clustering(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed texts to group them (consolidation, plan §2.1, §4.2): task type CLUSTERING."""
+    return await embedder.embed(list(texts), "CLUSTERING")
+
+
 def check_inputs(
     texts: Sequence[str], task_type: str, titles: Sequence[str | None] | None
 ) -> list[str | None]:

@@ -60,6 +60,23 @@ ORDER BY id
 LIMIT $4::int
 """
 
+#: `reindex --all`: every row, whatever made its vector (same content re-check).
+_NEXT_ANY = """
+SELECT id, left(content, $3::int) AS content, memory_type, md5(content) AS digest
+FROM memories
+WHERE id > $2::bigint AND $1::text IS NOT NULL
+ORDER BY id
+LIMIT $4::int
+"""
+_COUNT_ANY = "SELECT count(*) FROM memories WHERE id > $1::bigint"
+
+_WRITE_ANY = """
+UPDATE memories AS m
+SET embedding = u.vec, embed_model = $1::text
+FROM unnest($2::bigint[], $3::halfvec[], $4::text[], $5::text[]) AS u(id, vec, memory_type, digest)
+WHERE m.id = u.id AND m.memory_type = u.memory_type AND md5(m.content) = u.digest
+"""
+
 _WRITE_BATCH = """
 UPDATE memories AS m
 SET embedding = u.vec, embed_model = $1::text
@@ -74,6 +91,48 @@ WHERE m.id = u.id
 async def count_stale(db: Executor, model: str) -> int:
     """Rows whose vector is not from `model`, including rows with no vector."""
     return await db.fetchval(_COUNT_STALE, model)
+
+
+async def count_after(db: Executor, last_id: int) -> int:
+    """Rows after `last_id` (what `reindex --all` still has to do)."""
+    return await db.fetchval(_COUNT_ANY, last_id)
+
+
+# reindex_runs (sql/020): where a run got to, so `reindex` resumes after a crash.
+_OPEN_RUN = """
+SELECT id, last_id, done FROM reindex_runs
+WHERE embed_model = $1 AND scope = $2 AND finished_at IS NULL
+ORDER BY id DESC LIMIT 1
+"""
+_NEW_RUN = "INSERT INTO reindex_runs (embed_model, scope) VALUES ($1, $2) RETURNING id, last_id, done"
+_CHECKPOINT = "UPDATE reindex_runs SET last_id = $2, done = $3, updated_at = now() WHERE id = $1"
+_FINISH_RUN = "UPDATE reindex_runs SET finished_at = now(), updated_at = now() WHERE id = $1"
+
+
+@dataclass(frozen=True)
+class RunState:
+    run_id: int
+    last_id: int                    # every row up to this id is done
+    done: int                       # rows re-embedded so far by this run
+    resumed: bool
+
+
+async def open_run(db: Executor, model: str, scope: str) -> RunState:
+    """The unfinished run of `model` and `scope` ('stale' or 'all') to resume, or a new one."""
+    row = await db.fetchrow(_OPEN_RUN, model, scope)
+    resumed = row is not None
+    if row is None:
+        row = await db.fetchrow(_NEW_RUN, model, scope)
+    return RunState(row["id"], row["last_id"], row["done"], resumed)
+
+
+async def checkpoint_run(db: Executor, run_id: int, last_id: int, done: int) -> None:
+    """Record progress after a written batch (a crash re-does at most one batch)."""
+    await db.execute(_CHECKPOINT, run_id, last_id, done)
+
+
+async def finish_run(db: Executor, run_id: int) -> None:
+    await db.execute(_FINISH_RUN, run_id)
 
 
 def progress_bar(done: int, total: int, rate: float, width: int = 10) -> str:
@@ -101,7 +160,9 @@ class ReembedWorker:
                  backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
                  wait_idle: Callable[[], Awaitable[object]] | None = None,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-                 rng: random.Random | None = None, clock: Callable[[], float] = time.monotonic):
+                 rng: random.Random | None = None, clock: Callable[[], float] = time.monotonic,
+                 everything: bool = False, start_after: int = 0,
+                 on_batch: Callable[[int, int], Awaitable[object]] | None = None):
         if not 1 <= batch_size <= 100:
             raise ValueError(f"batch_size must be in 1..100 (the embedding batch limit), "
                              f"got {batch_size!r}")
@@ -122,6 +183,11 @@ class ReembedWorker:
         self.done = 0
         self.total = 0
         self._task: asyncio.Task[ReembedReport] | None = None
+        # `reindex`: every row (`--all`), from where a crashed run stopped, with a
+        # checkpoint (last id, rows done) after each written batch
+        self.everything = everything
+        self.start_after = start_after
+        self.on_batch = on_batch
 
     def start(self, known_stale: int | None = None) -> asyncio.Task[ReembedReport]:
         """Run in the background; the task's result is the ReembedReport."""
@@ -149,17 +215,22 @@ class ReembedWorker:
 
         `known_stale`: the count the caller already has (each count is a full scan)."""
         started = self._clock()
-        self.total = known_stale if known_stale is not None else await count_stale(self.pool, self.model)
+        if known_stale is not None:
+            self.total = known_stale
+        elif self.everything:
+            self.total = await count_after(self.pool, self.start_after)
+        else:
+            self.total = await count_stale(self.pool, self.model)
         self.done = 0
         skipped = failures = 0
-        last_id = 0
+        last_id = self.start_after
         log.info("re-embedding %d memories with %s", self.total, self.model)
         try:
             while True:
                 if self.wait_idle is not None:
                     await self.wait_idle()
-                rows = await self.pool.fetch(_NEXT_BATCH, self.model, last_id, EMBED_MAX_CHARS,
-                                             self.batch_size)
+                rows = await self.pool.fetch(_NEXT_ANY if self.everything else _NEXT_BATCH, self.model,
+                                             last_id, EMBED_MAX_CHARS, self.batch_size)
                 if not rows:
                     break
                 vectors, fails, stop = await self._embed(rows)
@@ -178,6 +249,8 @@ class ReembedWorker:
                 self.done += written
                 last_id = rows[-1]["id"]
                 self.total = max(self.total, self.done + skipped)
+                if self.on_batch is not None:
+                    await self.on_batch(last_id, self.done)
                 self._report_progress(started)
                 await self._sleep(0)                       # let the loop run between batches
         except asyncio.CancelledError:
@@ -218,7 +291,7 @@ class ReembedWorker:
 
     async def _write(self, rows: list[asyncpg.Record], vectors: np.ndarray) -> int:
         status = await self.pool.execute(
-            _WRITE_BATCH, self.model, [r["id"] for r in rows], [HalfVector(v) for v in vectors],
+            _WRITE_ANY if self.everything else _WRITE_BATCH, self.model, [r["id"] for r in rows], [HalfVector(v) for v in vectors],
             [r["memory_type"] for r in rows], [r["digest"] for r in rows])
         return int(status.split()[-1])
 
@@ -253,4 +326,5 @@ async def check_embed_model(pool: asyncpg.Pool, embedder: Embedder, *, start: bo
     return stale, worker
 
 
-__all__ = ["ReembedReport", "ReembedWorker", "check_embed_model", "count_stale", "progress_bar"]
+__all__ = ["ReembedReport", "ReembedWorker", "RunState", "check_embed_model", "checkpoint_run", "count_after",
+           "count_stale", "finish_run", "open_run", "progress_bar"]

@@ -88,6 +88,48 @@ def sample_blend(rng: np.random.Generator, alpha: Mapping[str, float]) -> np.nda
     return rng.dirichlet(_alpha_vector(alpha))
 
 
+#: How the semantic component is read from a candidate (retrieval.semantic_signal):
+#: "cosine" — cosine to the query alone (the plan's literal reading);
+#: "fused" — the fused hybrid-search relevance, rrf / rrf_max in [0, 1];
+#: "blend" — the mean of fused and cosine, min-max normalised over the candidates.
+#: Measured in bench/bench_recall.py (notes.md, issue 12): only "blend" keeps the
+#: pipeline at or above the bare hybrid statement.
+SEMANTIC_SIGNALS: tuple[str, ...] = ("cosine", "fused", "blend")
+
+
+def semantic_signal(
+    kind: str,
+    cosine: np.ndarray | Sequence[float],
+    fused: np.ndarray | Sequence[float],
+) -> np.ndarray:
+    """The semantic component, in [0, 1], from what hybrid search measured for each candidate.
+
+    ``cosine`` is NaN where the candidate has no comparable vector (another embed
+    model, no vector yet): there the fused score stands in. ``fused`` is
+    rrf / rrf_max (0 for candidates search did not rank: spreading brought them).
+
+    "blend" carries both arms' ranks (fused) and the vector's own magnitude (cosine,
+    which RRF throws away), and is spread over [0, 1] across the candidates: they
+    are all search hits, so raw scores crowd a narrow band (wordllama cosines of the
+    top 20 span ~0.3) and the noise and recency components would otherwise reorder
+    near-ties that search had right. A single candidate, or equal ones, gets 1.
+    """
+    if kind not in SEMANTIC_SIGNALS:
+        raise ValueError(f"unknown semantic signal {kind!r}; expected one of: {', '.join(SEMANTIC_SIGNALS)}")
+    fus = np.clip(np.asarray(fused, dtype=float), 0.0, 1.0)
+    cos = np.asarray(cosine, dtype=float)
+    cos = np.where(np.isnan(cos), fus, np.clip(cos, 0.0, 1.0))
+    if kind == "cosine":
+        return cos
+    if kind == "fused":
+        return fus
+    mixed = (fus + cos) / 2.0
+    if mixed.size == 0:
+        return mixed
+    lo, hi = float(mixed.min()), float(mixed.max())
+    return (mixed - lo) / (hi - lo) if hi > lo else np.ones_like(mixed)
+
+
 def relevance_components(
     rng: np.random.Generator,
     semantic: np.ndarray | Sequence[float],
@@ -97,8 +139,9 @@ def relevance_components(
 ) -> np.ndarray:
     """Assemble the (n, 5) component matrix for ``hybrid_relevance``.
 
-    ``semantic`` is raw cosine similarity and is clipped to [0, 1] (an opposed
-    embedding is irrelevant, not anti-relevant). Missing co-activation and
+    ``semantic`` is the semantic signal (``semantic_signal``: cosine, the fused search
+    score, or their blend) and is clipped to [0, 1] (an opposed embedding is
+    irrelevant, not anti-relevant). Missing co-activation and
     recency are 0; missing emotional alignment is neutral 0.5. The noise column
     is drawn uniform in [0, 1) from ``rng``.
     """

@@ -6,7 +6,9 @@
        hop 1 ×0.3, hop 2 ×0.1 (DMN); partners that search missed join the candidates
     3. ACT-R (plan §2.7) per candidate: A = B + S + P + ε
     4. hybrid relevance (plan §3.1): five components, Dirichlet-sampled blend whose
-       alphas move from the cold-start set to the target set with maturity
+       alphas move from the cold-start set to the target set with maturity; the
+       semantic component is what search measured (`retrieval.semantic_signal`,
+       relevance.semantic_signal), not cosine alone
     5. weighted = (1 - a)·relevance + a·P(retrieve), P = 1 / (1 + e^{-(A - τ)/s}),
        a = `activation_share`. Additive and bounded, like recency in search: ACT-R's
        base level of a memory untouched for a year is about -8, and a multiplier
@@ -57,6 +59,7 @@ class Recalled:
     relevance: float
     weighted: float
     spread: float                          # co-activation reached through co-access
+    p_retrieve: float = 0.0                # P(retrieve) = σ((A − τ)/s) from ACT-R
     rerank: float | None = None
     final: float = 0.0
 
@@ -133,7 +136,7 @@ class Retriever:
         arms = cfg.arm_weights(self.embedder.model_name)
         hits = await search.search_hybrid(
             self.pool, query, query_vec, embed_model=self.embedder.model_name, limit=cfg.limit,
-            k=cfg.rrf_k, w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
+            k=cfg.rrf_k_for(self.embedder.model_name), w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
             w_recency=arms.w_recency, candidates=cfg.candidates, now=now)
         timings["search"] = _ms(t)
 
@@ -152,7 +155,7 @@ class Retriever:
         blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
         focus = [query_vec] if query_vec is not None else []
         scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                        spread, blend, want_types)
+                        spread, blend, want_types, arms.w_recency)
         awake = [r for r in scored if not _dormant(r.hit, cfg)]
         awake.sort(key=lambda r: (-r.weighted, r.id))
         top = awake[:cfg.limit]
@@ -196,7 +199,7 @@ class Retriever:
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
            cfg: RetrievalSettings, context_vecs: list[np.ndarray],
            layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
-           blend: np.ndarray, want_types: Sequence[str]) -> list[Recalled]:
+           blend: np.ndarray, want_types: Sequence[str], w_recency: float) -> list[Recalled]:
     """ACT-R and hybrid relevance for every candidate, vectorised."""
     if not hits:
         return []
@@ -211,10 +214,12 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
     total = base + s_i + p_i + noise
     p_retrieve = 1.0 / (1.0 + np.exp(-np.clip((total - a.tau) / max(a.s, 1e-9), -50, 50)))
 
-    semantic = np.array([h.similarity if h.similarity is not None else 0.0 for h in hits])
-    # Without a usable vector, the fused search score stands in for similarity.
-    rrf_norm = np.array([min(1.0, h.score) for h in hits])
-    semantic = np.where(usable, semantic, rrf_norm)
+    # The semantic component reflects the match search measured (both arms), not cosine
+    # alone: with a weak embedder cosine throws away what full text found (issue 12).
+    # ACT-R's S_i above keeps pure cosine, as the plan's spreading activation needs.
+    fused = np.array([max(0.0, h.score - w_recency * h.recency) if h.rrf > 0 else 0.0 for h in hits])
+    cosine = np.array([h.similarity if u else np.nan for h, u in zip(hits, usable, strict=True)])
+    semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused)
     coact = np.array([spread.get(h.id, 0.0) for h in hits])
     recency = np.array([h.recency for h in hits])
     comps = rel.relevance_components(rng, semantic, coact, None, recency)
@@ -224,7 +229,7 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
         Recalled(h, actr.ActivationResult(float(base[i]), float(s_i[i]), float(p_i[i]), float(noise[i]),
                                           float(total[i])),
                  tuple(float(c) for c in comps[i]), float(relevance[i]), float(weighted[i]),
-                 float(coact[i]))
+                 float(coact[i]), float(p_retrieve[i]))
         for i, h in enumerate(hits)
     ]
 

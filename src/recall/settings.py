@@ -7,6 +7,7 @@ relevance.py) and the settings share one value without config importing the math
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +40,7 @@ class ArmWeights(_Section):
     w_vector: float = Field(1.0, ge=0)
     w_fulltext: float = Field(1.0, ge=0)
     w_recency: float = Field(0.1, ge=0)
+    rrf_k: float | None = Field(None, gt=0)      # None: retrieval.rrf_k
 
 
 class RetrievalSettings(_Section):
@@ -48,6 +50,8 @@ class RetrievalSettings(_Section):
     rrf_k: float = Field(60.0, gt=0)
     arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
     activation_share: float = Field(0.3, ge=0, le=1)
+    # what relevance's semantic component reads: cosine | fused | blend (relevance.py, notes.md)
+    semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)
     dormant_center: float = Field(0.15, ge=0, le=1)
@@ -59,6 +63,11 @@ class RetrievalSettings(_Section):
 
     def arm_weights(self, embed_model: str) -> ArmWeights:
         return self.arms.get(embed_model) or self.arms.get("default") or ArmWeights()
+
+    def rrf_k_for(self, embed_model: str) -> float:
+        """The RRF k of `embed_model`: its arms entry's, else `rrf_k`."""
+        k = self.arm_weights(embed_model).rrf_k
+        return self.rrf_k if k is None else k
 
 
 class LayerSettings(_Section):

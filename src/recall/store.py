@@ -83,12 +83,14 @@ class NewMemory:
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class Prepared:
+    """A memory checked and cleaned by `prepare`, ready to embed and write."""
+
     content: str
     item: NewMemory
 
 
-def _prepare(item: NewMemory, where: str) -> _Prepared:
+def prepare(item: NewMemory, where: str) -> Prepared:
     """Clean and check one memory; InputRejected names the item and what is wrong."""
     cleaned = clean_text(item.content)
     if cleaned.empty:
@@ -110,7 +112,7 @@ def _prepare(item: NewMemory, where: str) -> _Prepared:
         raise InputRejected(f"{where}: source_tag must not be empty")
     if item.compressed is not None:
         item = replace(item, compressed=clean_text(item.compressed).text.strip() or None)
-    return _Prepared(cleaned.text, item)
+    return Prepared(cleaned.text, item)
 
 
 def _clean_json(value: Any) -> Any:
@@ -129,7 +131,7 @@ def _clean_json(value: Any) -> Any:
     return value
 
 
-def _metadata_json(metadata: Mapping[str, Any] | None, where: str) -> str:
+def metadata_json(metadata: Mapping[str, Any] | None, where: str) -> str:
     try:
         return json.dumps(_clean_json(dict(metadata or {})), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -153,7 +155,7 @@ class MemoryStore:
         self.pool = pool
         self.embedder = embedder
 
-    async def _embed(self, prepared: Sequence[_Prepared]) -> np.ndarray:
+    async def _embed(self, prepared: Sequence[Prepared]) -> np.ndarray:
         vectors = await embed_memories(
             self.embedder,
             [p.content[:EMBED_MAX_CHARS] for p in prepared],
@@ -182,8 +184,8 @@ class MemoryStore:
         """
         item = NewMemory(content, memory_type, source_tag, source_confidence, event_time,
                          compressed, immutable, alpha, beta, metadata)
-        prepared = _prepare(item, "memory")
-        meta = _metadata_json(item.metadata, "memory")
+        prepared = prepare(item, "memory")
+        meta = metadata_json(item.metadata, "memory")
         embedding: np.ndarray | None = None
         model: str | None = None
         try:
@@ -211,9 +213,9 @@ class MemoryStore:
         """
         if not items:
             return []
-        prepared = [_prepare(item, f"item {i}") for i, item in enumerate(items)]
-        metas = [_metadata_json(p.item.metadata, f"item {i}") for i, p in enumerate(prepared)]
-        vectors, embedded = await self._embed_all(prepared)
+        prepared = [prepare(item, f"item {i}") for i, item in enumerate(items)]
+        metas = [metadata_json(p.item.metadata, f"item {i}") for i, p in enumerate(prepared)]
+        vectors, embedded = await embed_prepared(self.embedder, prepared)
         model = self.embedder.model_name
         async with self.pool.acquire() as conn:
             ids = [row[0] for row in await conn.fetch(_RESERVE_IDS, len(prepared))]
@@ -228,19 +230,26 @@ class MemoryStore:
             await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
         return ids
 
-    async def _embed_all(self, prepared: Sequence[_Prepared]) -> tuple[np.ndarray, int]:
-        """Vectors for a prefix of `prepared`; returns (vectors, how many were embedded)."""
-        vectors = np.zeros((len(prepared), EMBEDDING_DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(prepared), EMBED_BATCH):
-            chunk = prepared[start:start + EMBED_BATCH]
-            try:
-                vectors[start:start + len(chunk)] = await self._embed(chunk)
-            except ProviderError as exc:
-                log.warning("embedding failed at item %d of %d; storing items %d..%d without "
-                            "embeddings (the re-embed worker will add them): %s",
-                            start, len(prepared), start, len(prepared) - 1, exc)
-                return vectors, start
-        return vectors, len(prepared)
+async def embed_prepared(embedder: Embedder, prepared: Sequence[Prepared]) -> tuple[np.ndarray, int]:
+    """Storage vectors for a prefix of `prepared`; returns (vectors, how many were embedded).
+
+    Calls of at most EMBED_BATCH texts; after the first failed call the rest is left
+    unembedded (the re-embed worker fills it in): retrying a provider that is down,
+    call after call, would stall a bulk write for minutes.
+    """
+    vectors = np.zeros((len(prepared), EMBEDDING_DIMENSIONS), dtype=np.float32)
+    for start in range(0, len(prepared), EMBED_BATCH):
+        chunk = prepared[start:start + EMBED_BATCH]
+        try:
+            found = await embed_memories(embedder, [p.content[:EMBED_MAX_CHARS] for p in chunk],
+                                         [p.item.memory_type for p in chunk])
+            vectors[start:start + len(chunk)] = _check_vectors(found, len(chunk), embedder.model_name)
+        except ProviderError as exc:
+            log.warning("embedding failed at item %d of %d; storing items %d..%d without "
+                        "embeddings (the re-embed worker will add them): %s",
+                        start, len(prepared), start, len(prepared) - 1, exc)
+            return vectors, start
+    return vectors, len(prepared)
 
 
 async def count_memories(db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int:

@@ -1,0 +1,76 @@
+"""python -m src.memory — the operator CLI: import, search, export, reindex, stats.
+
+Runs against DATABASE_URL or the embedded server of runtime.yaml, whether the
+service runs or not. Exit codes: 0 done, 1 the command failed (named on stderr),
+2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TextIO
+
+from src.config import LoggingSettings, load_settings
+from src.errors import ConfigError, MoltBotError, StartupError
+from src.logging_setup import configure_logging
+from src.memory import export, importer, reindex, search, stats
+from src.memory.console import printable
+from src.memory.session import open_session
+from src.providers.factory import Providers
+
+#: Subcommand modules, in --help order; each has add_parser(sub) and async run(args, session).
+COMMANDS = (importer, search, export, reindex, stats)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m src.memory",
+        description="Operate on the mind's memory store (DATABASE_URL, or the embedded server "
+                    "of runtime.yaml). Safe while the service runs.")
+    parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
+    parser.add_argument("--verbose", action="store_true", help="log at INFO on stderr (default: warnings)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+async def run_cli(argv: list[str], *, out: TextIO | None = None, err: TextIO | None = None,
+                  providers: Providers | None = None, env: dict[str, str] | None = None) -> int:
+    """Parse `argv` and run the subcommand; `providers`/`env` are for tests."""
+    out, err = out or sys.stdout, err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config, env=env)
+    except ConfigError as exc:
+        err.write(f"configuration error: {exc}\n")
+        return 2
+    configure_logging(LoggingSettings(level="INFO" if args.verbose else "WARNING",
+                                      json_format=settings.logging.json_format))
+    try:
+        async with open_session(settings, out, err, providers) as session:
+            return await args.run(args, session)
+    except ConfigError as exc:
+        err.write(f"configuration error: {exc}\n")
+        return 2
+    except StartupError as exc:
+        err.write(f"cannot reach the database: {printable(str(exc))}\n")
+        return 1
+    except MoltBotError as exc:
+        err.write(f"{args.command}: {printable(str(exc))}\n")
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return asyncio.run(run_cli(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted; committed batches are kept, re-run to continue\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

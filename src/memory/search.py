@@ -1,0 +1,133 @@
+"""`search "query"`: the full recall pipeline, read-only unless `--mutate`.
+
+Prints every result with each stage's numbers: hybrid search (rank and score per
+arm, cosine, RRF, recency, fused score), ACT-R (B, S, P, ε, A, P(retrieve)), the
+five relevance components with this call's Dirichlet blend, the weighted score,
+the rerank score and the final score. `--json` prints the same as one object;
+`--batch FILE` runs one query per line of FILE in one process and prints one
+JSON line per query, in order.
+
+Read-only means no write at all: no weight change, no access bookkeeping, no
+co-access (Retriever.retrieve(mutate=False)); the service may run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from src.memory.console import excerpt, printable
+from src.memory.session import Session
+from src.recall import relevance as rel
+from src.recall.retrieval import Recalled, Retrieval, Retriever
+from src.weights.safety import Safety
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="recall memories for a query, with every score component",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("query", nargs="?", help="the question (omit with --batch)")
+    p.add_argument("--k", type=int, default=10, help="memories to return (default 10)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.add_argument("--batch", type=Path, metavar="FILE",
+                   help="one query per line; prints one JSON line per query, in order")
+    p.add_argument("--mutate", action="store_true",
+                   help="apply retrieval's effects (reinforce, near-miss suppression, access "
+                        "bookkeeping, co-access) as the mind would; default: read-only")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the random generator (Dirichlet blend, noise) for repeatable output")
+    p.set_defaults(run=run)
+
+
+def _num(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def result_json(r: Recalled) -> dict[str, Any]:
+    """Every number the pipeline computed for one memory."""
+    h, a = r.hit, r.activation
+    return {
+        "id": h.id, "final": _num(r.final), "memory_type": h.memory_type, "source_tag": h.source_tag,
+        "center": _num(h.alpha / (h.alpha + h.beta)), "alpha": h.alpha, "beta": h.beta,
+        "search": {"score": _num(h.score), "rrf": _num(h.rrf, 6), "vector_rank": h.vec_rank,
+                   "cosine": _num(h.similarity), "fulltext_rank": h.fts_rank,
+                   "fulltext_score": _num(h.fts_score, 6), "recency": _num(h.recency)},
+        "act_r": {"B": _num(a.B), "S": _num(a.S), "P": _num(a.P), "noise": _num(a.noise),
+                  "A": _num(a.total), "p_retrieve": _num(r.p_retrieve)},
+        "relevance": {"components": {c: _num(v) for c, v in zip(rel.COMPONENTS, r.components, strict=True)},
+                      "value": _num(r.relevance)},
+        "coactivation": _num(r.spread), "weighted": _num(r.weighted), "rerank": _num(r.rerank),
+        "content": h.content, "metadata": h.metadata,
+        "event_time": h.event_time.isoformat() if h.event_time else None,
+    }
+
+
+def retrieval_json(result: Retrieval) -> dict[str, Any]:
+    return {"query": result.query, "blend": {k: _num(v) for k, v in result.blend.items()},
+            "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
+            "degraded": result.degraded, "results": [result_json(r) for r in result.memories]}
+
+
+def format_text(result: Retrieval) -> str:
+    """The human-readable form: one block per memory."""
+    lines = [f"query: {excerpt(result.query, 200)}",
+             "blend: " + "  ".join(f"{k} {v:.3f}" for k, v in result.blend.items())]
+    if result.rerank_skipped_reason:
+        lines.append(f"rerank skipped: {printable(result.rerank_skipped_reason)}")
+    lines += [f"degraded: {printable(d)}" for d in result.degraded]
+    if not result.memories:
+        lines.append("nothing recalled")
+    for n, r in enumerate(result.memories, start=1):
+        j = result_json(r)
+        se, ar = j["search"], j["act_r"]
+        vec = f"#{se['vector_rank']} cos {se['cosine']}" if se["vector_rank"] else "—"
+        fts = f"#{se['fulltext_rank']} ts_rank {se['fulltext_score']}" if se["fulltext_rank"] else "—"
+        comps = "  ".join(f"{c} {v}" for c, v in j["relevance"]["components"].items())
+        lines += [
+            f"{n}. #{r.id}  final {r.final:.4f}  [{r.hit.memory_type}, {printable(r.hit.source_tag)}, "
+            f"center {j['center']}]",
+            f"   search: score {se['score']}  rrf {se['rrf']}  vector {vec}  full-text {fts}  "
+            f"recency {se['recency']}",
+            f"   act-r: B {ar['B']}  S {ar['S']}  P {ar['P']}  ε {ar['noise']}  A {ar['A']}  "
+            f"P(retrieve) {ar['p_retrieve']}",
+            f"   relevance {j['relevance']['value']} from {comps}",
+            f"   weighted {j['weighted']}  rerank {j['rerank'] if j['rerank'] is not None else '—'}",
+            f"   content: {excerpt(r.hit.content)}",
+            f"   metadata: {excerpt(json.dumps(r.hit.metadata, ensure_ascii=False), 200)}",
+        ]
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace, s: Session) -> int:
+    if (args.query is None) == (args.batch is None):
+        s.err.write('search: give either a query or --batch FILE (search "what did I plan?")\n')
+        return 2
+    if args.k < 1:
+        s.err.write("search: --k must be at least 1\n")
+        return 2
+    cfg = s.settings.retrieval
+    cfg = cfg.model_copy(update={"keep": args.k, "limit": max(cfg.limit, args.k)})
+    retriever = Retriever(s.pool, s.providers.embedder, s.providers.reranker,
+                          Safety(s.settings.safety), cfg)
+    rng = np.random.default_rng(args.seed)
+    if args.batch is not None:
+        if not args.batch.is_file():
+            s.err.write(f"search: {printable(str(args.batch))}: no such file\n")
+            return 1
+        with args.batch.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                # a blank line still gets its (empty) answer: output line n is query line n
+                query = line.rstrip("\r\n")
+                result = await retriever.retrieve(query, rng=rng, mutate=args.mutate)
+                s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
+        return 0
+    result = await retriever.retrieve(args.query, rng=rng, mutate=args.mutate)
+    if args.json:
+        s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
+    else:
+        s.out.write(format_text(result) + "\n")
+    return 0

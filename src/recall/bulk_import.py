@@ -1,0 +1,190 @@
+"""The bulk import path: staged COPY, then one INSERT … ON CONFLICT per batch.
+
+`python -m src.memory import` writes through here. A batch is one transaction:
+
+1. the keys already stored are looked up first, so a re-run embeds nothing twice;
+2. the new rows are embedded the way the store embeds (src/recall/store.py:
+   type prefix, RETRIEVAL_DOCUMENT, title = memory type; an embedder failure
+   stores rows unembedded for the re-embed worker);
+3. COPY into a temporary staging table (COPY cannot skip conflicts), then
+   `INSERT INTO memories … SELECT … ON CONFLICT (import_key) DO NOTHING`;
+4. supersedes links whose two ends are known are written in the same transaction.
+
+De-duplication: every imported row carries `import_key` (sql/020), the sha256 of
+what makes two lines the same memory — the cleaned content, memory type, source
+tag, event time, and `created_at` when the line has one (an export does: two
+memories the mind stored with the same words at different times stay two). The
+unique index makes re-running a file, an overlapping file, or two imports of one
+file at the same time insert each memory once. What the mind stored itself has no
+key, so importing an export into the store it came from duplicates it (known limit).
+
+A crash mid-import leaves whole batches: the transaction of the batch in flight
+rolls back, and the re-run skips what committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+from pgvector import HalfVector
+
+from src.providers.protocols import Embedder
+from src.recall.store import NewMemory, Prepared, embed_prepared, metadata_json, prepare
+
+
+@dataclass(frozen=True)
+class ImportRecord:
+    """One line of an import file: the memory and what an export adds to it."""
+
+    memory: NewMemory
+    line: int                                     # 1-based line number, for messages
+    created_at: datetime | None = None
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    access_timestamps: tuple[datetime, ...] = ()
+    utility_score: float = 0.0
+    ref: int | None = None                        # the id the exporting store gave it
+    supersedes: tuple[int, ...] = ()              # refs of the memories it consolidated
+
+
+@dataclass
+class BatchResult:
+    inserted: int = 0
+    duplicates: int = 0
+    unembedded: int = 0
+    links: int = 0
+
+
+def import_key(content: str, memory_type: str, source_tag: str, event_time: datetime | None,
+               created_at: datetime | None) -> str:
+    """sha256 of what makes two imported lines the same memory (see the module docstring)."""
+    ident = [content, memory_type, source_tag,
+             None if event_time is None else event_time.isoformat(),
+             None if created_at is None else created_at.isoformat()]
+    return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
+
+
+_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS memory_import_stage (
+    ord INT, content TEXT, memory_type TEXT, embedding halfvec(768), embed_model TEXT,
+    alpha FLOAT8, beta FLOAT8, immutable BOOL, source_tag TEXT, source_confidence FLOAT8,
+    compressed TEXT, event_time TIMESTAMPTZ, metadata JSONB, created_at TIMESTAMPTZ,
+    access_count INT, last_accessed TIMESTAMPTZ, access_timestamps TIMESTAMPTZ[],
+    utility_score FLOAT8, import_key TEXT
+) ON COMMIT DELETE ROWS
+"""
+_STAGE_COLUMNS = (
+    "ord", "content", "memory_type", "embedding", "embed_model", "alpha", "beta", "immutable",
+    "source_tag", "source_confidence", "compressed", "event_time", "metadata", "created_at",
+    "access_count", "last_accessed", "access_timestamps", "utility_score", "import_key",
+)
+_INSERT_STAGED = """
+INSERT INTO memories (content, memory_type, embedding, embed_model, depth_weight_alpha,
+                      depth_weight_beta, immutable, source_tag, source_confidence, compressed,
+                      event_time, metadata, created_at, access_count, last_accessed,
+                      access_timestamps, utility_score, import_key)
+SELECT content, memory_type, embedding, embed_model, alpha, beta, immutable, source_tag,
+       source_confidence, compressed, event_time, metadata, COALESCE(created_at, now()),
+       access_count, last_accessed, access_timestamps, utility_score, import_key
+FROM memory_import_stage
+ORDER BY ord
+ON CONFLICT (import_key) WHERE import_key IS NOT NULL DO NOTHING
+"""
+_IDS_FOR_KEYS = "SELECT import_key, id FROM memories WHERE import_key = ANY($1::text[])"
+_LINK = """
+INSERT INTO memory_supersedes (insight_id, source_id)
+SELECT i, s FROM unnest($1::bigint[], $2::bigint[]) AS l(i, s) WHERE i <> s
+ON CONFLICT DO NOTHING
+"""
+
+
+async def stored_ids(db: asyncpg.Pool | asyncpg.Connection, keys: Sequence[str]) -> dict[str, int]:
+    """import_key → memory id for the keys already stored."""
+    if not keys:
+        return {}
+    return {r["import_key"]: r["id"] for r in await db.fetch(_IDS_FOR_KEYS, list(keys))}
+
+
+def keyed(records: Sequence[ImportRecord]) -> list[tuple[ImportRecord, str, Prepared]]:
+    """Each record with its import_key and its cleaned form (the key is of what is stored).
+
+    Raises InputRejected (naming the line) for a record the store would refuse.
+    """
+    out = []
+    for r in records:
+        p = prepare(r.memory, f"line {r.line}")
+        m = p.item
+        out.append((r, import_key(p.content, m.memory_type, m.source_tag, m.event_time, r.created_at), p))
+    return out
+
+
+async def write_batch(pool: asyncpg.Pool, embedder: Embedder, records: Sequence[ImportRecord],
+                      ref_ids: dict[int, int]) -> BatchResult:
+    """Import `records` in one transaction; see the module docstring.
+
+    `ref_ids` maps export ids to the ids in this store; it is read for supersedes
+    links and extended with this batch. Links to refs not yet known are returned to
+    the caller by `pending_links` and written by `write_links` at the end.
+    """
+    result = BatchResult()
+    triples = keyed(records)
+    pairs = [(r, k) for r, k, _ in triples]
+    known = await stored_ids(pool, [k for _, k in pairs])
+    fresh: list[tuple[ImportRecord, str]] = []
+    prepared: list[Prepared] = []
+    seen: set[str] = set(known)
+    for r, k, p in triples:
+        if k in seen:
+            result.duplicates += 1
+        else:
+            seen.add(k)
+            fresh.append((r, k))
+            prepared.append(p)
+    metas = [metadata_json(p.item.metadata, f"line {r.line}") for p, (r, _) in zip(prepared, fresh, strict=True)]
+    vectors, embedded = await embed_prepared(embedder, prepared)
+    result.unembedded = len(prepared) - embedded
+    rows = [
+        (i, p.content, p.item.memory_type, HalfVector(vectors[i]) if i < embedded else None,
+         embedder.model_name if i < embedded else None, float(p.item.alpha), float(p.item.beta),
+         p.item.immutable, p.item.source_tag, float(p.item.source_confidence), p.item.compressed,
+         p.item.event_time, metas[i], r.created_at, r.access_count, r.last_accessed,
+         list(r.access_timestamps), r.utility_score, key)
+        for i, (p, (r, key)) in enumerate(zip(prepared, fresh, strict=True))
+    ]
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(_STAGE)
+        if rows:
+            await conn.copy_records_to_table("memory_import_stage", records=rows, columns=_STAGE_COLUMNS)
+            status = await conn.execute(_INSERT_STAGED)
+            result.inserted = int(status.split()[-1])
+            # a concurrent import of the same lines got there first: those are duplicates too
+            result.duplicates += len(rows) - result.inserted
+        ids = await stored_ids(conn, [k for _, k in pairs])
+        for r, k in pairs:
+            if r.ref is not None and k in ids:
+                ref_ids[r.ref] = ids[k]
+        links = [(ids[k], ref_ids[s]) for r, k in pairs if k in ids for s in r.supersedes if s in ref_ids]
+        if links:
+            status = await conn.execute(_LINK, [a for a, _ in links], [b for _, b in links])
+            result.links = int(status.split()[-1])
+    return result
+
+
+def pending_links(records: Sequence[ImportRecord], ref_ids: dict[int, int]) -> list[tuple[int, int]]:
+    """(insight ref, source ref) links of `records` that write_batch could not resolve yet."""
+    return [(r.ref, s) for r in records if r.ref is not None for s in r.supersedes
+            if s not in ref_ids or r.ref not in ref_ids]
+
+
+async def write_links(pool: asyncpg.Pool, links: Sequence[tuple[int, int]], ref_ids: dict[int, int]) -> int:
+    """Write supersedes links by export ids once every batch is in; unknown ends are skipped."""
+    known = [(ref_ids[a], ref_ids[b]) for a, b in links if a in ref_ids and b in ref_ids]
+    if not known:
+        return 0
+    status = await pool.execute(_LINK, [a for a, _ in known], [b for _, b in known])
+    return int(status.split()[-1])
