@@ -25,6 +25,9 @@ from src.web.app import WebServer
 from src.web.view import View
 from src.weights.safety import Safety
 
+#: application_name of this viewer's connections (the service's are "moltbot", the CLI's "moltbot-cli").
+WEB_APPLICATION = "moltbot-web"
+
 
 def _dsn(settings: Settings) -> tuple[str, str]:
     if settings.database.url is not None:
@@ -39,7 +42,7 @@ async def serve(settings: Settings, *, announce=print) -> int:
     """Serve until a signal; the first line printed is the URL."""
     dsn, description = _dsn(settings)
     pool = await create_pool(dsn, min_size=1, max_size=4, connect_timeout=settings.database.connect_timeout_s,
-                             command_timeout=settings.database.command_timeout_s)
+                             command_timeout=settings.database.command_timeout_s, application_name=WEB_APPLICATION)
     session_id = f"web-{uuid.uuid4().hex[:8]}"
     providers = None
     server = None

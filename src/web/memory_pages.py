@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from src.recall.relevance import COMPONENTS
+from src.memory.search import result_json
 from src.recall.retrieval import Recalled
 from src.web import queries as q
 from src.web import svg
@@ -37,19 +37,8 @@ def _center_param(params: Mapping[str, str], name: str) -> float | None:
 
 
 def _recalled(r: Recalled, rank: int, near_miss: bool) -> dict[str, Any]:
-    h = r.hit
-    return {
-        "rank": rank, "id": r.id, "near_miss": near_miss, "memory_type": h.memory_type,
-        "source_tag": h.source_tag, "content": h.content[:300], "center": h.alpha / (h.alpha + h.beta),
-        "alpha": h.alpha, "beta": h.beta, "vec_rank": h.vec_rank, "fts_rank": h.fts_rank, "rrf": h.rrf,
-        "search_score": h.score, "similarity": h.similarity,
-        "recency": h.recency, "spread": r.spread,
-        "activation": {"base_level": r.activation.B, "spreading": r.activation.S,
-                       "partial_match": r.activation.P, "noise": r.activation.noise,
-                       "total": r.activation.total},
-        "components": dict(zip(COMPONENTS, r.components, strict=True)),
-        "relevance": r.relevance, "weighted": r.weighted, "rerank": r.rerank, "final": r.final,
-    }
+    """The operator CLI's numbers for one memory (src/memory/search.py), plus rank and near-miss."""
+    return {"rank": rank, "near_miss": near_miss, **result_json(r)}
 
 
 async def memories(view: View, params: Mapping[str, str]) -> Page:
@@ -87,10 +76,13 @@ async def _search(view: View, query: str, form: str) -> Page:
             "timings_ms": result.timings_ms, "read_only": True}
 
     def comps(r: dict) -> str:
-        a = r["activation"]
-        parts = [f"{k} {v:.3f}" for k, v in r["components"].items()]
-        parts.append(f"A = B {a['base_level']:.2f} + S {a['spreading']:.2f} + P {a['partial_match']:.2f} "
-                     f"+ ε {a['noise']:.2f} = {a['total']:.2f}")
+        se, ar, rel = r["search"], r["act_r"], r["relevance"]
+        parts = [f"search {se['score']}: vector #{se['vector_rank'] or '—'} cos {se['cosine']}, full text "
+                 f"#{se['fulltext_rank'] or '—'}, rrf {se['rrf']}, recency {se['recency']}",
+                 f"ACT-R: B {ar['B']} + S {ar['S']} + P {ar['P']} + ε {ar['noise']} = A {ar['A']}, "
+                 f"P(retrieve) {ar['p_retrieve']}",
+                 "relevance " + str(rel["value"]) + " = " + ", ".join(f"{k} {v}" for k, v in
+                                                                     rel["components"].items())]
         return "<span style='white-space:nowrap'>" + "<br>".join(esc(p) for p in parts) + "</span>"
 
     notes = [f"rerank skipped: {result.rerank_skipped_reason}"] if result.rerank_skipped_reason else []
@@ -100,8 +92,8 @@ async def _search(view: View, query: str, form: str) -> Page:
                 kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
                 section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses", table(hits, [
                     "rank", ("id", lambda r: memory_link(r["id"])), "near_miss", "final", "rerank", "weighted",
-                    "relevance", "search_score", "vec_rank", "fts_rank", "similarity", "recency", "spread",
-                    ("components", comps), "center", "memory_type", "content"], "nothing recalled"))]
+                    "coactivation", ("components", comps), "center", "memory_type", "source_tag", "content"],
+                    "nothing recalled"))]
     return Page(f"Memories recalled for “{query[:80]}”", data, body)
 
 
