@@ -72,7 +72,7 @@ async def main() -> int:
     dsn = await _fresh_database(base)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="moltbot-e2e-") as folder:
-        service = Service(dsn, Path(folder))
+        service = Service(dsn, Path(folder), settle=False)
         try:
             for line in CONVERSATION + MORE:
                 service.say(line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import subprocess
@@ -136,9 +137,8 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
         for line in CONVERSATION:
             service.say(line)
         await service.wait_cycles(len(CONVERSATION))
-        # the exit gate flushes every 5 items: wait until the first five are memories
-        await service.wait_for("SELECT count(*) = 2 FROM memories WHERE content LIKE '%owned%' "
-                               "OR content LIKE '%marine%'")
+        # each exchange is flushed at once (settle): every message becomes a memory
+        await service.wait_for("SELECT count(*) = $1 FROM memories", len(CONVERSATION))
         stop.set()
         await poller
         base = service.url.rstrip("/")
@@ -242,6 +242,9 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
         out, err = service.stop()
     finally:
         stop.set()
+        poller.cancel()
+        with contextlib.suppress(BaseException):
+            await poller
         if service.proc.poll() is None:
             service.proc.kill()
             service.proc.wait()

@@ -26,20 +26,26 @@ CONVERSATION = [
 ]
 
 
-def write_config(folder: Path, **web: object) -> Path:
-    """runtime.yaml for a test service: seeded gates, the web view on a free port."""
+def write_config(folder: Path, *, settle: bool = True, **web: object) -> Path:
+    """runtime.yaml for a test service: seeded gates, the web view on a free port.
+
+    `settle`: every exchange is flushed through the exit gate at once and the noise floor is
+    off, so each message is a memory when its cycle ends (the web view, not the gate, is under
+    test). Without it (make e2e) the gate runs as configured, noise flips included.
+    """
     items = ", ".join(f"{k}: {v}" for k, v in {"port": 0, **web}.items())
+    gates = "{seed: 7, scratch: {flush_every: 1}, exit: {noise_floor: 0.0}}" if settle else "{seed: 7}"
     path = folder / "runtime.yaml"
-    path.write_text(f"gates: {{seed: 7}}\nweb: {{{items}}}\nlayers: {{cache_dir: {folder / 'layers'}}}\n")
+    path.write_text(f"gates: {gates}\nweb: {{{items}}}\nlayers: {{cache_dir: {folder / 'layers'}}}\n")
     return path
 
 
 class Service:
     """`python -m src.main` on a fresh database, its web URL, and its stdin."""
 
-    def __init__(self, dsn: str, folder: Path, **env: str):
+    def __init__(self, dsn: str, folder: Path, *, settle: bool = True, **env: str):
         self.dsn = dsn
-        config = write_config(folder)
+        config = write_config(folder, settle=settle)
         self.proc: subprocess.Popen = spawn_agent(agent_env(DATABASE_URL=dsn, MOLTBOT_CONFIG=str(config), **env))
         lines = wait_ready(self.proc, timeout=120)
         match = URL_LINE.search("\n".join(lines))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ MEMORY_TYPES = ("episodic", "semantic", "procedural", "preference", "reflection"
                 "narrative", "tension")
 ACCESS_SHOWN = 50
 CHAIN_DEPTH = 5
+RESULT_CHARS = 500            # characters of each search result's text
+CONTENT_SHOWN = 20_000        # characters of a memory's text on its page (a memory may hold a megabyte)
 
 
 class BadRequest(ValueError):
@@ -38,7 +41,9 @@ def _center_param(params: Mapping[str, str], name: str) -> float | None:
 
 def _recalled(r: Recalled, rank: int, near_miss: bool) -> dict[str, Any]:
     """The operator CLI's numbers for one memory (src/memory/search.py), plus rank and near-miss."""
-    return {"rank": rank, "near_miss": near_miss, **result_json(r)}
+    row = {"rank": rank, "near_miss": near_miss, **result_json(r)}
+    row["content"] = row["content"][:RESULT_CHARS]
+    return row
 
 
 async def memories(view: View, params: Mapping[str, str]) -> Page:
@@ -115,9 +120,10 @@ def _search_form(query: str, mtype: str | None, source: str | None, lo: float | 
 async def memory_page(view: View, memory_id: int) -> Page | None:
     """One memory: Beta plot, accesses, weight history, neighbours, supersedes chain, gate decisions."""
     cfg = view.settings
-    row = await q.memory(view.pool, memory_id, ACCESS_SHOWN)
+    row = await q.memory(view.pool, memory_id, ACCESS_SHOWN, CONTENT_SHOWN)
     if row is None:
         return None
+    row["metadata"] = json.loads(row["metadata"])
     history = await q.weight_history(view.pool, memory_id, cfg.page_rows)
     neighbours = await q.co_access_neighbours(view.pool, memory_id, 50)
     chain = await q.supersedes_chain(view.pool, memory_id, CHAIN_DEPTH, 100)
@@ -138,7 +144,9 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
                 ("source confidence", row["source_confidence"]), ("immutable", row["immutable"]),
                 ("created", row["created_at"]), ("last accessed", row["last_accessed"]),
                 ("access count", row["access_count"]), ("embed model", row["embed_model"])]),
-            f"<pre>{esc(row['content'])}</pre>",
+            f"<pre>{esc(row['content'])}</pre>" + (
+                f"<p class=muted>first {CONTENT_SHOWN:,} of {row['content_chars']:,} characters</p>"
+                if row["content_chars"] > CONTENT_SHOWN else ""),
             plots(svg.beta_density(alpha, beta),
                   svg.line_chart("Center after each weight change", [str(r["id"]) for r in steps],
                                  {"center": centers}, y_min=0, y_max=1)),

@@ -146,15 +146,18 @@ async def source_tags(pool: asyncpg.Pool, limit: int) -> list[str]:
     return [r["source_tag"] for r in rows]
 
 
-async def memory(pool: asyncpg.Pool, memory_id: int, access_limit: int) -> dict[str, Any] | None:
-    """One memory with its last `access_limit` ACT-R presentations (newest first)."""
+async def memory(pool: asyncpg.Pool, memory_id: int, access_limit: int,
+                 content_chars: int) -> dict[str, Any] | None:
+    """One memory (its first `content_chars` characters) with its last `access_limit`
+    ACT-R presentations, newest first."""
     return await _fetchrow(pool, """
-        SELECT id, content, memory_type, source_tag, source_confidence, immutable, compressed,
+        SELECT id, left(content, $3) AS content, length(content) AS content_chars, memory_type, source_tag,
+               source_confidence, immutable, compressed,
                content_contextualized, created_at, event_time, last_accessed, access_count, embed_model,
                utility_score, metadata::text AS metadata,
                depth_weight_alpha AS alpha, depth_weight_beta AS beta,
                ARRAY(SELECT t FROM unnest(access_timestamps) AS t ORDER BY t DESC LIMIT $2) AS accesses
-          FROM memories WHERE id = $1""", memory_id, access_limit)
+          FROM memories WHERE id = $1""", memory_id, access_limit, content_chars)
 
 
 async def weight_history(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
