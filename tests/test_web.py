@@ -164,6 +164,7 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
             # overview: facts and memories by type match the tables
             assert data["/"]["facts"]["cycles_total"] == len(CONVERSATION)
             assert data["/"]["facts"]["restarts"] == 0
+            assert 0 < data["/"]["facts"]["uptime_hours_this_session"] < 1     # running since this test began
             assert {r["memory_type"]: r["n"] for r in data["/"]["memories_by_type"]} == \
                 {r["memory_type"]: r["n"] for r in n_types}
             assert len(data["/"]["readiness"]) == 10

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import UTC, datetime
 
 from src.bootstrap.readiness import readiness
 from src.web import queries as q
@@ -40,14 +39,12 @@ async def overview(view: View) -> Page:
     hist = await q.center_histogram(view.pool, HIST_BINS)
     shapes = await q.shape_counts(view.pool)
     shape_days = await q.shape_changes_per_day(view.pool, cfg.plot_days)
-    now = datetime.now(UTC)
-    uptime_h = (now - view.started_at).total_seconds() / 3600.0
     cycles_session = view.cycles() if view.cycles is not None else man.get("cycles_session")
     facts = {
         "mode": view.mode, "session_id": session, "age_days": man.get("age_days"),
         "created_at": man.get("created_at"), "restarts": man.get("times_restarted"),
         "uptime_hours_before_this_session": man.get("uptime_total_hours"),
-        "view_uptime_hours": uptime_h, "last_started_at": man.get("last_started_at"),
+        "uptime_hours_this_session": man.get("session_hours"), "last_started_at": man.get("last_started_at"),
         "last_shutdown_at": man.get("last_shutdown_at"), "cycles_total": man.get("cycles_total"),
         "cycles_this_session": cycles_session, "embed_model": man.get("embed_model"),
     }
@@ -73,7 +70,8 @@ async def overview(view: View) -> Page:
             kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
                 ("born", facts["created_at"]), ("restarts", facts["restarts"]),
                 ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
-                ("this view up (h)", uptime_h), ("cycles, lifetime", facts["cycles_total"]),
+                ("uptime this (or the last) session (h)", facts["uptime_hours_this_session"]),
+            ("cycles, lifetime", facts["cycles_total"]),
                 ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
             section("Memories by type", table(types, ["memory_type", "n"])),
             section("Readiness milestones", table(data["readiness"], ["title", "reached_at"])),

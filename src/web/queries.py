@@ -39,7 +39,10 @@ async def manifest(pool: asyncpg.Pool) -> dict[str, Any] | None:
         SELECT m.created_at, m.times_restarted, m.uptime_total_hours, m.last_started_at,
                m.last_shutdown_at, m.current_session_id, m.embed_model,
                EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days,
-               now() AS now,
+               -- the last session's uptime: until its shutdown, or until now while it runs
+               EXTRACT(EPOCH FROM COALESCE(CASE WHEN m.last_shutdown_at >= m.last_started_at
+                                                THEN m.last_shutdown_at END, now())
+                                  - m.last_started_at) / 3600.0 AS session_hours,
                (SELECT count(*) FROM thought_log) AS cycles_total,
                (SELECT count(*) FROM thought_log t WHERE t.session_id = m.current_session_id)
                    AS cycles_session

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import asyncpg
 import numpy as np
@@ -24,7 +23,6 @@ class View:
     providers_report: list[str] = field(default_factory=list)
     safety_modes: dict[str, str] = field(default_factory=dict)
     retriever: Retriever | None = None
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     # Recall for search draws its Dirichlet blend and noise from here (tests fix it).
     rng: Callable[[], np.random.Generator] = np.random.default_rng
     cycles: Callable[[], int] | None = None     # this session's cycles, when the mind runs here
