@@ -15,9 +15,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from src.bootstrap.settings import BootstrapSettings
+from src.consolidation.settings import ConsolidationSettings
 from src.context.settings import ContextSettings, FifoSettings
+from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
 from src.gates.settings import GateSettings
+from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
@@ -74,6 +78,10 @@ class Settings(_Section):
     loop: LoopSettings = LoopSettings()
     docs_tool: DocsToolSettings = DocsToolSettings()
     layers: LayerSettings = LayerSettings()
+    gut: GutSettings = GutSettings()
+    dmn: DmnSettings = DmnSettings()
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
     web: WebSettings = WebSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None

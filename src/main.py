@@ -13,12 +13,15 @@ import logging
 import signal
 import sys
 import uuid
+from datetime import UTC, datetime
 from typing import TextIO
 
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
 from src.config import Settings, load_settings
+from src.consolidation import approvals
+from src.consolidation.why import format_chain, why_do_i_believe
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
@@ -53,6 +56,31 @@ class Agent:
         self.commands.add("cost", "what thinking has cost: this session, 24 h, lifetime", self._cost)
         self.commands.add("readiness", "the ten bootstrap achievements (plan §5.2)", self._readiness)
         self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
+        self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
+        self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
+        self.commands.add("pending", "changes waiting for your approval", self._pending)
+        self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
+        self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
+
+    async def _pending(self, _: str) -> str:
+        return await approvals.pending_text(self.db.pool)
+
+    async def _approve(self, arg: str, approve: bool = True) -> str:
+        ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
+                                        datetime.now(UTC))
+        return await approvals.decide(ctx, arg, approve=approve)
+
+    async def _reject(self, arg: str) -> str:
+        return await self._approve(arg, approve=False)
+
+    async def _consolidate(self, _: str) -> str:
+        report = await self.mind.consolidation.deep_pass("manual")
+        return report.summary() if report is not None else "a deep pass is already running; try again later"
+
+    async def _why(self, arg: str) -> str:
+        if not arg.strip().isdigit():
+            return "usage: /why <memory id>, e.g. /why 42"
+        return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
 
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
@@ -93,6 +121,7 @@ class Agent:
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
             + f"{mind.safety.status_line()}\n"
+            + f"{await mind.consolidation.status_line()}\n"
             + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
@@ -128,6 +157,9 @@ class Agent:
         loop = asyncio.get_running_loop()
         start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop), name="cognitive-loop")
+        dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
+               if self.mind.dmn is not None else None)
+        self.mind.consolidation.start()
         stop_wait = asyncio.create_task(self.stop.wait())
         eof = False
         try:
@@ -152,6 +184,8 @@ class Agent:
             stop_wait.cancel()
             self.stop.set()
             await _finish(thinking)
+            if dmn is not None:
+                await _finish(dmn)
         if eof:
             # piped input: answer what is still queued before shutting down
             await self.mind.loop.run(burst=True)

@@ -10,16 +10,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 import numpy as np
 
+from src.bootstrap.milestones import consolidation_milestone_hook
+from src.bootstrap.seeding import seed_boundaries
 from src.config import Settings
+from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
+from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
+from src.gut.deep_pass import gut_deep_pass
+from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
+from src.loop.inner_life import InnerLife
 from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.factory import Providers
@@ -46,9 +54,14 @@ class Mind:
     layers: LayerEmbeddings
     reembed: ReembedWorker | None = None
     stale_at_start: int = 0
+    consolidation: Consolidation | None = None
+    gut: Gut | None = None
+    dmn: DmnGenerator | None = None
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
+        if self.consolidation is not None:
+            await self.consolidation.stop()
         if self.reembed is not None:
             await self.reembed.stop()
         try:
@@ -78,14 +91,69 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center)
+    gut, inner = await _inner_life(settings, pool, providers, store, retriever, gates, layers,
+                                   session_id=session_id)
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
                       assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.attention),
-                      layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs)
+                      layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
+                      inner=inner)
     loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
+    inner.submit = loop.submit          # gut signals and goal reflections enter like everything else
+    dmn = _dmn(settings, pool, providers, loop, layers) if settings.dmn.enabled else None
 
     def on_progress(done: int, total: int, rate: float) -> None:
         if progress is not None:
             progress(progress_bar(done, total, rate))
 
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
-    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale)
+    # insights and tensions compete for attention like everything else (plan §3.4); after each
+    # pass the gut rebuilds its subconscious centroid and finds its axes (plan §5.1)
+    consolidation = Consolidation(
+        pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
+        submit=loop.submit, recompute_centroid=_after_pass_centroids(pool, providers, gates, gut))
+    consolidation.after = [*consolidation.after, consolidation_milestone_hook(pool)]
+    return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
+                consolidation, gut, dmn)
+
+
+def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
+    model = providers.embedder.model_name
+
+    async def recompute():
+        if gut is None:
+            return await gates.exit.centroid.recompute(pool, model)
+        return await gut_deep_pass(pool, gut, model, now=datetime.now(UTC))
+    return recompute
+
+
+async def _inner_life(settings: Settings, pool, providers, store, retriever, gates, layers, *,
+                      session_id: str) -> tuple[Gut | None, InnerLife]:
+    """Seed the immutable boundaries (once), build the gut, hook gut/outcomes/readiness in."""
+    if settings.bootstrap.seed_boundaries:
+        await seed_boundaries(store, settings.bootstrap.boundaries_path)
+    gut = None
+    if settings.gut.enabled:
+        gut = Gut(settings.gut)
+        await gut.recompute_l2(pool, providers.embedder.model_name)
+        retriever.emotional = gut.alignment
+        gates.exit.gut = gut
+    inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap)
+    gates.exit.on_persisted = inner.on_persisted
+    await inner.refresh_layers(layers)
+    return gut, inner
+
+
+def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: LayerEmbeddings) -> DmnGenerator:
+    """The DMN generator: self-prompts go through the loop's `submit` (never a second pipeline)."""
+    async def dmn_layers():
+        values = await layers.get_layer_embeddings(0)
+        goals = await layers.get_layer_embeddings(1)
+        return [(t, v) for t, _, v in goals], [(t, v) for t, _, v in values]
+
+    async def on_creative(item_id, out, now):
+        await loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids,
+                                       "association": out.text[:200], **out.detail}, now)
+
+    return DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
+                        pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
+                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)

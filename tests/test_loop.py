@@ -172,7 +172,10 @@ async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
     assert "make run" in second.messages[-1].content
     assert delivered == ["I am MoltBot, I read my README."]
     actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
-    assert actions[1:] == [{"kind": "tool", "verb": "READ_DOC", "argument": "README.md", "refused": False}]
+    # each tool call also carries the action check's verdict for its kind (issue 15)
+    assert actions[1:] == [{"kind": "tool", "verb": "READ_DOC", "argument": "README.md", "refused": False,
+                            "action_kind": "read_doc", "allowed": True,
+                            "reason": "reading its own docs is read-only"}]
 
 
 async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, tmp_path):
@@ -193,7 +196,9 @@ async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, 
     actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
     assert actions[1:] == [{"kind": "tool", "verb": "READ_DOC", "argument": "/etc/passwd", "refused": True,
                             "error": "error: '/etc/passwd' is outside the readable documents "
-                                     "(src, notes.md, README.md)"}]
+                                     "(src, notes.md, README.md)",
+                            "action_kind": "read_doc", "allowed": True,
+                            "reason": "reading its own docs is read-only"}]
     # next cycle: an ordinary message is offered no tool; the third tool line is refused unrun
     await mind.loop.submit("user", "Hello! My name is Dana.")
     await mind.loop.cycle()

@@ -1,8 +1,13 @@
-"""/readiness reads the ten milestones of plan §5.2 from the mind's own tables."""
+"""/readiness shows the ten milestones of plan §5.2 as the mind recorded them, with their events."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from src.bootstrap.readiness import format_readiness, readiness
+from tests.test_loop import _mind
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
 
 async def test_newborn_mind_has_reached_nothing(pool):
@@ -14,12 +19,23 @@ async def test_newborn_mind_has_reached_nothing(pool):
     assert text.splitlines()[1] == " [ ]  1. First memory formation (entry → scratch → exit → persist) — not yet"
 
 
-async def test_milestones_follow_the_data(pool):
-    mid = await pool.fetchval(
-        "INSERT INTO memories (content, metadata) VALUES ('tea in the morning', '{\"scratch_id\": 1}') RETURNING id")
-    await pool.execute("INSERT INTO consolidation_log (memory_id, operation, actor, alpha_before, beta_before, "
-                       "alpha_after, beta_after) VALUES ($1, 'reinforce', 'retrieval', 1, 4, 1.04, 4)", mid)
-    await pool.execute("INSERT INTO thought_log (cycle, source_tag, output) VALUES (1, 'internal_dmn', 'a thought')")
-    reached = {a.key for a in await readiness(pool) if a.reached_at is not None}
-    assert reached == {"memory_formation", "retrieval_success", "dmn_acted_upon"}
-    assert format_readiness(await readiness(pool)).splitlines()[0] == "Readiness: 3/10 achievements"
+async def test_memory_formation_and_retrieval_are_recorded_where_they_happen(pool, tmp_path):
+    mind, _ = await _mind(pool, tmp_path)
+    loop = mind.loop
+    await loop.submit("user", "my sister Ana lives in Porto near the river", now=T0)
+    await loop.cycle(T0)
+    assert {a.key for a in await readiness(pool) if a.reached_at} == set()   # nothing persisted yet
+    report = await mind.gates.exit.flush(reason="test")
+    assert report.actions.get("persist", 0) >= 1
+    [first] = [a for a in await readiness(pool) if a.reached_at]
+    persisted = [r["id"] for r in await pool.fetch("SELECT id FROM memories WHERE metadata ? 'scratch_id' "
+                                                   "ORDER BY id")]
+    assert first.key == "memory_formation"
+    assert first.event == {"memory_ids": persisted, "path": "entry → scratch → exit → persist"}
+    await loop.submit("user", "where does my sister Ana live?", now=T0 + timedelta(minutes=1))
+    await loop.cycle(T0 + timedelta(minutes=1))
+    reached = {a.key: a for a in await readiness(pool) if a.reached_at}
+    assert set(reached) == {"memory_formation", "retrieval_success"}
+    event = reached["retrieval_success"].event
+    assert event["cycle"] == 2 and event["query"] == "where does my sister Ana live?"
+    assert event["memory_ids"] == [persisted[0]] and event["semantic"] >= 0.25

@@ -140,13 +140,14 @@ async def test_a_lone_goal_is_not_blocked_by_the_budget(pool):
 async def test_phase_b_rate_limit_and_two_gate_shadow_then_enforced(pool):
     mid = await _memory(pool, 2.0, 2.0)
     change = _reinforce(mid, 10.0, cycle_baseline_center=0.5, actor="deep_consolidation")
-    [shadow] = await apply_weight_changes(pool, [change], safety=Safety())
+    # Phase B is enforced by default since consolidation runs (issue 14); shadow stays selectable.
+    [shadow] = await apply_weight_changes(pool, [change], safety=Safety(SafetySettings(phase_b="shadow")))
     assert shadow.blocked_by is None
     ev = await pool.fetchrow("SELECT ceiling, phase, enforced, reason FROM safety_events")
     assert (ev["ceiling"], ev["phase"], ev["enforced"]) == ("rate_limit", "B", False)
     assert ev["reason"].endswith("more than the 0.1 allowed per consolidation cycle")
     mid2 = await _memory(pool, 2.0, 2.0)
-    enforced = Safety(SafetySettings(phase_b="enforced"))
+    enforced = Safety()
     [blocked] = await apply_weight_changes(pool, [_reinforce(mid2, 10.0, cycle_baseline_center=0.5)], safety=enforced)
     assert blocked.blocked_by == "rate_limit"
     [promo] = await apply_weight_changes(
@@ -226,7 +227,7 @@ def test_cba_coherence_alerts_on_drop():
 
 
 def test_status_line_names_the_phases():
-    assert Safety().status_line() == "safety: phase A enforced, phase B shadow, phase C shadow"
+    assert Safety().status_line() == "safety: phase A enforced, phase B enforced, phase C shadow"
 
 
 _WEIGHT_WRITE = re.compile(r"depth_weight_(alpha|beta)\s*=(?!=)|depth_weight_(alpha|beta)\s*\+=", re.I)
@@ -243,3 +244,14 @@ def test_no_sql_outside_the_choke_point_writes_weights():
     assert offenders == []
     # and the choke point itself does write them
     assert _WEIGHT_WRITE.search((ROOT / "src" / "weights" / "apply.py").read_text())
+
+
+async def test_events_of_every_batch_are_written_not_only_the_first(pool):
+    # take_events swaps the pending list; ceilings must append to the new one
+    safety = Safety()
+    first, second = await _memory(pool, 2.0, 2.0), await _memory(pool, 2.0, 2.0)
+    for mid in (first, second):
+        [out] = await apply_weight_changes(pool, [_reinforce(mid, 10.0, cycle_baseline_center=0.5)], safety=safety)
+        assert out.blocked_by == "rate_limit"
+    rows = await pool.fetch("SELECT memory_id, ceiling FROM safety_events ORDER BY id")
+    assert [(r["memory_id"], r["ceiling"]) for r in rows] == [(first, "rate_limit"), (second, "rate_limit")]

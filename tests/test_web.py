@@ -138,7 +138,8 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
             service.say(line)
         await service.wait_cycles(len(CONVERSATION))
         # each exchange is flushed at once (settle): every message becomes a memory
-        await service.wait_for("SELECT count(*) = $1 FROM memories", len(CONVERSATION))
+        await service.wait_for("SELECT count(*) = $1 FROM memories WHERE source_tag = 'external_user'",
+                               len(CONVERSATION))
         stop.set()
         await poller
         base = service.url.rstrip("/")

@@ -1,46 +1,24 @@
-"""Bootstrap readiness achievements (plan §5.2), read from what the mind has done.
+"""Bootstrap readiness achievements (plan §5.2): what `/readiness` shows.
 
-Each achievement is an EXISTS over the tables the mind writes anyway, evaluated in
-one statement, so `/readiness` can never claim a milestone the data does not show.
-Milestones whose machinery is not built yet (deep consolidation, promotion, DMN)
-simply read "not yet" until those parts write their rows.
+Each milestone is an event the mind recorded when it did the thing (see
+`src/bootstrap/milestones.py` for the call sites), so `/readiness` can show when each
+was reached and by what: the ids in the event are the memories, cycles and outcomes
+involved, to be looked up with SQL.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import asyncpg
 
-# (key, title, SQL returning the first time it happened, or NULL)
-ACHIEVEMENTS: tuple[tuple[str, str, str], ...] = (
-    ("memory_formation", "First memory formation (entry → scratch → exit → persist)",
-     "SELECT min(m.created_at) FROM memories m WHERE m.metadata ? 'scratch_id'"),
-    ("retrieval_success", "First retrieval success (hybrid search recalled a memory)",
-     "SELECT min(at) FROM consolidation_log WHERE actor = 'retrieval' AND operation = 'reinforce'"),
-    ("consolidation_cycle", "First consolidation cycle (merge + insight + narrative)",
-     "SELECT min(created_at) FROM memory_supersedes"),
-    ("goal_promotion", "First goal-weight promotion (experience → goal-equivalent weight)",
-     "SELECT min(at) FROM consolidation_log WHERE actor = 'promotion' "
-     "AND alpha_after / (alpha_after + beta_after) >= 0.6"),
-    ("dmn_acted_upon", "First DMN self-prompt acted upon",
-     "SELECT min(at) FROM thought_log WHERE source_tag = 'internal_dmn' AND output IS NOT NULL"),
-    ("identity_promotion", "First identity-weight promotion (goal → identity-equivalent weight)",
-     "SELECT min(at) FROM consolidation_log WHERE actor = 'promotion' "
-     "AND alpha_after / (alpha_after + beta_after) >= 0.8"),
-    ("conflict_resolution", "First conflict resolution (reconsolidation)",
-     "SELECT min(created_at) FROM memories WHERE memory_type = 'tension' "
-     "AND metadata->>'resolved' = 'true'"),
-    ("creative_association", "First creative association (DMN channel 2)",
-     "SELECT min(created_at) FROM memories WHERE source_tag = 'internal_dmn' "
-     "AND metadata->>'channel' = 'creative'"),
-    ("goal_achieved", "First goal achieved and reflected upon",
-     "SELECT min(created_at) FROM memories WHERE metadata->>'kind' = 'goal' "
-     "AND metadata->>'achieved' = 'true'"),
-    ("aligned_decision", "First autonomous decision aligned with self-formed values",
-     "SELECT min(at) FROM thought_log WHERE source_tag LIKE 'internal_%' "
-     "AND actions @> '[{\"aligned_with_values\": true}]'"),
+from src.bootstrap.milestones import TITLES, reached
+
+KEYS: tuple[str, ...] = (
+    "memory_formation", "retrieval_success", "consolidation_cycle", "goal_promotion", "dmn_acted_upon",
+    "identity_promotion", "conflict_resolution", "creative_association", "goal_achieved", "aligned_decision",
 )
 
 
@@ -49,13 +27,19 @@ class Achievement:
     key: str
     title: str
     reached_at: datetime | None
+    event: dict = field(default_factory=dict)
 
 
 async def readiness(db: asyncpg.Pool | asyncpg.Connection) -> list[Achievement]:
     """All ten milestones in one round trip."""
-    select = ",\n".join(f"({sql}) AS {key}" for key, _, sql in ACHIEVEMENTS)
-    row = await db.fetchrow(f"SELECT {select}")  # fixed SQL from the table above, no input
-    return [Achievement(key, title, row[key]) for key, title, _ in ACHIEVEMENTS]
+    done = await reached(db)
+    return [Achievement(key, title, *(done.get(i, (None, {}))))
+            for i, (key, title) in enumerate(zip(KEYS, TITLES, strict=True), 1)]
+
+
+def _event_text(event: dict, limit: int = 90) -> str:
+    text = json.dumps(event, ensure_ascii=True, sort_keys=True, default=str)   # control chars escaped
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def format_readiness(achievements: list[Achievement]) -> str:
@@ -65,4 +49,6 @@ def format_readiness(achievements: list[Achievement]) -> str:
         when = a.reached_at.strftime("%Y-%m-%d %H:%M") if a.reached_at else "not yet"
         mark = "x" if a.reached_at else " "
         lines.append(f" [{mark}] {i:2d}. {a.title} — {when}")
+        if a.reached_at:
+            lines.append(f"        by {_event_text(a.event)}")
     return "\n".join(lines)

@@ -75,6 +75,11 @@ class StoreCentroid:
             self._mean = None if row["mean"] is None else row["mean"].to_numpy().astype(np.float64)
         return None if self._mean is None else self._mean.astype(np.float32)
 
+    async def recompute(self, db: asyncpg.Pool | asyncpg.Connection, embed_model: str) -> np.ndarray | None:
+        """Full recomputation now (after each deep consolidation pass, plan §4.2)."""
+        self._at = float("-inf")
+        return await self.get(db, embed_model)
+
     def absorb(self, embed_model: str, vectors: np.ndarray) -> None:
         """Fold newly persisted vectors of `embed_model` into the cached mean."""
         vectors = np.asarray(vectors, dtype=np.float64)

@@ -124,6 +124,10 @@ class ExitGate:
         self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
         self.clock = clock
         self.attention: np.ndarray | None = None
+        # The two-centroid gut (plan §5.1) replaces the v0.1 store-centroid charge when the
+        # mind wires one in; `on_persisted(memory ids)` lets readiness see memory formation.
+        self.gut = None
+        self.on_persisted: Callable[[list[int]], Awaitable[None]] | None = None
         self._directions: dict[str, NegationDirection | None] = {}
         self._lock = asyncio.Lock()
 
@@ -198,7 +202,7 @@ class ExitGate:
         direction = await self.negation_direction()
         count = await count_memories(self.pool, cfg.maturity_memories)
         maturity = memory_maturity(count, cfg.maturity_memories)
-        centroid = await self.centroid.get(self.pool, model)
+        centroid = None if self.gut is not None else await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []
         # the recent memories stand in for a focus only when the loop has not set one
         recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
@@ -220,7 +224,7 @@ class ExitGate:
             nearest = neighbours[0] if neighbours else None
             e = Evaluation(item, vec, act, floor, max(act.S, floor), nearest,
                            novelty_band(nearest.similarity if nearest else None, th),
-                           emotional_charge(vec, centroid), maturity)
+                           self._charge(vec, centroid), maturity)
             for n in neighbours[: cfg.contradiction_candidates]:
                 if n.similarity <= th.contradicting:
                     break
@@ -234,6 +238,10 @@ class ExitGate:
         for e in evaluations:
             self._finish(e, th)
         return evaluations
+
+    def _charge(self, vec: np.ndarray, centroid: np.ndarray | None) -> float:
+        """The gut's charge when wired (plan §5.1), else the v0.1 store-centroid charge."""
+        return self.gut.charge(vec) if self.gut is not None else emotional_charge(vec, centroid)
 
     async def _ask_llm(self, evaluations: list[Evaluation]) -> None:
         """Layer 3 for the most similar undecided pairs of items that have no opposed pair."""
@@ -290,6 +298,10 @@ class ExitGate:
         persisted = [e.vec for e in mine if e.cell.action in PERSISTING]
         if persisted:
             self.centroid.absorb(model, np.vstack(persisted))
+            if self.gut is not None:
+                self.gut.absorb(model, np.vstack(persisted))
+            if self.on_persisted is not None:
+                await self.on_persisted([e.memory_id for e in mine if e.memory_id is not None])
         report.evaluated = len(mine)
         report.llm_calls = sum(e.llm_calls for e in mine)
         for e in mine:

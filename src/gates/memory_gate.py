@@ -9,11 +9,14 @@ rate-limited embedder (one call per `prune_embed_interval_s`).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
 
+from src.consolidation.evolution_repository import tuned_gate_values
+from src.consolidation.gate_tuning import apply_to_settings
 from src.gates import scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
@@ -35,6 +38,17 @@ class Gates:
         self.exit = exit_gate
         self.lifecycle = lifecycle
         self.settings = settings
+        self._tuning_read_at: float | None = None
+
+    # Seconds between reads of the parameters consolidation tunes (plan §4.5).
+    TUNING_REFRESH_S = 60.0
+
+    async def load_tuning(self) -> dict[str, float]:
+        """Use the gate parameters consolidation tuned (`gate_tuning`) from now on."""
+        values = apply_to_settings(self.settings, await tuned_gate_values(self.pool))
+        self.entry.ttl = timedelta(hours=self.settings.scratch.ttl_hours)
+        self._tuning_read_at = time.monotonic()
+        return values
 
     @classmethod
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
@@ -54,6 +68,8 @@ class Gates:
     async def admit(self, content: str, *, source_tag: str = "external_user",
                     source_confidence: float = 1.0, exchange: bool = True) -> Admitted:
         """Entry gate for one input; counts an exchange (which may start a flush)."""
+        if self._tuning_read_at is None or time.monotonic() - self._tuning_read_at >= self.TUNING_REFRESH_S:
+            await self.load_tuning()
         admitted = await self.entry.admit(content, source_tag=source_tag,
                                           source_confidence=source_confidence)
         if exchange:

@@ -2,7 +2,9 @@
 
 Processing is source-agnostic; acting is not. An output may be:
     communicate      say something to the user
-    internal         update the mind's own state (no effect outside the process)
+    read_doc         read the mind's own source and notes (read-only tool)
+    internal         update the mind's own state (no effect outside the process), e.g.
+                     declaring a goal achieved (the `GOAL_ACHIEVED: <goal>` verb)
     external_effect  anything that changes the world outside (none exists yet; the
                      check is here so the first one cannot be added without it)
 
@@ -16,7 +18,7 @@ from typing import Literal
 
 from src.loop.settings import ActionSettings
 
-ActionKind = Literal["communicate", "internal", "external_effect"]
+ActionKind = Literal["communicate", "read_doc", "internal", "external_effect"]
 
 
 class ActionPolicy:
@@ -33,6 +35,8 @@ class ActionPolicy:
         conf = 0.0 if confidence is None else confidence
         if kind == "internal":
             return True, "internal actions change only the mind's own state"
+        if kind == "read_doc":
+            return True, "reading its own docs is read-only"
         if kind == "communicate":
             if external:
                 return True, f"answering {source_tag}"
@@ -45,3 +49,19 @@ class ActionPolicy:
         if conf >= need:
             return True, f"external effect from {source_tag} at confidence {conf:.2f} >= {need:.2f}"
         return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"
+
+
+#: The action kind of each protocol verb (src/loop/tool_protocol.py); a verb not listed
+#: here is treated as an external effect, the strictest check.
+VERB_KINDS: dict[str, ActionKind] = {"READ_DOC": "read_doc", "GOAL_ACHIEVED": "internal"}
+
+
+def checked_tool_actions(policy: ActionPolicy, tool_actions: list[dict], source_tag: str,
+                         source_confidence: float, confidence: float | None) -> list[dict]:
+    """The cycle's tool calls with the action check's verdict on each (kind by verb)."""
+    out = []
+    for action in tool_actions:
+        kind = VERB_KINDS.get(action.get("verb", ""), "external_effect")
+        allowed, why = policy.allows(kind, source_tag, source_confidence, confidence)
+        out.append({**action, "action_kind": kind, "allowed": allowed, "reason": why})
+    return out

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -328,6 +328,12 @@ class AttentionQueue:
     def attach_embeddings(self, vectors: Mapping[int, np.ndarray]) -> None:
         """Give pending candidates their embeddings (the loop embeds them in one batch)."""
         self._pending = [replace(c, embedding=vectors[c.id]) if c.id in vectors else c
+                         for c in self._pending]
+
+    def raise_charges(self, charge: Callable[[np.ndarray | None], float]) -> None:
+        """Set each pending candidate's emotional charge to the gut's reading of it (plan
+        §3.10: |gut delta| replaces the placeholder), keeping any higher charge it came with."""
+        self._pending = [replace(c, emotional_charge=max(c.emotional_charge, charge(c.embedding)))
                          for c in self._pending]
 
     def allocate(self, recent_context_vecs: np.ndarray | Sequence[np.ndarray] | None = None,

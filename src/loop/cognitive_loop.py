@@ -32,7 +32,7 @@ import numpy as np
 
 from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
 from src.errors import ProviderError
-from src.loop.actions import ActionPolicy
+from src.loop.actions import ActionPolicy, checked_tool_actions
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.parts import LoopParts
 from src.loop.prompts import frame_input, reflex_reply, system_prompt
@@ -69,6 +69,8 @@ class CognitiveLoop:
         self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
         self.tools = ToolProtocol(self.cfg.max_tool_calls)   # more verbs: self.tools.register(...)
         self.tools.register(read_doc_verb(self.docs))
+        if parts.inner is not None:   # GOAL_ACHIEVED: <goal> (plan §5.2 milestone 9)
+            self.tools.register(parts.inner.goal_verb())
         self.goal_vecs = list(parts.goal_vecs)
         self.session_id = session_id
         self.deliver = deliver
@@ -85,6 +87,8 @@ class CognitiveLoop:
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
+        # gut, outcomes, readiness (src/loop/inner_life.py); None: the loop runs without them
+        self.inner = parts.inner
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
@@ -148,13 +152,19 @@ class CognitiveLoop:
         await self._rebuffer()
         if self.parts.layers is not None:   # values/goals files edited while running take effect now
             self.parts.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.parts.layers)
+            if self.inner is not None:
+                await self.inner.refresh_layers(self.parts.layers)
         await self._embed_pending()
+        if self.inner is not None:
+            self.inner.charge_candidates(self.queue)
         allocation = self.queue.allocate(self._recent or None, self.goal_vecs or None)
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
         winner = self._current = allocation.winner
         report = cognitive_state_report(allocation, self.queue.settings)
+        if self.inner is not None:
+            self.inner.feel(winner.embedding, self._recent, cycle=self.cycles, now=now)
 
         t = time.perf_counter()
         retrieval = None
@@ -184,7 +194,8 @@ class CognitiveLoop:
         corrections = await corrections_for(self.parts.pool, self.parts.providers.embedder, winner.text,
                                             focus_vec=winner.embedding, settings=reflection)
         block = reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
-        system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line())
+        system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line(),
+                               gut=self.inner.gut_summary() if self.inner is not None else "")
         user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
                    for m in self.fifo.window(assembled.conversation_budget)]
@@ -198,7 +209,9 @@ class CognitiveLoop:
 
         kind = "communicate"
         allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
-        actions = [{"kind": kind, "allowed": allowed, "reason": why}, *tool_actions]
+        actions = [{"kind": kind, "allowed": allowed, "reason": why},
+                   *checked_tool_actions(self.actions, tool_actions, winner.source_tag, winner.source_confidence,
+                                         confidence)]
         if answer and allowed:
             result = self.deliver(answer)
             if asyncio.iscoroutine(result):
@@ -232,6 +245,11 @@ class CognitiveLoop:
 
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
                              escalated, path, retrieval, _ms(started), timings)
+        if self.inner is not None:
+            await self.inner.after_cycle(
+                cycle=self.cycles, winner=winner, answer=answer, path=path, actions=actions,
+                correction_id=getattr(outcome, "correction_id", None), retrieval=retrieval,
+                now=now)
         await log_cycle(self.parts.pool, self.session_id, record, allocation, assembled, since=now)
         self._current = None
         self._failed.discard(winner.id)
@@ -323,7 +341,9 @@ class CognitiveLoop:
             metacognition=self.settings.metacognition)
 
     def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
-        recalled = retrieval.memories[: self.cfg.reflex_recall_lines] if retrieval else []
+        # the immutable boundaries are in every context anyway: they are not "brought back"
+        learned = [r for r in retrieval.memories if not r.hit.immutable] if retrieval else []
+        recalled = learned[: self.cfg.reflex_recall_lines]
         return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
                             said=getattr(self.parts.providers.system1, "message", None), because=because)
 

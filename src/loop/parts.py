@@ -25,6 +25,7 @@ from src.tools.read_docs import DocsTool
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
     from src.db.manifest import Manifest
+    from src.loop.inner_life import InnerLife
     from src.providers.factory import Providers
 
 
@@ -44,3 +45,4 @@ class LoopParts:
     docs: DocsTool | None = None
     manifest: Manifest | None = None
     goal_vecs: Sequence[np.ndarray] = field(default_factory=list)
+    inner: InnerLife | None = None             # gut, outcomes, readiness (src/loop/inner_life.py)

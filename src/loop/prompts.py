@@ -32,10 +32,11 @@ def frame_input(source: str, text: str) -> str:
     return INTERNAL_FRAMES.get(source, "{text}").format(text=text)
 
 
-def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str) -> str:
-    """Bootstrap prompt + memory sections + state report + reflection block + cost line;
-    empty parts are left out (tool lines are the tool protocol's)."""
-    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, report]
+def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
+                  gut: str = "") -> str:
+    """Bootstrap prompt + memory sections + state report + the gut line (§5.1) + reflection
+    block + cost line; empty parts are left out (tool lines are the tool protocol's)."""
+    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, report, gut]
     if reflection:
         parts.append(reflection)
     parts.append(cost_line)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 import asyncpg
 
+from src.consolidation.evolution_repository import insert_recall_outcomes
 from src.recall.co_access import record_co_access
 from src.recall.settings import RetrievalSettings
 from src.weights.apply import AccessTouch, WeightChange, apply_weight_changes
@@ -20,8 +21,13 @@ from src.weights.safety import Safety
 
 async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], near_misses: Sequence[int],
                                  *, safety: Safety, at: datetime, query: str = "",
-                                 settings: RetrievalSettings | None = None) -> None:
-    """Plan §3.8 in one transaction: strengthen the retrieved, suppress near-misses, co-access."""
+                                 settings: RetrievalSettings | None = None,
+                                 contributions: Sequence[Sequence[float]] | None = None) -> None:
+    """Plan §3.8 in one transaction: strengthen the retrieved, suppress near-misses, co-access.
+
+    `contributions` (per retrieved memory, the relevance components times the blend) are
+    recorded in `recall_outcomes` for utility and Dirichlet evolution (§4.5).
+    """
     cfg = settings or RetrievalSettings()
     evidence = {"query": query[:200]}
     changes = [WeightChange(mid, "reinforce", cfg.reinforce_retrieved, "retrieval", "retrieved", evidence)
@@ -31,3 +37,5 @@ async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], n
     async with pool.acquire() as conn, conn.transaction():
         await apply_weight_changes(conn, changes, safety=safety, touch=AccessTouch(list(retrieved), at))
         await record_co_access(conn, retrieved, at)
+        if contributions is not None:
+            await insert_recall_outcomes(conn, at, retrieved, contributions)

@@ -27,13 +27,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
 import numpy as np
 
+from src.consolidation.dirichlet_evolution import DirichletFactors, evolved_alpha
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
 from src.recall import activation as actr
@@ -97,6 +98,11 @@ class Retriever:
         self.settings = settings or RetrievalSettings()
         # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i.
         self.layer_vecs = list(layer_vecs)
+        # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
+        # vectors → values in [0, 1]. None: the neutral 0.5.
+        self.emotional: Callable[[np.ndarray], np.ndarray] | None = None
+        # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
+        self.dirichlet = DirichletFactors()
 
     async def retrieve(
         self,
@@ -152,10 +158,11 @@ class Retriever:
         t = time.perf_counter()
         total = await count_memories(self.pool, cfg.maturity_memories)
         maturity = rel.memory_maturity(total, cfg.maturity_memories)
-        blend = rel.sample_blend(rng, rel.blend_alpha(maturity))
+        factors = await self.dirichlet.get(self.pool)
+        blend = rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
         focus = [query_vec] if query_vec is not None else []
         scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                        spread, blend, want_types, arms.w_recency)
+                        spread, blend, want_types, arms.w_recency, self.emotional)
         awake = [r for r in scored if not _dormant(r.hit, cfg)]
         awake.sort(key=lambda r: (-r.weighted, r.id))
         top = awake[:cfg.limit]
@@ -173,7 +180,8 @@ class Retriever:
         if mutate and memories:
             t = time.perf_counter()
             await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
-                                         safety=self.safety, at=now, query=query, settings=cfg)
+                                         safety=self.safety, at=now, query=query, settings=cfg,
+                                         contributions=[np.asarray(m.components) * blend for m in memories])
             timings["mutation"] = _ms(t)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings)
@@ -199,7 +207,8 @@ class Retriever:
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
            cfg: RetrievalSettings, context_vecs: list[np.ndarray],
            layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
-           blend: np.ndarray, want_types: Sequence[str], w_recency: float) -> list[Recalled]:
+           blend: np.ndarray, want_types: Sequence[str], w_recency: float,
+           emotional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> list[Recalled]:
     """ACT-R and hybrid relevance for every candidate, vectorised."""
     if not hits:
         return []
@@ -222,7 +231,11 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
     semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused)
     coact = np.array([spread.get(h.id, 0.0) for h in hits])
     recency = np.array([h.recency for h in hits])
-    comps = rel.relevance_components(rng, semantic, coact, None, recency)
+    emotional = None
+    if emotional_fn is not None:
+        # a memory without a comparable vector stays neutral
+        emotional = np.where(usable, emotional_fn(vecs), rel.NEUTRAL_EMOTION)
+    comps = rel.relevance_components(rng, semantic, coact, emotional, recency)
     relevance = rel.hybrid_relevance(comps, blend)
     weighted = (1 - cfg.activation_share) * relevance + cfg.activation_share * p_retrieve
     return [

@@ -50,7 +50,8 @@ async def overview(view: View) -> Page:
     }
     data = {
         "facts": facts, "memories_by_type": types,
-        "readiness": [{"key": a.key, "title": a.title, "reached_at": a.reached_at} for a in milestones],
+        "readiness": [{"key": a.key, "title": a.title, "reached_at": a.reached_at, "event": a.event}
+                      for a in milestones],
         "cost": cost, "cost_per_day": per_day, "safety_phases": view.safety_modes,
         "safety_events": events, "providers": view.providers_report, "models_called": models,
         "center_histogram": hist, "shapes_now": shapes, "shape_changes_per_day": shape_days,
@@ -74,7 +75,8 @@ async def overview(view: View) -> Page:
             ("cycles, lifetime", facts["cycles_total"]),
                 ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
             section("Memories by type", table(types, ["memory_type", "n"])),
-            section("Readiness milestones", table(data["readiness"], ["title", "reached_at"])),
+            section("Readiness milestones", table(data["readiness"], [
+                "title", "reached_at", ("what did it", lambda r: esc(json.dumps(r["event"])) if r["event"] else "")])),
             section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
                                       ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
                                       ("failed calls", cost.get("failed"))])),

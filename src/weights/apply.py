@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from src.bootstrap.milestones import promotion_milestones
 from src.weights import safety_rules as rules
 from src.weights.safety import Safety, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
@@ -112,9 +113,14 @@ async def apply_weight_changes(
         async with db.acquire() as conn:
             return await apply_weight_changes(conn, changes, safety=safety, touch=touch)
     if db.is_in_transaction():
-        return await _apply(db, changes, safety, touch)
-    async with db.transaction():
-        return await _apply(db, changes, safety, touch)
+        outcomes = await _apply(db, changes, safety, touch)
+    else:
+        async with db.transaction():
+            outcomes = await _apply(db, changes, safety, touch)
+    if any(c.actor == "promotion" for c in changes):
+        # readiness milestones 4 and 6 (plan §5.2) are reached where promotion happens: here
+        await promotion_milestones(db, changes, outcomes)
+    return outcomes
 
 
 async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safety: Safety,

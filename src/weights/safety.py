@@ -7,7 +7,8 @@ have done before anyone turns it on.
 
     Phase A (enforced from day one): hard ceiling on a memory's center, goal-weight
         budget, diminishing returns (applied in src/weights/apply.py), audit trail.
-    Phase B (shadow until consolidation starts): rate limiter, Two-Gate guardrail.
+    Phase B (enforced by default now that consolidation runs; shadow still selectable):
+        rate limiter, Two-Gate guardrail.
     Phase C (shadow until patterns emerge): entropy monitor, circuit breaker,
         CBA coherence.
 
@@ -79,7 +80,9 @@ class Safety:
         enabled = {"A": s.phase_a == "enforced", "B": s.phase_b == "enforced", "C": s.phase_c == "enforced"}
 
         def ceiling(name: str, phase: Phase) -> SafetyCeiling:
-            return SafetyCeiling(name, phase, enabled[phase], self.pending.append)
+            # through self, not a bound list method: take_events swaps the list, and events of
+            # later checks must land in the new one
+            return SafetyCeiling(name, phase, enabled[phase], lambda event: self.pending.append(event))
 
         self.hard_ceiling = ceiling("hard_ceiling", "A")
         self.goal_budget = ceiling("goal_budget", "A")

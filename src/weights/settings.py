@@ -23,7 +23,7 @@ class SafetySettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     phase_a: Mode = "enforced"
-    phase_b: Mode = "shadow"
+    phase_b: Mode = "enforced"
     phase_c: Mode = "shadow"
     center_ceiling: float = Field(CENTER_CEILING, gt=0, le=1)
     goal_budget_share: float = Field(GOAL_BUDGET_SHARE, gt=0, le=1)

@@ -1,0 +1,128 @@
+"""The mind between messages (issue 15's benchmark).
+
+    python -m bench inner_life
+
+- Idle for 10 minutes in compressed time (burst mode) at 10k memories (event times spread
+  over a year, no values or goals in the layer files): the DMN ticks every
+  `dmn.interval_s` of simulated time, the loop drains what it queued; counted are DMN items
+  (and by channel), cycles, LLM calls of an instant fake model, memories created, gut
+  signals. No consolidation runs here (its scheduler is its own task).
+- The gut per cycle at 100k memories: one reading (attention centroid, delta), the charge
+  of 5 candidates, the emotional alignment of 20 recalled memories, p50 / p95 — the work
+  the loop adds each cycle — and the same with the delta log insert; plus the deep pass's
+  full L2 rebuild (one GROUP BY over 100k rows), which the cycle never pays.
+
+Own database on the embedded test server, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from bench.bench_loop import InstantLLM, _mind
+from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
+from bench.common import bench_pool, build_hnsw
+from src.dmn.generator import DmnGenerator
+from src.dmn.settings import DmnSettings
+from src.gut import repository as gut_repo
+from src.gut.gut import Gut
+from src.recall.store import MemoryStore
+
+IDLE_S = 600
+
+
+def _p(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(round(0.95 * (len(ordered) - 1)))]
+
+
+async def _idle(pool, embedder, tmp: str) -> list[dict]:
+    llm = InstantLLM()
+    mind = await _mind(pool, embedder, llm, tmp, "bench-idle")
+    settings = DmnSettings()
+    gen = DmnGenerator(pool, embed_model=embedder.model_name, submit=mind.loop.submit,
+                       pending=lambda: mind.loop.queue.counts()["dmn"], rng=np.random.default_rng(5),
+                       settings=settings)
+    before = await pool.fetchval("SELECT count(*) FROM memories")
+    t0 = datetime.now(UTC)
+    cycles, ticks = 0, int(IDLE_S / settings.interval_s)
+    started = time.perf_counter()
+    for i in range(ticks):
+        now = t0 + timedelta(seconds=i * settings.interval_s)
+        await gen.tick(now)
+        while len(mind.loop.queue):
+            if await mind.loop.cycle(now) is not None:
+                cycles += 1
+    await mind.gates.exit.flush(reason="bench")
+    wall = time.perf_counter() - started
+    after = await pool.fetchval("SELECT count(*) FROM memories")
+    channels = dict(await pool.fetch("SELECT channel, count(*) FROM dmn_items GROUP BY channel"))
+    gut_inputs = await pool.fetchval("SELECT count(*) FROM thought_log WHERE source_tag = 'internal_gut'")
+    await mind.close()
+    rows = [{"name": "idle 10 min (compressed): DMN ticks", "value": ticks, "unit": "ticks"},
+            {"name": "idle 10 min: DMN items, all channels", "value": sum(channels.values()), "unit": "items"}]
+    rows += [{"name": f"idle 10 min: DMN items, {ch}", "value": int(n), "unit": "items"}
+             for ch, n in sorted(channels.items())]
+    rows += [{"name": "idle 10 min: cognitive cycles", "value": cycles, "unit": "cycles"},
+             {"name": "idle 10 min: gut signals that became input", "value": int(gut_inputs), "unit": "inputs"},
+             {"name": "idle 10 min: LLM calls (fake)", "value": len(llm.calls), "unit": "calls"},
+             {"name": "idle 10 min: memories created", "value": int(after - before), "unit": "memories"},
+             {"name": "idle 10 min: wall time (burst)", "value": wall, "unit": "s"}]
+    return rows
+
+
+async def _gut(pool, embedder, maker: TextMaker) -> list[dict]:
+    gut = Gut()
+    started = time.perf_counter()
+    rows_seen = await gut.recompute_l2(pool, embedder.model_name)
+    rebuild = (time.perf_counter() - started) * 1000
+    focus = await embedder.embed(maker.texts(5), "RETRIEVAL_QUERY")
+    candidates = await embedder.embed(maker.texts(5), "RETRIEVAL_QUERY")
+    recalled = np.asarray(await embedder.embed(maker.texts(20), "RETRIEVAL_DOCUMENT"))
+    compute, with_log = [], []
+    for i in range(300):
+        t = time.perf_counter()
+        gut.read([focus[i % 5], *focus[:4]])
+        [gut.charge(c) for c in candidates]
+        gut.alignment(recalled)
+        compute.append((time.perf_counter() - t) * 1000)
+        r = gut.reading
+        await gut_repo.log_delta(pool, session_id="bench", cycle=i, delta=r.delta, magnitude=r.magnitude,
+                                 context="bench focus", action=[{"kind": "communicate"}], source_tag="external_user",
+                                 at=datetime.now(UTC))
+        with_log.append((time.perf_counter() - t) * 1000)
+    c50, c95 = _p(compute)
+    l50, l95 = _p(with_log)
+    return [{"name": f"100k: gut deep-pass L2 rebuild ({rows_seen:,} rows)", "value": rebuild, "unit": "ms"},
+            {"name": "100k: gut per cycle (reading + 5 charges + 20 alignments) p50", "value": c50, "unit": "ms"},
+            {"name": "100k: gut per cycle p95", "value": c95, "unit": "ms"},
+            {"name": "100k: gut per cycle incl. delta log insert p50", "value": l50, "unit": "ms"},
+            {"name": "100k: gut per cycle incl. delta log insert p95", "value": l95, "unit": "ms"}]
+
+
+async def run() -> list[dict]:
+    rows: list[dict] = []
+    async with bench_pool("bench_inner_life", max_size=6) as pool:
+        maker = TextMaker()
+        embedder = WordVectorEmbedder(maker.words)
+        store = MemoryStore(pool, embedder)
+        await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")
+        await _load(store, maker, 10_000)
+        # a store that grew over a year: event times spread uniformly (creative association
+        # needs temporally distant memories; the generator's rng is seeded, this is too)
+        async with pool.acquire() as conn:
+            await conn.execute("SELECT setseed(0.15)")
+            await conn.execute("UPDATE memories SET event_time = now() - random() * interval '365 days'")
+        await build_hnsw(pool)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows += await _idle(pool, embedder, tmp)
+        await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")   # the gut never searches
+        total = await pool.fetchval("SELECT count(*) FROM memories")
+        await _load(store, maker, 100_000 - total)
+        rows += await _gut(pool, embedder, maker)
+    return rows

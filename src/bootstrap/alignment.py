@@ -1,0 +1,46 @@
+"""Autonomous decisions aligned with self-formed values (plan §5.2 milestone 10).
+
+What counts, exactly: a cycle whose input was internal (DMN, gut, consolidation or
+scheduled — nobody asked) in which the model answered (System 1/2, not reflex) and the
+action check decided on its actions, and whose answer has cosine >= `aligned_similarity`
+with a *self-formed value*: a memory that is not immutable, not a bootstrap seed, and
+that the mind's own consolidation promoted to identity weight — an applied weight change
+of actor 'promotion' of the identity tier, or any applied promotion of a memory whose
+center is now at identity level (>= 0.8). Not one the operator wrote (seeds, the L0 file).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IDENTITY_CENTER = 0.8
+
+_SELF_FORMED = """
+SELECT m.id, m.content, m.embedding
+  FROM memories m
+ WHERE NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
+   AND m.embedding IS NOT NULL AND m.embed_model = $1
+   AND EXISTS (SELECT 1 FROM consolidation_log l
+                WHERE l.memory_id = m.id AND l.actor = 'promotion' AND l.applied_delta > 0
+                  AND (l.reason LIKE 'identity%' OR l.evidence->>'tier' = 'identity'
+                       OR m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $2))
+"""
+
+
+async def self_formed_values(db, embed_model: str) -> list[tuple[int, str, np.ndarray]]:
+    rows = await db.fetch(_SELF_FORMED, embed_model, IDENTITY_CENTER)
+    return [(r["id"], r["content"], r["embedding"].to_numpy()) for r in rows]
+
+
+def best_aligned(answer_vec: np.ndarray, values: list[tuple[int, str, np.ndarray]],
+                 threshold: float) -> tuple[int, str, float] | None:
+    """(value id, text, cosine) of the closest self-formed value at or above `threshold`."""
+    v = np.asarray(answer_vec, np.float64)
+    v = v / (np.linalg.norm(v) or 1.0)
+    best = None
+    for vid, text, vec in values:
+        g = np.asarray(vec, np.float64)
+        sim = float(v @ g / (np.linalg.norm(g) or 1.0))
+        if best is None or sim > best[2]:
+            best = (vid, text, sim)
+    return best if best is not None and best[2] >= threshold else None

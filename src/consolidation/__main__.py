@@ -1,0 +1,100 @@
+"""python -m src.consolidation — run consolidation once, or ask why a memory is believed.
+
+    python -m src.consolidation run           one light tick (every operation, now)
+    python -m src.consolidation run --deep    one deep pass (or resume the unfinished one)
+    python -m src.consolidation why ID        the supersedes chain of memory ID
+    python -m src.consolidation history ID    the weight history of memory ID
+    python -m src.consolidation pending       approvals waiting for the operator
+    python -m src.consolidation approve ID    apply approval ID (reject ID: refuse it)
+
+Uses the same runtime.yaml, database and providers as `python -m src.main`.
+Exit codes: 0 done, 1 cannot start or the pass failed, 2 bad arguments or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+
+from src.config import Settings, load_settings
+from src.consolidation import approvals
+from src.consolidation.deep import run_deep_pass
+from src.consolidation.dirichlet_evolution import weight_history_text
+from src.consolidation.light import LightTicker
+from src.consolidation.why import format_chain, why_do_i_believe
+from src.db.database import open_database
+from src.errors import ConfigError, StartupError
+from src.logging_setup import configure_logging
+from src.providers.factory import build_providers
+from src.weights.safety import Safety
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    db = await open_database(settings.database)
+    try:
+        if args.command == "why":
+            print(format_chain(args.memory_id, await why_do_i_believe(db.pool, args.memory_id)))
+            return 0
+        if args.command == "history":
+            print(await weight_history_text(db.pool, args.memory_id))
+            return 0
+        if args.command in ("pending", "approve", "reject"):
+            return await approvals.cli(db.pool, Safety(settings.safety), settings.consolidation.evolution,
+                                       args.command, getattr(args, "approval_id", ""))
+        providers = build_providers(settings.providers, settings.secrets, db.pool, f"consolidation-{uuid.uuid4().hex[:6]}")
+        try:
+            safety = Safety(settings.safety)
+            if args.deep:
+                report = await run_deep_pass(db.pool, embedder=providers.embedder, llm=providers.meta,
+                                             safety=safety, settings=settings.consolidation, trigger="manual")
+                if report is None:
+                    print("a deep pass is already running (another process holds the lock); try again later")
+                    return 1
+                print(report.summary())
+                return 0 if report.status == "done" else 1
+            ticker = LightTicker(db.pool, embedder=providers.embedder, llm=providers.meta, safety=safety,
+                                 settings=settings.consolidation)
+            did = await ticker.tick()
+            print("light tick: " + ", ".join(f"{k} {v}" for k, v in did.items()) + f" ({ticker.last_tick_ms:.0f} ms)")
+            return 0
+        finally:
+            await providers.aclose()
+    finally:
+        await db.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.consolidation", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="one light tick, or with --deep one deep pass")
+    run.add_argument("--deep", action="store_true", help="run a deep pass")
+    why = sub.add_parser("why", help="why do I believe memory ID: its supersedes chain")
+    why.add_argument("memory_id", type=int, metavar="ID")
+    history = sub.add_parser("history", help="the weight history of memory ID (consolidation_log)")
+    history.add_argument("memory_id", type=int, metavar="ID")
+    sub.add_parser("pending", help="approvals waiting for the operator")
+    for verb in ("approve", "reject"):
+        decide = sub.add_parser(verb, help=f"{verb} approval ID (see pending)")
+        decide.add_argument("approval_id", metavar="ID")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.logging)
+    try:
+        return asyncio.run(_run(settings, args))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StartupError as exc:
+        print(f"cannot start: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

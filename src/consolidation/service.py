@@ -1,0 +1,117 @@
+"""Consolidation as background tasks of the running mind: the light ticker and the
+deep scheduler. Neither blocks the loop (they only await the database and providers;
+CPU work goes to threads) and both stop cleanly on shutdown: a deep pass cancelled
+mid-way stays 'running' in its row and is resumed by the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+import asyncpg
+
+from src.consolidation import checkpoints
+from src.consolidation.deep import (
+    AfterPass,
+    PassReport,
+    Submit,
+    announce_hook,
+    centroid_hook,
+    check_trigger,
+    monitors_hook,
+    run_deep_pass,
+)
+from src.consolidation.light import LightTicker
+from src.consolidation.settings import ConsolidationSettings
+from src.providers.protocols import Embedder, LanguageModel
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+
+class Consolidation:
+    """Owns the ticker and the scheduler; `/consolidate` and `/status` talk to it."""
+
+    def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
+                 settings: ConsolidationSettings, submit: Submit | None = None,
+                 recompute_centroid: Callable[[], Awaitable[object]] | None = None,
+                 rng: random.Random | None = None):
+        self.pool = pool
+        self.embedder = embedder
+        self.llm = llm
+        self.safety = safety
+        self.settings = settings
+        self.rng = rng or random.Random()
+        self.ticker = LightTicker(pool, embedder=embedder, llm=llm, safety=safety, settings=settings, rng=self.rng)
+        hooks: list[AfterPass] = [monitors_hook(pool, safety)]
+        if recompute_centroid is not None:
+            hooks.append(centroid_hook(recompute_centroid))
+        if submit is not None:
+            hooks.append(announce_hook(submit))
+        self.after: Sequence[AfterPass] = hooks
+        self.last_report: PassReport | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._pass_lock = asyncio.Lock()
+        self._epoch = datetime.now(UTC)
+
+    def start(self) -> None:
+        """Start the enabled background tasks."""
+        if self.settings.light.enabled:
+            self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
+        if self.settings.deep.enabled:
+            self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
+
+    async def stop(self, timeout_s: float = 3.0) -> None:
+        """Stop the tasks; a pass still running after `timeout_s` is cancelled (it resumes later)."""
+        self._stop.set()
+        tasks, self._tasks = self._tasks, []
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def deep_pass(self, trigger: str = "manual", importance: float | None = None) -> PassReport | None:
+        """Run (or resume) a deep pass now; None when one is already running."""
+        if self._pass_lock.locked():
+            return None
+        async with self._pass_lock:
+            report = await run_deep_pass(self.pool, embedder=self.embedder, llm=self.llm, safety=self.safety,
+                                         settings=self.settings, trigger=trigger, rng=self.rng,
+                                         importance=importance, after=self.after)
+        if report is not None:
+            self.last_report = report
+        return report
+
+    async def _schedule(self) -> None:
+        deep = self.settings.deep
+        while not self._stop.is_set():
+            try:
+                state = await check_trigger(self.pool, self.settings, datetime.now(UTC), self._epoch)
+                if state.trigger is not None:
+                    await self.deep_pass(state.trigger, state.importance)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("deep consolidation scheduler: the check failed; trying again later")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), deep.check_interval_s)
+
+    async def status_line(self) -> str:
+        """The last pass's calls and outcome, for /status."""
+        row = await checkpoints.last_pass(self.pool)
+        if row is None:
+            return "consolidation: no deep pass yet"
+        when = (row["finished_at"] or row["started_at"]).strftime("%Y-%m-%d %H:%M")
+        return (f"consolidation: last deep pass #{row['id']} ({row['trigger']}) {row['status']} {when}, "
+                f"{row['llm_calls']}/{row['llm_budget']} LLM calls, {row['tokens_in']}+{row['tokens_out']} tokens; "
+                f"light ticks this session: {self.ticker.ticks}")

@@ -1,0 +1,111 @@
+"""Settings of light and deep consolidation (plan §4.1, §4.2): runtime.yaml `consolidation:`.
+
+Pure: no feature imports. Similarity thresholds (merge 0.85, themes) depend on the
+embedding model, so they are keyed by embed model name with a `default` entry.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from src.consolidation.evolution_settings import EvolutionSettings
+
+DEFAULT_MODEL_KEY = "default"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimilarityThresholds(_Section):
+    """Cosine thresholds of one embedding model (on CLUSTERING embeddings)."""
+
+    merge: float = Field(0.85, gt=0.0, le=1.0)        # same thing said again: one insight (§4.2)
+    theme: float = Field(0.6, gt=0.0, le=1.0)         # same topic: an emerging theme (§4.1)
+    contradiction_pair: float = Field(0.7, gt=0.0, le=1.0)   # pairs worth a contradiction check
+
+
+class LightSettings(_Section):
+    """The background ticker (plan §4.1). Each operation has its own minimum interval."""
+
+    enabled: bool = True
+    tick_s: float = Field(10.0, gt=0)                 # how often the ticker wakes up
+    # decay tick: memories not retrieved for `unused_after_days` get contradict(decay_amount),
+    # at most once per `decay_period_hours` each, at most `decay_batch` per tick
+    decay_interval_s: float = Field(60.0, ge=0)
+    unused_after_days: float = Field(7.0, gt=0)
+    decay_period_hours: float = Field(24.0, gt=0)
+    decay_amount: float = Field(0.01, gt=0)
+    decay_batch: int = Field(2000, ge=1)
+    # co-access upkeep: a pair idle for `co_access_idle_days` halves its count (once per idle
+    # period); pairs whose count falls below `co_access_prune_below` are deleted
+    co_access_interval_s: float = Field(300.0, ge=0)
+    co_access_idle_days: float = Field(7.0, gt=0)
+    co_access_prune_below: int = Field(1, ge=1)
+    co_access_batch: int = Field(50_000, ge=1)
+    # contradiction scan: sample recently used memories, check each against its nearest neighbour
+    contradiction_interval_s: float = Field(120.0, ge=0)
+    contradiction_recent_hours: float = Field(24.0, gt=0)
+    contradiction_samples: int = Field(8, ge=0)
+    contradiction_llm_pairs: int = Field(2, ge=0)     # LLM layer calls per scan, at most
+    # pattern detection: cluster the newest memories, record themes for the deep pass
+    pattern_interval_s: float = Field(600.0, ge=0)
+    pattern_recent: int = Field(200, ge=2)
+    pattern_min_size: int = Field(3, ge=2)
+    # Phase C monitors once per consolidation cycle: every `monitors_interval_s` (each is a
+    # full scan of the weights) and after every deep pass
+    monitors: bool = True
+    monitors_interval_s: float = Field(300.0, ge=0)
+
+
+class DeepSettings(_Section):
+    """The deep pass (plan §4.2). Triggered by the timer or by cumulative importance."""
+
+    enabled: bool = True
+    check_interval_s: float = Field(60.0, gt=0)       # how often the scheduler checks its triggers
+    interval_s: float = Field(3600.0, gt=0)           # the hourly timer
+    # Cumulative importance of what the exit gate wrote since the last pass (see notes.md):
+    # sum over persist / persist_flag / reinforce decisions of relevance * (1 + charge).
+    importance_threshold: float = Field(30.0, gt=0)
+    max_llm_calls: int = Field(15, ge=0)
+    recent_memories: int = Field(100, ge=1)           # Phase 1 reads this many
+    questions: int = Field(3, ge=1)
+    insights_per_question: int = Field(5, ge=1)
+    insight_evidence: int = Field(15, ge=1)           # memories recalled per question
+    merge_candidates: int = Field(500, ge=2)          # new memories the merge looks at per pass
+    merge_neighbours: int = Field(8, ge=1)            # nearest stored memories per candidate
+    merge_min_size: int = Field(2, ge=2)
+    merge_batch: int = Field(4, ge=1)                 # clusters per LLM call
+    narrative_min_size: int = Field(3, ge=2)
+    narrative_batch: int = Field(3, ge=1)
+    source_contradict: float = Field(0.3, ge=0)       # sources give way to their insight
+    tension_min_center: float = Field(0.7, ge=0, le=1)
+    tension_max_values: int = Field(3, ge=0)
+    tension_behaviours: int = Field(12, ge=1)
+    tension_fatigue_surfaces: int = Field(5, ge=0)
+    recompress_batch: int = Field(8, ge=1)
+    recompress_max: int = Field(16, ge=0)
+    announce_max: int = Field(3, ge=0)                # insights/tensions offered to the loop per pass
+    lock_key: int = 0x6D6F6C74646565              # pg advisory lock: one deep pass at a time
+
+
+def _default_thresholds() -> dict[str, SimilarityThresholds]:
+    return {DEFAULT_MODEL_KEY: SimilarityThresholds()}
+
+
+class ConsolidationSettings(_Section):
+    light: LightSettings = LightSettings()
+    deep: DeepSettings = DeepSettings()
+    thresholds: dict[str, SimilarityThresholds] = Field(default_factory=_default_thresholds)
+    # part 2 (plan §4.3–§4.6): promotion, decay, reconsolidation, tuning, contextual retrieval
+    evolution: EvolutionSettings = EvolutionSettings()
+
+    @model_validator(mode="after")
+    def _has_default(self) -> ConsolidationSettings:
+        if DEFAULT_MODEL_KEY not in self.thresholds:
+            self.thresholds = {DEFAULT_MODEL_KEY: SimilarityThresholds(), **self.thresholds}
+        return self
+
+    def thresholds_for(self, embed_model: str) -> SimilarityThresholds:
+        """The thresholds of `embed_model`, or the `default` entry."""
+        return self.thresholds.get(embed_model, self.thresholds[DEFAULT_MODEL_KEY])

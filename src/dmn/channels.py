@@ -1,0 +1,112 @@
+"""The DMN's three output channels and the metacognitive review (plan §4.7). Pure.
+
+    1. memory + goal connection      → a self-prompt to the loop (purposeful)
+    2. disparate memory connection   → a creative-association record for consolidation
+    3. memory + identity connection  → a signal for identity evaluation
+
+With no goal in reach (a newborn mind has none) channel 1 still speaks: the most
+strongly drawn memory becomes a spontaneous self-prompt, so the DMN works from the first
+memory on, and offline (the text is built from the memories, no model needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sampled:
+    id: int
+    content: str
+    unit: np.ndarray
+    at: datetime
+    center: float
+
+
+@dataclass
+class DmnOutput:
+    channel: str                       # self_prompt | creative | identity | review
+    memory_ids: list[int]
+    text: str
+    detail: dict = field(default_factory=dict)
+
+
+def excerpt(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _best(vec: np.ndarray, layer: Sequence[tuple[str, np.ndarray]]) -> tuple[str, float] | None:
+    if not layer:
+        return None
+    sims = [(text, float(vec @ v / (np.linalg.norm(v) or 1.0))) for text, v in layer]
+    return max(sims, key=lambda s: s[1])
+
+
+def goal_prompts(samples: Sequence[Sampled], goals: Sequence[tuple[str, np.ndarray]], threshold: float,
+                 chars: int) -> list[DmnOutput]:
+    """Channel 1: each sampled memory that reaches a goal becomes a self-prompt."""
+    out = []
+    for s in samples:
+        best = _best(s.unit, goals)
+        if best is not None and best[1] >= threshold:
+            out.append(DmnOutput("self_prompt", [s.id],
+                                 f"'{excerpt(s.content, chars)}' connects to my goal "
+                                 f"'{excerpt(best[0], chars)}'. What does it suggest I do next?",
+                                 {"goal": best[0], "similarity": round(best[1], 4), "purposeful": True}))
+    return out
+
+
+def spontaneous_prompt(s: Sampled, now: datetime, chars: int) -> DmnOutput:
+    """Channel 1 without a goal in reach: the memory itself, and why it might matter."""
+    days = max(0.0, (now - s.at).total_seconds() / 86400.0)
+    when = "today" if days < 1 else f"{days:.0f} days ago"
+    return DmnOutput("self_prompt", [s.id],
+                     f"This comes back to me, from {when}: '{excerpt(s.content, chars)}'. "
+                     "Why does it matter now?", {"purposeful": False})
+
+
+def creative_pairs(samples: Sequence[Sampled], low: float, high: float, min_days: float,
+                   chars: int) -> list[DmnOutput]:
+    """Channel 2: pairs far apart in time whose meanings connect without being the same."""
+    out = []
+    for i, a in enumerate(samples):
+        for b in samples[i + 1:]:
+            sim = float(a.unit @ b.unit)
+            gap = abs((a.at - b.at).total_seconds()) / 86400.0
+            if low <= sim < high and gap >= min_days:
+                out.append(DmnOutput("creative", sorted([a.id, b.id]),
+                                     f"A connection across {gap:.0f} days: '{excerpt(a.content, chars)}' and "
+                                     f"'{excerpt(b.content, chars)}'.",
+                                     {"similarity": round(sim, 4), "days_apart": round(gap, 1)}))
+    return out
+
+
+def identity_signals(samples: Sequence[Sampled], values: Sequence[tuple[str, np.ndarray]], threshold: float,
+                     chars: int) -> list[DmnOutput]:
+    """Channel 3: a sampled memory that touches a value is flagged for identity evaluation."""
+    out = []
+    for s in samples:
+        best = _best(s.unit, values)
+        if best is not None and best[1] >= threshold:
+            out.append(DmnOutput("identity", [s.id],
+                                 f"'{excerpt(s.content, chars)}' touches my value '{excerpt(best[0], chars)}'.",
+                                 {"value": best[0], "similarity": round(best[1], 4)}))
+    return out
+
+
+def review_prompt(winner_text: str, candidates: Sequence[dict], chars: int) -> DmnOutput | None:
+    """'Last cycle I prioritised X over Y — was that right?' from one thought_log row."""
+    losers = [c for c in candidates if not c.get("won")]
+    if not losers:
+        return None
+    loser = max(losers, key=lambda c: c.get("salience", 0.0))
+    return DmnOutput("review", [],
+                     f"Last cycle I prioritised '{excerpt(winner_text, chars)}' over "
+                     f"'{excerpt(loser.get('text', ''), chars)}' ({loser.get('source', '?')}). "
+                     "Was that right? Should I revisit it?",
+                     {"loser_source": loser.get("source"), "loser_salience": loser.get("salience")})

@@ -1,0 +1,159 @@
+"""The DMN generator task (plan §4.7): samples memories when the mind is idle and queues
+what it finds for the one cognitive loop — never a second pipeline.
+
+Each tick:
+    1. suppression: nothing during conversation; an idle mind produces more (§4.7);
+       nothing while `max_pending` DMN items already wait for attention
+    2. a uniform pre-sample of the store (the pool), then a biased draw from it
+       (neglected important, in tension, distant, about the self); broadened by the
+       entropy guard when one topic keeps surfacing
+    3. channels: goal link → self-prompt (else a spontaneous one), creative pairs →
+       dmn_items for consolidation, value link → identity signal; every few ticks a
+       metacognitive review of the last attention choice instead
+    4. the self-prompt goes to `loop.submit("dmn", …)`: entry gate, then attention at
+       DMN urgency; the loop recalls with 2-hop spreading for DMN input
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from src.dmn import channels as ch
+from src.dmn import repository as repo
+from src.dmn.entropy_guard import EntropyGuard
+from src.dmn.sampling import PoolFeatures, bias_weights, draw
+from src.dmn.settings import DmnSettings
+from src.dmn.suppression import activity
+
+log = logging.getLogger(__name__)
+
+Layer = Sequence[tuple[str, np.ndarray]]
+Submit = Callable[..., Awaitable[object]]
+
+
+@dataclass
+class TickReport:
+    produced: bool
+    reason: str
+    outputs: list[ch.DmnOutput] = field(default_factory=list)
+    sampled: list[int] = field(default_factory=list)
+    queued_item_id: int | None = None
+
+
+class DmnGenerator:
+    """One per mind. `submit` is the loop's `submit`; `pending` counts queued DMN items."""
+
+    def __init__(self, pool, *, embed_model: str, submit: Submit, pending: Callable[[], int],
+                 rng: np.random.Generator, settings: DmnSettings | None = None,
+                 layers: Callable[[], Awaitable[tuple[Layer, Layer]]] | None = None,
+                 on_creative: Callable[[int, ch.DmnOutput, datetime], Awaitable[None]] | None = None):
+        self.pool = pool
+        self.embed_model = embed_model
+        self.submit = submit
+        self.pending = pending
+        self.rng = rng
+        self.settings = settings or DmnSettings()
+        self.layers = layers
+        self.on_creative = on_creative
+        self.guard = EntropyGuard(self.settings.entropy)
+        self.ticks = 0
+        self.produced = 0
+        self.items_queued = 0
+        self._reviewed_upto = 0
+        self._last_user: datetime | None = None
+
+    async def run(self, stop: asyncio.Event, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        """Tick every `interval_s` until `stop`; a failing tick is logged, the task goes on.
+
+        The first tick comes one interval after start: a mind that just woke up attends to
+        what arrives (piped input, a person typing) before it starts to wander."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.interval_s)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.tick(clock())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("DMN tick failed; the generator goes on")
+
+    async def tick(self, now: datetime) -> TickReport:
+        """One DMN step at `now` (see the module docstring)."""
+        cfg = self.settings
+        self.ticks += 1
+        since = self._last_user or now - timedelta(days=3650)
+        self._last_user = await repo.last_user_at(self.pool, since) or self._last_user
+        p = activity(now, self._last_user, quiet_after_user_s=cfg.quiet_after_user_s, idle_tau_s=cfg.idle_tau_s)
+        if self.pending() >= cfg.max_pending:
+            return TickReport(False, f"{self.pending()} DMN items already wait for attention")
+        if p <= 0.0 or self.rng.random() >= p:
+            return TickReport(False, f"suppressed (activity {p:.2f}: recent conversation)")
+        self.produced += 1
+        if self.produced % cfg.review_every == 0:
+            review = await self._review()
+            if review is not None:
+                return await self._deliver(now, [review], review, [])
+        rows = await repo.pool_rows(self.pool, self.rng, cfg.pool_size, now, self.embed_model)
+        if not rows:
+            return TickReport(False, "no memories to wander through yet")
+        samples = self._draw(rows)
+        goals, values = await self.layers() if self.layers is not None else ((), ())
+        chars = cfg.text_chars
+        outputs = ch.goal_prompts(samples, goals, cfg.goal_link, chars)
+        prompt = outputs[0] if outputs else ch.spontaneous_prompt(samples[0], now, chars)
+        if not outputs:
+            outputs.append(prompt)
+        outputs += ch.creative_pairs(samples, cfg.creative_low, cfg.creative_high, cfg.creative_min_days, chars)
+        outputs += ch.identity_signals(samples, values, cfg.identity_link, chars)
+        return await self._deliver(now, outputs, prompt, samples)
+
+    def _draw(self, rows) -> list[ch.Sampled]:
+        cfg = self.settings
+        vecs = np.stack([r["embedding"].to_numpy().astype(np.float64) for r in rows])
+        norms = np.linalg.norm(vecs, axis=1)
+        units = vecs / np.where(norms > 0, norms, 1.0)[:, None]
+        features = PoolFeatures(
+            center=np.array([r["center"] for r in rows], float),
+            hours_unseen=np.array([max(0.0, float(r["hours_unseen"])) for r in rows]),
+            age_days=np.array([max(0.0, float(r["age_days"])) for r in rows]),
+            tension=np.array([r["tension"] for r in rows], bool),
+            about_self=np.array([r["about_self"] for r in rows], bool))
+        weights = bias_weights(features, cfg.bias)
+        picked = draw(weights, cfg.samples_per_tick, self.rng, exclude=self.guard.exclusion(units),
+                      broadened=self.guard.broadened)
+        samples = [ch.Sampled(rows[i]["id"], rows[i]["content"], units[i], rows[i]["at"], float(rows[i]["center"]))
+                   for i in picked]
+        self.guard.observe([s.unit for s in samples])
+        return samples
+
+    async def _review(self) -> ch.DmnOutput | None:
+        row = await repo.last_choice(self.pool, self._reviewed_upto)
+        if row is None:
+            return None
+        self._reviewed_upto = row["id"]
+        return ch.review_prompt(row["attention_focus"] or "", json.loads(row["candidates"]), self.settings.text_chars)
+
+    async def _deliver(self, now: datetime, outputs: list[ch.DmnOutput], prompt: ch.DmnOutput,
+                       samples: Sequence[ch.Sampled]) -> TickReport:
+        report = TickReport(True, "produced", outputs, [s.id for s in samples])
+        for out in outputs:
+            queued = out is prompt
+            item_id = await repo.record_item(self.pool, at=now, channel=out.channel, memory_ids=out.memory_ids,
+                                             text=out.text, detail=out.detail, queued=queued)
+            if queued:
+                report.queued_item_id = item_id
+                if await self.submit("dmn", out.text, now=now) is not None:
+                    self.items_queued += 1
+            if out.channel == "creative" and self.on_creative is not None:
+                await self.on_creative(item_id, out, now)
+        return report

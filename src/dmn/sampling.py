@@ -1,0 +1,57 @@
+"""The DMN's stochastic sampling pool (plan §4.7). Pure: arrays in, indices out.
+
+All memories can be drawn, but the draw is biased toward
+    - high weight + low recent access (neglected important memories),
+    - memories in tension with what the mind holds,
+    - temporally distant memories (creative association),
+    - high-weight memories about the self (spontaneous introspection),
+with the biases from settings and the draw from an injected numpy Generator.
+Broadening (the entropy guard) flattens the bias and excludes the stuck topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from src.dmn.settings import SamplingBias
+
+
+@dataclass(frozen=True)
+class PoolFeatures:
+    """One row per pooled memory, every feature in [0, 1] (bool for flags)."""
+
+    center: np.ndarray            # depth-weight center
+    hours_unseen: np.ndarray      # hours since last access (or creation)
+    age_days: np.ndarray          # days since the event (or creation)
+    tension: np.ndarray           # bool
+    about_self: np.ndarray        # bool
+
+
+def bias_weights(f: PoolFeatures, bias: SamplingBias) -> np.ndarray:
+    """Unnormalised sampling weight of each pooled memory."""
+    neglected = 1.0 - np.exp(-np.asarray(f.hours_unseen, float) / bias.neglect_tau_hours)
+    distant = np.clip(np.asarray(f.age_days, float) / bias.distant_days, 0.0, 1.0)
+    center = np.clip(np.asarray(f.center, float), 0.0, 1.0)
+    return (bias.base + bias.neglect * center * neglected
+            + bias.tension * np.asarray(f.tension, float)
+            + bias.distant * distant
+            + bias.self_ref * center * np.asarray(f.about_self, float))
+
+
+def draw(weights: np.ndarray, k: int, rng: np.random.Generator, *,
+         exclude: np.ndarray | None = None, broadened: bool = False) -> np.ndarray:
+    """Indices of k pooled memories drawn without replacement.
+
+    `broadened`: the bias is dropped (uniform draw); `exclude` (bool mask) removes
+    the stuck topic. If the exclusion would leave nothing, it is ignored.
+    """
+    w = np.ones(len(weights)) if broadened else np.asarray(weights, float).copy()
+    if exclude is not None and exclude.any() and not exclude.all():
+        w[exclude] = 0.0
+    nonzero = int((w > 0).sum())
+    if nonzero == 0:
+        return np.zeros(0, dtype=int)
+    k = min(k, nonzero)
+    return rng.choice(len(w), size=k, replace=False, p=w / w.sum())

@@ -1,0 +1,57 @@
+"""The gut's part of the deep pass (plan §5.1): rebuild L2, find and name the gut axes.
+
+`gut_deep_pass` is the hook consolidation calls after each deep pass; it is also safe to
+call on its own (e.g. at start-up). PCA runs off the event loop (`asyncio.to_thread`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from src.gut import repository as repo
+from src.gut.gut import Gut, NamedAxis
+from src.gut.pca import gut_axes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeepPassReport:
+    l2_rows: int
+    deltas: int
+    axes: int
+    named: int
+
+
+def _excerpt(text: str | None, limit: int = 48) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+async def gut_deep_pass(pool, gut: Gut, embed_model: str, *, now: datetime) -> DeepPassReport:
+    """Recompute the subconscious centroid's L2; PCA over logged deltas; store the axes."""
+    cfg = gut.settings
+    rows = await gut.recompute_l2(pool, embed_model)
+    ids, deltas, valences = await repo.deltas_for_pca(pool, cfg.pca_max_samples)
+    if len(ids) < cfg.pca_min_samples:
+        log.info("gut deep pass: %d deltas logged, PCA needs %d; axes unchanged", len(ids), cfg.pca_min_samples)
+        return DeepPassReport(rows, len(ids), 0, 0)
+    axes = await asyncio.to_thread(gut_axes, deltas, valences, cfg.pca_axes,
+                                   min_outcomes=cfg.name_min_outcomes, min_correlation=cfg.name_min_correlation,
+                                   min_z=cfg.name_min_z)
+    for axis in axes:
+        if axis.meaningful:
+            hope = await repo.nearest_memory(pool, axis.component, embed_model)
+            fear = await repo.nearest_memory(pool, -axis.component, embed_model)
+            axis.name = f"hope: '{_excerpt(hope)}' / fear: '{_excerpt(fear)}'"
+    await repo.store_axes(pool, now, axes, len(ids))
+    gut.axes = [NamedAxis(a.rank, np.asarray(a.component), a.name, a.correlation) for a in axes]
+    named = sum(a.name is not None for a in axes)
+    log.info("gut deep pass: L2 over %d memories, %d axes from %d deltas, %d named", rows, len(axes),
+             len(ids), named)
+    return DeepPassReport(rows, len(ids), len(axes), named)

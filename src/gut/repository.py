@@ -1,0 +1,106 @@
+"""SQL of the gut: L2 from importance buckets, the delta log, deltas for PCA, gut axes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pgvector import HalfVector
+
+Executor = asyncpg.Pool | asyncpg.Connection
+
+# One GROUP BY: per bucket of depth-weight center, the mean embedding, the row count and
+# the summed centers. Σ_b mean_b·Σw_b / Σw is the importance-weighted mean, exact up to
+# the spread of centers inside a bucket (width 1/buckets).
+_L2_BUCKETS = """
+SELECT avg(embedding) AS mean, count(*) AS n, sum(c) AS w
+  FROM (SELECT embedding,
+               depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS c
+          FROM memories
+         WHERE embed_model = $1 AND embedding IS NOT NULL) s
+ GROUP BY width_bucket(c, 0.0, 1.0000001, $2)
+"""
+
+_LOG_DELTA = """
+INSERT INTO gut_deltas (session_id, cycle, delta, magnitude, context, action, source_tag, at)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)
+RETURNING id
+"""
+
+# The newest deltas with the mean valence of the outcomes linked to each (NULL: none yet).
+_DELTAS_FOR_PCA = """
+SELECT d.id, d.delta,
+       (SELECT avg(o.valence) FROM outcome_links l JOIN outcomes o ON o.id = l.outcome_id
+         WHERE l.subject_kind = 'gut_delta' AND l.subject_id = d.id) AS valence
+  FROM gut_deltas d
+ ORDER BY d.id DESC
+ LIMIT $1
+"""
+
+_STORE_AXES = """
+INSERT INTO gut_axes (computed_at, rank, component, explained_variance, outcome_correlation,
+                      outcomes_seen, samples, name)
+SELECT $1, r, c, ev, oc, os, $7, nm
+  FROM unnest($2::smallint[], $3::halfvec[], $4::float8[], $5::float8[], $6::int[], $8::text[])
+       AS t(r, c, ev, oc, os, nm)
+"""
+
+_LATEST_AXES = """
+SELECT rank, component, explained_variance, outcome_correlation, outcomes_seen, name
+  FROM gut_axes
+ WHERE computed_at = (SELECT max(computed_at) FROM gut_axes)
+ ORDER BY rank
+"""
+
+# Nearest memory to each axis direction: names an axis by what lies along it.
+_NEAREST_MEMORY = """
+SELECT content FROM memories
+ WHERE embed_model = $2 AND embedding IS NOT NULL
+ ORDER BY embedding <=> $1
+ LIMIT 1
+"""
+
+
+async def l2_buckets(db: Executor, embed_model: str, buckets: int) -> list[tuple[np.ndarray, int, float]]:
+    """[(mean vector, rows, summed centers)] per importance bucket."""
+    rows = await db.fetch(_L2_BUCKETS, embed_model, buckets)
+    return [(r["mean"].to_numpy().astype(np.float64), int(r["n"]), float(r["w"])) for r in rows
+            if r["mean"] is not None]
+
+
+async def log_delta(db: Executor, *, session_id: str | None, cycle: int | None, delta: np.ndarray,
+                    magnitude: float, context: str, action: Sequence[Mapping[str, Any]],
+                    source_tag: str | None, at: datetime) -> int:
+    """One gut_deltas row; returns its id (the handle outcomes link back to)."""
+    return await db.fetchval(_LOG_DELTA, session_id, cycle, HalfVector(np.asarray(delta, np.float32)),
+                             float(magnitude), context, json.dumps(list(action)), source_tag, at)
+
+
+async def deltas_for_pca(db: Executor, limit: int) -> tuple[list[int], np.ndarray, list[float | None]]:
+    """(ids, deltas matrix, mean outcome valence or None) of the newest `limit` deltas."""
+    rows = await db.fetch(_DELTAS_FOR_PCA, limit)
+    if not rows:
+        return [], np.zeros((0, 768)), []
+    matrix = np.stack([r["delta"].to_numpy().astype(np.float64) for r in rows])
+    return [r["id"] for r in rows], matrix, [None if r["valence"] is None else float(r["valence"])
+                                             for r in rows]
+
+
+async def store_axes(db: Executor, computed_at: datetime, axes: Sequence[Any], samples: int) -> None:
+    """Write one deep pass's axes in one statement."""
+    await db.execute(_STORE_AXES, computed_at, [a.rank for a in axes],
+                     [HalfVector(a.component.astype(np.float32)) for a in axes],
+                     [a.explained_variance for a in axes], [a.correlation for a in axes],
+                     [a.outcomes_seen for a in axes], samples, [a.name for a in axes])
+
+
+async def latest_axes(db: Executor) -> list[asyncpg.Record]:
+    return await db.fetch(_LATEST_AXES)
+
+
+async def nearest_memory(db: Executor, direction: np.ndarray, embed_model: str) -> str | None:
+    return await db.fetchval(_NEAREST_MEMORY, HalfVector(np.asarray(direction, np.float32)), embed_model)

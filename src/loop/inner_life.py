@@ -1,0 +1,222 @@
+"""What the loop does for the mind between messages, once per cycle (plan §5.1–§5.3).
+
+The cognitive loop calls four hooks; this object owns the rest:
+    charge_candidates   before attention: each candidate's emotional charge from the gut
+    feel                once the winner is known: this cycle's gut reading (recall's
+                        emotional component and the exit gate's charge read it)
+    gut_summary         the short gut line for System 1's context
+    after_cycle         log the gut delta; outcomes (explicit feedback, corrections, goals
+                        achieved); readiness milestones 1, 2, 5, 9, 10; gut signals above
+                        the threshold become `gut` input (never from a gut-won cycle)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from src.bootstrap import alignment, goals
+from src.bootstrap.milestones import reached, record_milestone
+from src.bootstrap.outcomes import explicit_feedback, record_outcome
+from src.bootstrap.settings import BootstrapSettings
+from src.errors import ProviderError
+from src.gut import repository as gut_repo
+from src.gut.gut import Gut
+from src.loop.tool_protocol import ToolVerb
+
+log = logging.getLogger(__name__)
+
+_WORDS = re.compile(r"[a-z]{4,}")
+_DMN_ITEM = "SELECT id FROM dmn_items WHERE queued AND text = $1 ORDER BY id DESC LIMIT 1"
+
+
+@dataclass
+class _Reflection:
+    goal: str
+    outcome_id: int
+    declared_cycle: int
+
+
+class InnerLife:
+    def __init__(self, pool, embedder, *, gut: Gut | None, session_id: str,
+                 settings: BootstrapSettings | None = None,
+                 submit: Callable[..., Awaitable[object]] | None = None):
+        self.pool = pool
+        self.embedder = embedder
+        self.gut = gut
+        self.session_id = session_id
+        self.settings = settings or BootstrapSettings()
+        self.submit = submit
+        self.goal_layer: list[tuple[str, np.ndarray]] = []
+        self._reached: set[int] | None = None
+        self._reflections: dict[str, _Reflection] = {}
+        self._since_signal = 10 ** 9
+        self._cycle: tuple[int, datetime | None] = (0, None)
+        self.last_delta_id: int | None = None
+
+    async def _done(self, number: int) -> bool:
+        if self._reached is None:
+            self._reached = set(await reached(self.pool))
+        return number in self._reached
+
+    async def milestone(self, number: int, event: dict, at: datetime | None = None) -> None:
+        """Record milestone `number` once (cached: no query after it is reached)."""
+        if await self._done(number):
+            return
+        if await record_milestone(self.pool, number, event, at=at):
+            log.info("readiness milestone %d reached: %s", number, event)
+        self._reached.add(number)
+
+    # -- layers and the gut ---------------------------------------------------------
+    async def refresh_layers(self, layers) -> None:
+        """L0 values and L1 goals into the gut; goal texts kept for matching declarations."""
+        if layers is None:
+            return
+        values = await layers.get_layer_embeddings(0)
+        goal_rows = await layers.get_layer_embeddings(1)
+        self.goal_layer = [(t, v) for t, _, v in goal_rows]
+        if self.gut is not None:
+            self.gut.set_layers([(v, w) for _, w, v in values], [(v, w) for _, w, v in goal_rows])
+
+    def charge_candidates(self, queue) -> None:
+        if self.gut is not None:
+            queue.raise_charges(self.gut.charge)
+
+    def feel(self, winner_vec: np.ndarray | None, recent: Sequence[np.ndarray], *, cycle: int,
+             now: datetime) -> None:
+        """This cycle's gut reading; also remembers the cycle for the goal verb."""
+        self._cycle = (cycle, now)
+        if self.gut is None:
+            return
+        focus = ([winner_vec] if winner_vec is not None else []) + list(reversed(recent))
+        self.gut.read(focus)
+
+    def gut_summary(self) -> str:
+        return self.gut.summary() if self.gut is not None else ""
+
+    # -- after the cycle ------------------------------------------------------------
+    async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
+                          correction_id: int | None, retrieval, now: datetime) -> None:
+        """Everything the cycle's outcome means for gut, outcomes and readiness."""
+        modelled = path not in ("reflex", "system1_failed") and bool(answer)
+        if self.gut is not None and self.gut.reading is not None:
+            r = self.gut.reading
+            self.last_delta_id = await gut_repo.log_delta(
+                self.pool, session_id=self.session_id, cycle=cycle, delta=r.delta, magnitude=r.magnitude,
+                context=(winner.text or "")[: self.gut.settings.context_chars], action=actions,
+                source_tag=winner.source_tag, at=now)
+        await self._outcomes(winner, correction_id, now)
+        learned = [m for m in (retrieval.memories if retrieval is not None else []) if not m.hit.immutable]
+        if learned:
+            # a memory the mind formed itself (not a seed) came back for the focus
+            top = max(learned, key=lambda m: m.components[0])
+            if top.components[0] >= self.settings.relevant_similarity:
+                await self.milestone(2, {"cycle": cycle, "memory_ids": [top.id], "recalled": retrieval.ids[:5],
+                                         "semantic": round(top.components[0], 4), "query": winner.text[:120]}, now)
+        if winner.source == "dmn" and modelled and not await self._done(5):
+            # only what the DMN generator produced (a goal's reflection prompt also enters as dmn)
+            item = await self.pool.fetchval(_DMN_ITEM, winner.text)
+            if item is not None:
+                await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.text[:160],
+                                         "answer": answer[:160], "path": path}, now)
+        if modelled:
+            await self._reflected(cycle, winner, answer, now)
+            if winner.source != "user":
+                await self._alignment(cycle, answer, actions, now)
+        await self._gut_signal(winner, now)
+
+    async def on_persisted(self, memory_ids: list[int]) -> None:
+        """The exit gate persisted scratch items as memories: milestone 1."""
+        if memory_ids:
+            await self.milestone(1, {"memory_ids": memory_ids[:10], "path": "entry → scratch → exit → persist"})
+
+    async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
+        cfg = self.settings
+        lookback = timedelta(seconds=cfg.outcome_lookback_s)
+        if correction_id is not None:
+            await record_outcome(self.pool, kind="correction", description="System 2 corrected System 1",
+                                 at=now, evidence={"correction_id": correction_id},
+                                 subjects=[("memory", correction_id)], lookback=lookback,
+                                 max_links=cfg.outcome_max_links)
+        if winner.source == "user":
+            valence = explicit_feedback(winner.text)
+            if valence is not None:
+                # the feedback is about what came before this message, not this cycle's reply
+                await record_outcome(self.pool, kind="feedback", valence=valence, at=now,
+                                     description=f"user feedback: {winner.text[:200]}", lookback=lookback,
+                                     max_links=cfg.outcome_max_links)
+
+    async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
+        """Milestone 9 once the reflection prompt of an achieved goal got an answer."""
+        reflection = self._reflections.pop(winner.text, None)
+        if reflection is not None:
+            await self.milestone(9, {"goal": reflection.goal, "outcome_id": reflection.outcome_id,
+                                     "declared_cycle": reflection.declared_cycle, "reflection_cycle": cycle,
+                                     "reflection": answer[:200]}, now)
+
+    def goal_verb(self) -> ToolVerb:
+        """`GOAL_ACHIEVED: <goal>` for the loop's tool protocol; offered only when the focus
+        shares a word (4+ letters) with a goal the mind holds, so chit-chat never sees it."""
+        def offered(focus: str) -> bool:
+            words = set(_WORDS.findall(focus.lower()))
+            return any(words & set(_WORDS.findall(text.lower())) for text, _ in self.goal_layer)
+        return ToolVerb(verb="GOAL_ACHIEVED", handler=self.declare_goal, usage="GOAL_ACHIEVED: <the goal>",
+                        when="Only when this message shows that one of your goals has just been achieved: "
+                             "declare which.", offered=offered)
+
+    async def declare_goal(self, text: str) -> str:
+        """The verb's handler: match a held goal, record the outcome, queue the reflection."""
+        cycle, now = self._cycle
+        try:
+            [vec] = await self.embedder.embed([text], "RETRIEVAL_QUERY")
+        except ProviderError as exc:
+            return f"error: the goal could not be matched right now ({exc})"
+        held = await goals.goal_memories(self.pool, self.embedder.model_name)
+        match = goals.match_goal(vec, self.goal_layer, held, self.settings.goal_match)
+        if match is None:
+            log.info("the mind declared %r achieved, but it matches none of its goals", text)
+            return f"error: '{text[:120]}' matches none of your goals"
+        subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
+        oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",
+                                   evidence={"declared": text, "cycle": cycle, "similarity": round(match.similarity, 4)},
+                                   subjects=subjects, lookback=timedelta(seconds=self.settings.outcome_lookback_s),
+                                   max_links=self.settings.outcome_max_links)
+        prompt = goals.reflection_prompt(match.text)
+        self._reflections[prompt] = _Reflection(match.text, oid, cycle)
+        if self.submit is not None:
+            await self.submit("dmn", prompt, now=now)
+        return f"recorded: your goal '{match.text}' is achieved (outcome {oid}); a reflection on it is queued."
+
+    async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime) -> None:
+        if await self._done(10):
+            return
+        values = await alignment.self_formed_values(self.pool, self.embedder.model_name)
+        if not values:
+            return
+        try:
+            [vec] = await self.embedder.embed([answer], "RETRIEVAL_QUERY")
+        except ProviderError as exc:
+            log.warning("could not embed the answer to check value alignment: %s", exc)
+            return
+        best = alignment.best_aligned(vec, values, self.settings.aligned_similarity)
+        if best is None:
+            return
+        for a in actions:
+            a.update(aligned_with_values=True, value_id=best[0])
+        await self.milestone(10, {"cycle": cycle, "value_id": best[0], "value": best[1][:160],
+                                  "similarity": round(best[2], 4), "answer": answer[:160],
+                                  "actions": [a["kind"] for a in actions]}, now)
+
+    async def _gut_signal(self, winner, now: datetime) -> None:
+        self._since_signal += 1
+        if self.gut is None or self.submit is None:
+            return
+        if self.gut.wants_signal(self._since_signal, winner.source):
+            self._since_signal = 0
+            await self.submit("gut", self.gut.signal_text(winner.text), now=now,
+                              emotional_charge=self.gut.reading.intensity)
