@@ -236,6 +236,16 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
             finally:
                 await conn.close()
 
+            # the gut page plots every delta the loop logged (up to 200)
+            conn = await asyncpg.connect(db_dsn)
+            try:
+                deltas = await conn.fetchval("SELECT count(*) FROM gut_deltas")
+                passes = await conn.fetchval("SELECT count(*) FROM consolidation_passes")
+            finally:
+                await conn.close()
+            assert len(data["/gut"]["gut_deltas"]) == min(deltas, 200)
+            assert len(data["/consolidation"]["passes"]) == min(passes, 100)
+
             # errors a guardian can meet
             status, text = await _get(s, f"{base}/memories?type=bogus")
             assert status == 400 and "type must be one of episodic" in text
@@ -279,3 +289,47 @@ async def test_python_m_src_web_serves_a_stopped_mind_read_only(db_dsn, tmp_path
         proc.terminate()
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+async def test_consolidation_and_gut_pages_show_their_tables(pool):
+    """Rows as deep consolidation, the gut and the DMN write them; hostile text escaped."""
+    async with pool.acquire() as conn:
+        await conn.execute(
+            """INSERT INTO consolidation_passes (trigger, status, llm_calls, llm_budget, tokens_in, counts, skipped)
+               VALUES ('timer', 'done', 3, 10, 1200, '{"merge": 2, "insight": 1}', '{"narrative": "reflex mode"}')""")
+        await conn.execute(
+            """INSERT INTO consolidation_checkpoints (pass_id, phase, status, result)
+               SELECT id, 'merge', 'done', '{"merged": 2}' FROM consolidation_passes""")
+        await conn.execute("INSERT INTO approvals (kind, reason) VALUES ('promotion', '<b>promote #7</b>')")
+        await conn.execute(
+            """INSERT INTO gut_deltas (delta, magnitude, context, cycle)
+               SELECT array_fill(0.1::real, ARRAY[768])::halfvec, m, 'focus ' || c, c
+                 FROM unnest(ARRAY[0.3, 0.7]::float8[], ARRAY[1, 2]) AS t(m, c)""")
+        await conn.execute(
+            """INSERT INTO gut_axes (rank, component, explained_variance, samples, name)
+               VALUES (1, array_fill(0.1::real, ARRAY[768])::halfvec, 0.4, 20, 'calm <-> tense')""")
+        await conn.execute("INSERT INTO dmn_items (channel, text) VALUES ('creative', 'bees\u202eand octopus')")
+    server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="test"))
+    url = await server.start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            cons = json.loads((await _get(s, url + "consolidation?format=json"))[1])
+            gut = json.loads((await _get(s, url + "gut?format=json"))[1])
+            cons_html = (await _get(s, url + "consolidation"))[1]
+            gut_html = (await _get(s, url + "gut"))[1]
+    finally:
+        await server.stop()
+    (p,) = cons["passes"]
+    assert (p["trigger"], p["status"], p["llm_calls"], p["llm_budget"], p["counts"]) == (
+        "timer", "done", 3, 10, {"merge": 2, "insight": 1})
+    assert p["phases"] == [{"phase": "merge", "status": "done", "result": {"merged": 2}}]
+    assert p["skipped"] == {"narrative": "reflex mode"}
+    assert [a["reason"] for a in cons["approvals"]] == ["<b>promote #7</b>"]
+    assert "&lt;b&gt;promote #7&lt;/b&gt;" in cons_html and "<b>promote" not in cons_html
+    assert "LLM calls per deep pass" in cons_html
+    assert [(d["cycle"], d["magnitude"]) for d in gut["gut_deltas"]] == [(1, 0.3), (2, 0.7)]
+    assert [(a["rank"], a["name"], a["samples"]) for a in gut["axes"]] == [(1, "calm <-> tense", 20)]
+    assert [d["text"] for d in gut["dmn_items"]] == ["bees\u202eand octopus"]
+    assert "calm &lt;-&gt; tense" in gut_html
+    assert 'bees<span class="ctl">\\u202e</span>and octopus' in gut_html
+    assert "Gut magnitude, last 2 deltas" in gut_html
