@@ -78,6 +78,8 @@ async def main() -> int:
                 service.say(line)
             await service.wait_cycles(len(CONVERSATION) + len(MORE))
             await service.wait_for("SELECT count(*) >= 10 FROM memories")
+            service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
+            await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")
             conn = await asyncpg.connect(dsn)
             try:
                 hostile = await conn.fetchval("SELECT id FROM memories WHERE content LIKE '%owned%'")
