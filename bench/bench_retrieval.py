@@ -135,6 +135,6 @@ async def run() -> list[dict]:
             retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings())
             seeds = [np.random.default_rng(i).integers(1, 100_000, 3).tolist() for i in range(QUESTIONS)]
             for hops in (1, 2):
-                samples = await _time(lambda s, h=hops: retriever._spread(s, h, exclude=()), [(s,) for s in seeds])
+                samples = await _time(lambda s, h=hops: retriever._spread(s, h), [(s,) for s in seeds])
                 rows += _rows(f"100k + 1M co-access: {hops}-hop spreading from 3 seeds", samples)
     return rows

@@ -25,7 +25,7 @@ from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
-from src.recall.settings import LayerSettings, RetrievalSettings
+from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
 from src.tools.settings import DocsToolSettings
 from src.web.settings import WebSettings
 from src.weights.settings import SafetySettings
@@ -59,6 +59,9 @@ class AgentSettings(_Section):
     # Longest accepted input line, in characters; longer lines are refused with a message.
     max_input_chars: int = Field(1_000_000, ge=1)
     shutdown_timeout_s: float = Field(10.0, gt=0)
+    # The mind's one notion of age (plan §3.5): maturity = min(1, memories / this). Recall's
+    # Dirichlet blend, the exit gate's bootstrap floor and the escalation threshold use it.
+    maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)
 
 
 

@@ -81,16 +81,19 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
                              goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
     layer_vecs, goal_vecs = await identity_vectors(layers)
+    maturity = settings.agent.maturity_memories
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
-                          layer_vecs=layer_vecs)
+                          layer_vecs=layer_vecs, maturity_memories=maturity)
 
     async def layer_source():
         return retriever.layer_vecs     # the loop refreshes them every cycle
 
-    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source)
+    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
+                        maturity_memories=maturity)
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
-                                    identity_center=settings.escalation.identity_center)
+                                    identity_center=settings.escalation.identity_center,
+                                    maturity_memories=maturity)
     gut, inner = await _inner_life(settings, pool, providers, store, retriever, gates, layers,
                                    session_id=session_id)
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,

@@ -30,22 +30,35 @@ def clean_text(raw: bytes | str) -> CleanText:
             notes.append("invalid UTF-8 bytes were replaced with U+FFFD")
     else:
         text = raw
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-        notes.append("NUL bytes were removed")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", errors="replace").decode("utf-8")
-        notes.append("unpaired surrogates were replaced")
+    text = storable(text, notes)
     text = unicodedata.normalize("NFC", text)
     return CleanText(text.rstrip("\r\n"), notes)
 
 
+def storable(text: str, notes: list[str] | None = None) -> str:
+    """`text` without what PostgreSQL `text` and `jsonb` refuse: NUL bytes are removed, lone
+    surrogates replaced with "?". Nothing else changes; `notes` collects what did."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+        if notes is not None:
+            notes.append("NUL bytes were removed")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
+        if notes is not None:
+            notes.append("unpaired surrogates were replaced")
+    return text
+
+
 def excerpt(text: str, limit: int) -> str:
-    """`text` on one line (whitespace runs collapsed to one space), cut to at most `limit`
-    characters; a cut ends with "…" inside the limit, so the reader sees that it was cut."""
+    """`text` on one line (whitespace runs collapsed to one space), at most `limit` characters.
+
+    A cut drops the trailing space and ends with "…" inside the limit, so the reader
+    sees that something was left out. The one helper for excerpts in prompts, reports
+    and error lines.
+    """
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

@@ -15,7 +15,7 @@ from src.recall.relevance import (
     memory_maturity,
     relevance_components,
     sample_blend,
-    spread_activation,
+    spread_hop,
     spread_step,
 )
 
@@ -165,6 +165,14 @@ def test_repeated_retrieval_varies_but_converges_on_the_relevant_memory(seed: in
     assert 1 <= surfaced <= 0.1 * 300
 
 
+def spread_activation(seeds, edges_by_hop, hops):
+    """The fold Retriever._spread runs, over edges fetched in advance."""
+    frontier, activated = {s: 1.0 for s in seeds}, {}
+    for hop in range(hops + 1):
+        frontier = spread_hop(frontier, edges_by_hop[hop], hop, activated, exclude=set(seeds))
+    return activated
+
+
 # A hand-made co-access graph. Seed 1 is active.
 HOP0 = [(1, 2, 0.8), (1, 3, 0.5), (1, 4, 0.2), (1, 5, 0.1)]  # 5 falls outside the top 3
 HOP1 = [(2, 6, 1.0), (3, 6, 0.5), (2, 7, 0.5), (4, 8, 1.0), (9, 10, 1.0)]  # 9 is not reached
@@ -200,17 +208,16 @@ def test_spread_step_keeps_top_k_partners_per_source() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"edges_by_hop": [HOP0, HOP1, HOP2, HOP2], "hops": 3}, r"hops must be in \[0, 2\], got 3"),
-        ({"edges_by_hop": [HOP0], "hops": 1}, "1 hop.s. need 2 edge lists, got 1"),
-        (
-            {"edges_by_hop": [[(1, 2, 1.5)]], "hops": 0},
-            r"co-access score 1.5 of edge 1->2 is not in \[0, 1\]",
-        ),
+        ({"edges": HOP2, "hop": 3}, r"hops must be in \[0, 2\], got 3"),
+        ({"edges": HOP0, "hop": 0, "top_k": 0}, r"top_k must be >= 1, got 0"),
+        ({"edges": [(1, 2, 1.5)], "hop": 0}, r"co-access score 1.5 of edge 1->2 is not in \[0, 1\]"),
     ],
 )
-def test_spread_activation_rejects_bad_input(kwargs: dict, message: str) -> None:
+def test_spread_hop_rejects_bad_input(kwargs: dict, message: str) -> None:
+    activated: dict = {}
     with pytest.raises(ValueError, match=message):
-        spread_activation([1], **kwargs)
+        spread_hop({1: 1.0}, activated=activated, **kwargs)
+    assert activated == {}
 
 
 @given(

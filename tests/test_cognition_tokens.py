@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.context.tokens import count_message_tokens, count_tokens, fits_budget
+from src.context.tokens import count_message_tokens, count_tokens
 
 REFERENCE = [
     # "Hello" "," " world" "!"
@@ -136,26 +136,3 @@ def test_message_errors_say_what_is_wrong() -> None:
         count_message_tokens([{"text": "hi"}])
     with pytest.raises(TypeError, match="only text blocks"):
         count_message_tokens([{"role": "user", "content": [{"type": "image", "data": "..."}]}])
-
-
-@pytest.mark.parametrize(
-    ("items", "budget", "fits"),
-    [
-        ("Hello, world!", 4, True),
-        ("Hello, world!", 3, False),
-        (["Hello, world!", "China is great!"], 8, True),
-        (["Hello, world!", "China is great!"], 7, False),
-        ([{"role": "user", "content": "Hello, world!"}], 11, True),
-        ([{"role": "user", "content": "Hello, world!"}], 10, False),
-        ([], 0, True),
-    ],
-)
-def test_fits_budget(items, budget: int, fits: bool) -> None:
-    assert fits_budget(items, budget) is fits
-
-
-def test_fits_budget_rejects_negative_budget_and_mixed_items() -> None:
-    with pytest.raises(ValueError, match="token budget must be >= 0, got -1"):
-        fits_budget("x", -1)
-    with pytest.raises(TypeError, match="items must be a str, a list of str, or a list of message"):
-        fits_budget(["x", {"role": "user", "content": "y"}], 10)

@@ -362,6 +362,7 @@ async def test_budget_table_summary_and_conversation_room(pool):
         count_tokens(IMMUTABLE_HEADER) + count_tokens("- [procedural] Do no harm.") + 1)
     assert summary["tokens"]["total"] == ctx.tokens
     assert summary["budgets"] == {"immutable": 100, "identity": 3000, "situational": 2000}
+    assert summary["identity_expected"] == 1500
     assert summary["ids"]["situational"] == [] and ctx.situational.text == ""
     assert ctx.conversation_budget == 128_000 - ctx.tokens - 200 - 4000
     assert ctx.text == ctx.immutable.text                          # empty sections left out

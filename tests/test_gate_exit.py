@@ -303,3 +303,13 @@ async def test_micro_calls_are_bounded_in_flight(pool):
     asked = await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE contradiction_layer = 'llm'")
     assert report.llm_calls == len(llm.calls) == asked == 6
     assert llm.most == 2
+
+
+async def test_the_llms_compressed_line_is_cleaned_like_every_stored_field(pool):
+    # a micro-call summary with a NUL byte, a decomposed accent and trailing blanks
+    llm = ScriptedMetaLLM(verdict=lambda a, b: True, summary=lambda a: "sum\x00mary of cafe\u0301 A  \n")
+    gates, _, _, stored = await _setup(pool, noise_floor=0.0, llm=llm)
+    await gates.exit.flush(reason="test")
+    slow = await pool.fetchval("SELECT compressed FROM memories WHERE content = $1",
+                               "The office coffee machine is slow")
+    assert slow == "summary of caf\u00e9 A"      # NUL gone, NFC, trimmed

@@ -13,10 +13,12 @@ from types import SimpleNamespace
 
 import asyncpg
 import numpy as np
+import pytest
 
 from src.config import load_settings
 from src.db.manifest import record_start
 from src.loop.tool_protocol import NO_TOOLS_NOTE
+from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
@@ -101,6 +103,8 @@ async def test_state_report_and_memories_reach_system1(pool, tmp_path):
     assert "Winner: User message" in call.system
     assert "I drink earl grey tea every morning" in call.system       # recalled, injected
     assert "Session cost: $" in call.system
+    # §2.11's verbalized signal is asked for; no tool line: the question is not about the mind
+    assert call.system.endswith("Session cost: $0.00 | 24h: $0.00\n\n" + VERBALIZED_CONFIDENCE_INSTRUCTION)
     assert call.messages[-1].content == "what do I drink every morning?"
     assert delivered == ["Earl grey, every morning."]
     # the winner is embedded once per cycle (for salience) and that vector is reused by
@@ -289,3 +293,15 @@ async def test_values_and_goals_edited_while_running_take_effect_next_cycle(pool
     assert len(mind.loop.goal_vecs) == 1
     # the exit gate spreads from the same, current layers
     assert [w for _, w in await mind.gates.exit.layers()] == [0.9, 0.7]
+
+
+async def test_one_maturity_setting_reaches_recall_the_exit_gate_and_the_threshold(pool, tmp_path):
+    mind, _ = await _mind(pool, tmp_path, overrides={"agent": {"maturity_memories": 4}})
+    assert (mind.retriever.maturity_memories, mind.gates.exit.maturity_memories,
+            mind.threshold.maturity_memories) == (4, 4, 4)
+    for i in range(2):
+        await mind.store.store(f"memory number {i} about the garden")
+    reading = await mind.threshold.refresh()
+    assert 2 <= reading.total_memories < 1000       # (seeding may have stored some already)
+    # §3.5 on the 4-memory clock: the store counts as mature already
+    assert reading.threshold == pytest.approx(0.3 + 0.5 * (1.0 + reading.identity_density) / 2)

@@ -96,8 +96,8 @@ async def test_two_hops_reach_further_at_a_tenth(pool):
         a, b = sorted((x, y))
         await pool.execute("INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count) VALUES ($1, $2, 2)", a, b)
     retriever = _retriever(pool, embedder)
-    one = await retriever._spread([tea], hops=1, exclude=())
-    two = await retriever._spread([tea], hops=2, exclude=())
+    one = await retriever._spread([tea], hops=1)
+    two = await retriever._spread([tea], hops=2)
     assert one == pytest.approx({bike: 0.5, sister: 0.3 * 0.25})
     assert two == pytest.approx({bike: 0.5, sister: 0.3 * 0.25, asyncio_: 0.1 * 0.125})
 

@@ -11,7 +11,6 @@ from src.errors import MalformedOutput, ProviderUnavailable
 from src.metacognition.calls import (
     FOK_PURPOSE,
     FokAnswer,
-    assess_confidence,
     feeling_of_knowing,
 )
 from src.metacognition.confidence import (
@@ -189,18 +188,15 @@ async def test_feeling_of_knowing_without_a_model_or_after_a_failure() -> None:
     assert (await feeling_of_knowing(ScriptedLLM(), "   ")).skipped == "empty question"
 
 
-async def test_assess_confidence_asks_fok_once_and_renormalises_without_it() -> None:
+async def test_fok_from_the_meta_call_scores_the_answer_and_is_renormalised_away_without_it() -> None:
     llm = ScriptedLLM(meta=fok("KNOWN", 0.9))
-    answer = result("Canberra became the capital in 1913.\nConfidence: 0.8")
-    c = await assess_confidence(llm, "When did Canberra become the capital?", answer)
+    answer = "Canberra became the capital in 1913.\nConfidence: 0.8"
+    c = score_answer(answer, await feeling_of_knowing(llm, "When did Canberra become the capital?"))
     assert (c.fok, c.verbalized, c.objective) == (0.9, 0.8, pytest.approx(0.9))
     assert c.composite == pytest.approx(0.5 * 0.9 + 0.35 * 0.9 + 0.15 * 0.8)
     assert len(llm.of("meta_call_structured")) == 1
-    # a FOK already asked for this question is reused: no second call
-    again = await assess_confidence(llm, "When?", answer, fok=FeelingOfKnowing("KNOWN", 0.9))
-    assert again.composite == c.composite and len(llm.calls) == 1
-    reflex = await assess_confidence(ReflexLanguageModel("no key"), "When?", answer)
-    assert reflex.fok is None
+    reflex = score_answer(answer, await feeling_of_knowing(ReflexLanguageModel("no key"), "When?"))
+    assert reflex.fok is None and not reflex.fok_unknown
     assert reflex.composite == pytest.approx((0.5 * 0.9 + 0.15 * 0.8) / 0.65)
     assert reflex.signals["fok_skipped"] == "no language model is configured (reflex mode)"
 

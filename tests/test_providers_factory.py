@@ -17,6 +17,7 @@ from src.providers.factory import build_providers
 from src.providers.llm import ResilientLanguageModel
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import ChatMessage
+from src.providers.redact import url_secrets
 from src.providers.rerank_flashrank import FlashRankReranker
 from src.providers.rerank_skipped import SkippedReranker
 from src.providers.selection import describe_providers
@@ -200,3 +201,36 @@ async def test_no_secret_reaches_logs_rows_or_messages(pool, caplog):
     for key in (key_g, key_a):
         assert key not in haystack
         assert key[:20] not in haystack
+
+
+async def test_a_password_in_the_base_url_is_redacted_from_errors(pool):
+    password = "hunter2-secret-pw"
+    echoed = []
+
+    def hostile(request: httpx2.Request):
+        echoed.append(str(request.url))
+        return httpx2.Response(401, json={"error": {"message": f"bad login bob:{password}@ for {password}",
+                                                    "type": "auth"}})
+
+    providers = build_providers(
+        settings(llm={"provider": "openai_compat", "base_url": f"http://bob:{password}@localhost:8080/v1",
+                      "openai_model": "llama3.2"}),
+        Secrets(), pool, "s1", http_transport=FakeServer(hostile).transport, sleep=Sleeps())
+    with pytest.raises(ProviderRejected) as info:
+        await providers.system1.generate([ChatMessage("user", "hi")], purpose="reply")
+    assert echoed and echoed[0].startswith("http://")    # the request did carry the URL's userinfo
+    text = str(info.value) + "".join(traceback.format_exception(info.value))
+    [error] = [r["error"] for r in await pool.fetch("SELECT error FROM llm_calls")]
+    assert password not in text and password not in error
+    assert "bad login [redacted] for [redacted]" in str(info.value)
+    await providers.aclose()
+
+
+@pytest.mark.parametrize(("url", "secrets"), [
+    (None, []),
+    ("http://localhost:11434/v1", []),
+    ("http://bob@localhost/v1", []),
+    ("http://bob:p%40ss-word@host/v1", ["p%40ss-word", "p@ss-word", "bob:p%40ss-word@", "bob:p@ss-word@"]),
+])
+def test_url_secrets(url, secrets):
+    assert url_secrets(url) == secrets

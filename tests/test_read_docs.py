@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from src.tools.read_docs import (
-    LIST_DOCS_TOOL,
     PROJECT_ROOT,
-    READ_DOC_TOOL,
     DocsTool,
     read_doc,
     resolve_roots,
@@ -23,8 +20,8 @@ from src.tools.settings import DocsToolSettings
 def project(tmp_path: Path) -> Path:
     """A small project: src/ with files, notes.md, and a secret beside it."""
     root = tmp_path / "proj"
-    (root / "src" / "memory").mkdir(parents=True)
-    (root / "src" / "memory" / "fifo.py").write_text("# the adaptive FIFO\nprint('hi')\n")
+    (root / "src" / "context").mkdir(parents=True)
+    (root / "src" / "context" / "fifo.py").write_text("# the adaptive FIFO\nprint('hi')\n")
     (root / "src" / "__pycache__").mkdir()
     (root / "src" / "__pycache__" / "x.pyc").write_bytes(b"\x00\x01")
     (root / "notes.md").write_text("# notes\nDecision: YES. Ünïcode ok.\n", encoding="utf-8")
@@ -40,8 +37,8 @@ def _tool(root: Path, **settings) -> DocsTool:
 def test_reads_an_allowed_file_by_relative_and_absolute_path(project):
     tool = _tool(project)
     assert tool.read("notes.md") == "# notes\nDecision: YES. Ünïcode ok.\n"
-    assert tool.read("src/memory/fifo.py") == "# the adaptive FIFO\nprint('hi')\n"
-    assert tool.read(str(project / "src" / "memory" / "fifo.py")) == "# the adaptive FIFO\nprint('hi')\n"
+    assert tool.read("src/context/fifo.py") == "# the adaptive FIFO\nprint('hi')\n"
+    assert tool.read(str(project / "src" / "context" / "fifo.py")) == "# the adaptive FIFO\nprint('hi')\n"
 
 
 def test_refuses_dot_dot_even_when_it_would_land_inside(project):
@@ -50,7 +47,7 @@ def test_refuses_dot_dot_even_when_it_would_land_inside(project):
         "error: '..' is not allowed in paths ('../outside.txt'); give a path under "
         "src, notes.md, README.md")
     assert tool.read("src/../notes.md").startswith("error: '..' is not allowed in paths")
-    assert tool.read("src/memory/../../secret.env").startswith("error: '..' is not allowed")
+    assert tool.read("src/context/../../secret.env").startswith("error: '..' is not allowed")
 
 
 def test_refuses_absolute_paths_and_files_outside_the_roots(project, tmp_path):
@@ -87,7 +84,7 @@ def test_refuses_a_symlink_pointing_out_of_the_root_but_follows_one_within(proje
 def test_refuses_directories_fifos_and_missing_files(project):
     os.mkfifo(project / "src" / "pipe")
     tool = _tool(project)
-    assert tool.read("src/memory") == ("error: 'src/memory' is a directory "
+    assert tool.read("src/context") == ("error: 'src/context' is a directory "
                                        "(use list_docs to see what it holds)")
     assert tool.read("src/pipe") == "error: 'src/pipe' is not a regular file"   # and did not block
     assert tool.read("src/nope.py") == "error: 'src/nope.py' does not exist"
@@ -126,7 +123,7 @@ def test_list_docs_lists_files_under_the_roots_skipping_caches(project):
     tool = _tool(project)
     assert tool.call("list_docs", {}) == "\n".join([
         "src/blob.bin (1 bytes)",
-        "src/memory/fifo.py (32 bytes)",
+        "src/context/fifo.py (32 bytes)",
         "notes.md (37 bytes)",
     ])
     assert tool.call("list_docs", {"subdir": "../"}).startswith("error: '..' is not allowed")
@@ -134,16 +131,13 @@ def test_list_docs_lists_files_under_the_roots_skipping_caches(project):
         "src/blob.bin (1 bytes)\n[stopped at 1 entries; list a subdirectory]")
 
 
-def test_call_dispatches_and_schemas_are_json():
+def test_call_dispatches_on_the_real_project():
     tool = DocsTool()
-    assert json.loads(json.dumps(tool.schemas)) == [READ_DOC_TOOL, LIST_DOCS_TOOL]
-    assert READ_DOC_TOOL["parameters"]["required"] == ["path"]
     assert tool.roots == resolve_roots(["src", "notes.md", "README.md"], PROJECT_ROOT)
     # the real project: notes.md is readable, pyproject.toml is not a doc
     assert tool.call("read_doc", {"path": "notes.md"}).startswith("# MoltBot — engineering notes")
     assert tool.call("read_doc", {"path": "pyproject.toml"}).startswith(
         "error: 'pyproject.toml' is outside the readable documents")
-    assert DocsTool(DocsToolSettings(enabled=False)).schemas == []
     assert DocsTool(DocsToolSettings(enabled=False)).call("read_doc", {"path": "notes.md"}) == (
         "error: the docs tool is disabled (docs_tool.enabled: false)")
 
@@ -157,5 +151,5 @@ def test_readable_names_the_roots_relative_to_the_project(project, tmp_path):
 def test_module_function_takes_explicit_roots(project):
     roots = resolve_roots(["notes.md"], project)
     assert read_doc("notes.md", allowed_roots=roots, base=project).startswith("# notes")
-    assert read_doc("src/memory/fifo.py", allowed_roots=roots, base=project).startswith(
-        "error: 'src/memory/fifo.py' is outside")
+    assert read_doc("src/context/fifo.py", allowed_roots=roots, base=project).startswith(
+        "error: 'src/context/fifo.py' is outside")

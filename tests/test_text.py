@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.text import clean_text
+from src.text import clean_text, excerpt, storable
 
 
 def test_clean_text_table():
@@ -25,3 +26,28 @@ def test_any_bytes_become_encodable_text_without_nul(raw):
     out = clean_text(raw).text
     assert "\x00" not in out
     out.encode("utf-8")
+
+
+@pytest.mark.parametrize(("text", "limit", "expected"), [
+    ("short", 10, "short"),
+    ("  many\n\tspaces   here ", 40, "many spaces here"),
+    ("exactly ten", 11, "exactly ten"),
+    ("one two three four", 9, "one two…"),          # the space before the cut is dropped
+    ("abcdefghij", 5, "abcd…"),
+    ("abc", 1, "…"),
+])
+def test_excerpt_collapses_cuts_and_marks_the_cut(text, limit, expected):
+    assert excerpt(text, limit) == expected
+    assert len(excerpt(text, limit)) <= limit
+
+
+def test_excerpt_refuses_a_limit_below_one():
+    with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
+        excerpt("x", 0)
+
+
+def test_storable_removes_only_what_postgres_refuses():
+    notes: list[str] = []
+    assert storable("a\x00b\ud800c\r\n", notes) == "ab?c\r\n"
+    assert notes == ["NUL bytes were removed", "unpaired surrogates were replaced"]
+    assert storable("e\u0301 plain") == "e\u0301 plain"      # no NFC, no stripping: only the refused

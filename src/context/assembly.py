@@ -151,6 +151,8 @@ class AssembledContext:
                             for p in self.situational.entries],
             "situational_no_room": self.situational_no_room,
             "candidates": self.candidates,
+            # the identity track's tokens against the plan's average (~1500), not only its cap
+            "identity_expected": self.budget.identity_expected,
             "identity_rolls": {str(k): round(v, 4) for k, v in self.identity_observed.items()},
             "identity_dropped_for_cap": self.identity_dropped_for_cap,
             "identity_refreshed": self.identity_refreshed,

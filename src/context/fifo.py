@@ -119,8 +119,12 @@ class PruneResult:
     tokens_before: int
     tokens_after: int
     pruned: list[Message] = field(default_factory=list)
-    reinject_identity: bool = False
     error: str | None = None        # the callback failed: nothing was dropped
+
+    @property
+    def reinject_identity(self) -> bool:
+        """Messages left the window: identity injection runs again (plan §3.3)."""
+        return bool(self.pruned)
 
 
 OnPruned = Callable[[Sequence[Message]], Awaitable[Any]]
@@ -217,7 +221,7 @@ class AdaptiveFifo:
             self.needs_identity_reinjection = True
             log.info("pruned %d messages (%d -> %d tokens, target %d at intensity %.2f)",
                      len(chosen), before, self.tokens, target, level)
-            return PruneResult(level, target, before, self.tokens, chosen, True)
+            return PruneResult(level, target, before, self.tokens, chosen)
 
 
 __all__ = ["AdaptiveFifo", "FifoSettings", "IntensitySignals", "Message", "PruneResult",

@@ -13,8 +13,8 @@ class _Section(BaseModel):
 class ContextBudget(_Section):
     """Token budget table of plan §3.2.
 
-    `identity_expected` is the plan's average (~1500, range ~500–3000) and is only
-    reported against; `identity_cap` is the hard cap of the stochastic track.
+    `identity_expected` is the plan's average (~1500, range ~500–3000): it blocks
+    nothing and is reported beside the identity track's tokens in thought_log; `identity_cap` is the hard cap of the stochastic track.
     The conversation gets the remainder, reserving the identity cap (not the
     average) so the FIFO's maximum does not move with each roll.
     """

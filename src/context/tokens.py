@@ -149,22 +149,3 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
         if message.get("name"):
             total += TOKENS_PER_NAME + count_tokens(message["name"])
     return total
-
-
-def fits_budget(items: str | Sequence[str] | Sequence[Mapping[str, Any]], budget: int) -> bool:
-    """True when ``items`` fit in ``budget`` tokens.
-
-    ``items`` is one text, a list of texts (summed), or a list of chat
-    messages (counted with their framing by ``count_message_tokens``).
-    """
-    if budget < 0:
-        raise ValueError(f"token budget must be >= 0, got {budget!r}")
-    if isinstance(items, str):
-        used = count_tokens(items)
-    elif items and all(isinstance(item, Mapping) for item in items):
-        used = count_message_tokens(items)  # type: ignore[arg-type]
-    elif all(isinstance(item, str) for item in items):
-        used = sum(count_tokens(item) for item in items)  # type: ignore[arg-type]
-    else:
-        raise TypeError("items must be a str, a list of str, or a list of message mappings")
-    return used <= budget

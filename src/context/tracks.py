@@ -38,7 +38,6 @@ geometrically (0.3, 0.09, 0.027 … of it) instead of vanishing after one cycle.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from src.context.tokens import count_tokens
+from src.vectors import has_direction, unit
 from src.weights.stochastic import observe_many
 
 Track = Literal["immutable", "identity", "situational"]
@@ -262,11 +262,10 @@ def session_stats_line(stats: SessionStats, now: datetime) -> str:
 
 
 def _unit(vec: np.ndarray, name: str) -> np.ndarray:
-    vec = np.asarray(vec, dtype=np.float64).ravel()
-    norm = float(np.linalg.norm(vec))
-    if not math.isfinite(norm) or norm == 0.0:
+    # a focus needs a direction to blend with: a zero vector here is a caller's bug
+    if not has_direction(vec):
         raise ValueError(f"{name} attention vector must be finite and non-zero")
-    return vec / norm
+    return unit(vec)
 
 
 def blend_attention(current: np.ndarray, previous: np.ndarray | None, *, big_shift: float = 0.7,
@@ -281,6 +280,5 @@ def blend_attention(current: np.ndarray, previous: np.ndarray | None, *, big_shi
     shift = 1.0 - float(np.clip(cur @ prev, -1.0, 1.0))
     weight = inertia_after_big_shift if shift > big_shift else inertia
     blended = (1.0 - weight) * cur + weight * prev
-    norm = float(np.linalg.norm(blended))
-    vector = cur if norm == 0.0 else blended / norm
+    vector = unit(blended) if has_direction(blended) else cur
     return InertiaState(vector.astype(np.float32), shift, weight)

@@ -48,6 +48,7 @@ from src.gates.negation_pairs import (
 )
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.vectors import unit
 
 log = logging.getLogger(__name__)
 
@@ -138,11 +139,6 @@ class NegationDirection:
         return True if opposition >= hi else None
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v)
-    return v / n if n > 0 else v
-
-
 def _step_cosines(a: np.ndarray, b: np.ndarray, direction: np.ndarray) -> list[float]:
     steps = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     norms = np.linalg.norm(steps, axis=1)
@@ -159,9 +155,9 @@ def calibrate(neg_a: np.ndarray, neg_b: np.ndarray, other_a: np.ndarray,
     """
     diffs = neg_b.astype(np.float64) - neg_a.astype(np.float64)
     total = diffs.sum(axis=0)
-    direction = _unit(total / len(diffs))
+    direction = unit(total / len(diffs))
     # leave-one-out: each negation pair is measured on the direction learned without it
-    loo = np.array([_step_cosines(neg_a[i:i + 1], neg_b[i:i + 1], _unit(total - diffs[i]))[0]
+    loo = np.array([_step_cosines(neg_a[i:i + 1], neg_b[i:i + 1], unit(total - diffs[i]))[0]
                     for i in range(len(diffs))])
     other = np.array(_step_cosines(other_a, other_b, direction))
     q10 = float(np.quantile(loo, 0.10))

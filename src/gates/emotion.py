@@ -24,16 +24,16 @@ from collections.abc import Callable
 import asyncpg
 import numpy as np
 
+from src.vectors import unit
+
 CHARGE_BONUS = 0.15
 BONUS_ABOVE = 0.3
 
 
 def gut_signal(vec: np.ndarray, centroid: np.ndarray) -> float:
     """(1 - cos(vec, centroid)) / 2 in [0, 1]; 0.5 when either vector has no direction."""
-    norm = float(np.linalg.norm(vec) * np.linalg.norm(centroid))
-    if norm == 0.0:
-        return 0.5
-    cos = float(np.clip(np.dot(vec, centroid) / norm, -1.0, 1.0))
+    # a vector without direction has cosine 0 with everything (src/vectors): gut 0.5
+    cos = float(np.clip(unit(vec) @ unit(centroid), -1.0, 1.0))
     return (1.0 - cos) / 2.0
 
 

@@ -29,7 +29,6 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
@@ -40,9 +39,9 @@ from src.gates import record as gate_record
 from src.gates import scratch
 from src.gates.contradiction import NegationDirection, Verdict, ask_llm, load_or_learn, screen
 from src.gates.emotion import StoreCentroid, emotional_charge
+from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import (
     PERSISTING,
-    CellDecision,
     bootstrap_floor,
     compress_fallback,
     decide_cell,
@@ -53,9 +52,10 @@ from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
-from src.recall.activation import ActivationResult, activation
+from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
+from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
 from src.weights.safety import Safety
 
@@ -67,43 +67,6 @@ GATE_MEMORY_TYPE = "episodic"
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
 
 
-@dataclass(frozen=True)
-class Neighbour:
-    """A memory (or an earlier item of the chunk) close to the item being judged."""
-
-    similarity: float
-    content: str
-    memory_id: int | None = None
-    batch_index: int | None = None
-
-
-@dataclass
-class Evaluation:
-    """Everything the gate worked out for one item; written as one decision row."""
-
-    item: BufferedItem
-    vec: np.ndarray
-    act: ActivationResult
-    floor: float
-    relevance: float
-    nearest: Neighbour | None
-    band: str
-    charge: float
-    maturity: float
-    verdicts: list[tuple[Neighbour, Verdict]] = field(default_factory=list)
-    decided_by: tuple[Neighbour, Verdict] | None = None
-    novelty: str = "novel"
-    cell: CellDecision | None = None
-    compressed: str | None = None
-    compressed_by: str = "fallback"
-    llm_calls: int = 0
-    memory_id: int | None = None            # the row this decision wrote or touched
-    outcome: dict | None = None             # the weight choke point's answer, if any
-
-    @property
-    def round(self) -> int:
-        return self.item.rounds + 1
-
 
 class ExitGate:
     """Scores buffered items and writes the survivors; see the module docstring."""
@@ -111,7 +74,7 @@ class ExitGate:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
                  settings: GateSettings, rng: random.Random, safety: Safety, *,
                  layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
-                 centroid: StoreCentroid | None = None,
+                 centroid: StoreCentroid | None = None, maturity_memories: int = MATURITY_MEMORIES,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.pool = pool
         self.embedder = embedder
@@ -123,6 +86,7 @@ class ExitGate:
         self.layers = layers
         self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
         self.clock = clock
+        self.maturity_memories = maturity_memories   # `agent.maturity_memories`
         self.attention: np.ndarray | None = None
         # The two-centroid gut (plan §5.1) replaces the v0.1 store-centroid charge when the
         # mind wires one in; `on_persisted(memory ids)` lets readiness see memory formation.
@@ -200,8 +164,8 @@ class ExitGate:
         th = cfg.thresholds_for(model)
         now = self.clock()
         direction = await self.negation_direction()
-        count = await count_memories(self.pool, cfg.maturity_memories)
-        maturity = memory_maturity(count, cfg.maturity_memories)
+        count = await count_memories(self.pool, self.maturity_memories)
+        maturity = memory_maturity(count, self.maturity_memories)
         centroid = None if self.gut is not None else await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []
         # the recent memories stand in for a focus only when the loop has not set one

@@ -29,7 +29,7 @@ Bootstrap floor: a newborn mind has no identity, goals or memories, so spreading
 activation has nothing to spread from and S_i = 0 for everything. The floor
 `bootstrap_floor * (1 - maturity)` for the sources in `bootstrap_sources` (the
 user) keeps novel input from them in the core row at birth; it fades linearly
-with the maturity the rest of the mind uses (memory count / 1000) and is gone
+with the maturity the rest of the mind uses (memory count / `agent.maturity_memories`, 1000) and is gone
 once the store is mature, when S_i has real sources to spread from.
 """
 

@@ -24,6 +24,7 @@ from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
 from src.providers.protocols import Embedder, LanguageModel
+from src.recall.settings import MATURITY_MEMORIES
 from src.text import clean_text
 from src.weights.safety import Safety
 
@@ -53,14 +54,14 @@ class Gates:
     @classmethod
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
-              layers: LayerSource | None = None) -> Gates:
+              layers: LayerSource | None = None, maturity_memories: int = MATURITY_MEMORIES) -> Gates:
         """One generator feeds both gates: seeded from `settings.seed` when set."""
         rng = rng or random.Random(settings.seed)
         ttl = timedelta(hours=settings.scratch.ttl_hours)
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
         exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
-                             prune_embedder=pruning)
+                             prune_embedder=pruning, maturity_memories=maturity_memories)
         entry = EntryGate(pool, settings.entry, rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)

@@ -1,10 +1,12 @@
 """The exit gate's SQL: the reads it scores with, and the writes of one flush transaction.
 
 Writes happen inside the caller's transaction (src/gates/exit.py `_write`):
-`persist` inserts the survivors with one COPY (ids reserved first, so a flagged
-memory can name a contradicted one persisted in the same chunk), `apply_weights`
+`persist` inserts the survivors through the store's COPY path (src/recall/store.py:
+ids reserved first, so a flagged memory can name a contradicted one persisted in the
+same chunk; the same checks and cleaning as every other memory), `apply_weights`
 sends reinforce / contradict through the weight choke point, `record_exit` COPYs
-one `gate_decisions` row per item. Weight columns are never written here.
+one `gate_decisions` row per item. A new memory starts at the store's Beta(1, 4); weights
+change only through the choke point.
 """
 
 from __future__ import annotations
@@ -13,28 +15,29 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import asyncpg
 import numpy as np
-from pgvector import HalfVector
 
 from src.gates.entry import PREVIEW_CHARS
+from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import PERSISTING
 from src.gates.settings import ExitGateSettings
-from src.recall.store import EMBEDDING_DIMENSIONS
+from src.recall.store import (
+    EMBEDDING_DIMENSIONS,
+    NewMemory,
+    copy_memories,
+    metadata_json,
+    prepare,
+    reserve_memory_ids,
+)
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety
-
-if TYPE_CHECKING:
-    from src.gates.exit import Evaluation, Neighbour
 
 log = logging.getLogger(__name__)
 
 Executor = asyncpg.Pool | asyncpg.Connection
 
-_MEMORY_COLUMNS = ("id", "content", "memory_type", "embedding", "embed_model", "source_tag",
-                   "source_confidence", "compressed", "event_time", "metadata")
 _DECISION_COLUMNS = (
     "gate", "scratch_id", "memory_id", "source_tag", "content_preview", "cell_relevance",
     "cell_novelty", "s_i", "relevance", "bootstrap_floor", "activation", "base_level",
@@ -72,14 +75,12 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
     keep = [e for e in evaluations if e.cell.action in PERSISTING]
     if not keep:
         return {}
-    ids = [r[0] for r in await conn.fetch(
-        "SELECT nextval(pg_get_serial_sequence('memories', 'id')) FROM generate_series(1, $1::int)",
-        len(keep))]
+    ids = await reserve_memory_ids(conn, len(keep))
     batch_ids: dict[int, int] = {}
     for e, memory_id in zip(keep, ids, strict=True):
         e.memory_id = memory_id
         batch_ids[chunk_index[e.item.id]] = memory_id
-    records = []
+    prepared = []
     for e in keep:
         meta = {"scratch_id": e.item.id, "tags": list(e.item.tags),
                 "emotional_charge": round(e.charge, 6),
@@ -89,10 +90,14 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
             neighbour, verdict = e.decided_by
             meta.update(flag="contradiction", contradicts=_target(neighbour, batch_ids),
                         contradiction_layer=verdict.layer)
-        records.append((e.memory_id, e.item.content, memory_type, HalfVector(e.vec), embed_model,
-                        e.item.source_tag, float(e.item.source_confidence), e.compressed,
-                        e.item.created_at, json.dumps(meta, ensure_ascii=False)))
-    await conn.copy_records_to_table("memories", records=records, columns=_MEMORY_COLUMNS)
+        # the store's checks and cleaning apply here too (the LLM's `compressed` line included)
+        prepared.append(prepare(NewMemory(
+            e.item.content, memory_type, e.item.source_tag, float(e.item.source_confidence),
+            event_time=e.item.created_at, compressed=e.compressed, metadata=meta),
+            f"scratch item {e.item.id}"))
+    metas = [metadata_json(p.item.metadata, f"scratch item {e.item.id}")
+             for p, e in zip(prepared, keep, strict=True)]
+    await copy_memories(conn, ids, prepared, [e.vec for e in keep], embed_model, metas)
     return batch_ids
 
 

@@ -3,7 +3,7 @@
 Composed into runtime.yaml as the `gates:` section. Every field has a default, so
 the section may be left out entirely.
 
-Similarity thresholds depend on the embedding model (DESIGN.md): a cosine of 0.85
+Similarity thresholds depend on the embedding model: a cosine of 0.85
 means "the same thing said again" for one model and "roughly the same topic" for
 another. `exit.thresholds` is therefore keyed by embed model name; the entry named
 `default` applies to any model without its own.
@@ -84,8 +84,6 @@ class ExitGateSettings(_Section):
     # Relevance floor for these sources at maturity 0; fades linearly to 0 at maturity 1.
     bootstrap_floor: float = Field(0.65, ge=0.0, le=1.0)
     bootstrap_sources: list[str] = Field(default_factory=lambda: ["external_user"])
-    # Memory count at which the store is mature (src/cognition/relevance.memory_maturity).
-    maturity_memories: int = Field(1000, ge=1)
     # Flushes an item may stay in the "buffer" cell; after that it is persisted.
     max_buffer_rounds: int = Field(3, ge=1)
     # Neighbours from check_novelty() considered per item.

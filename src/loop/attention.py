@@ -43,6 +43,8 @@ import numpy as np
 
 from src.context.tokens import count_tokens
 from src.loop.settings import DEFAULT_URGENCY, AttentionSettings, SalienceWeights, Source
+from src.text import excerpt
+from src.vectors import unit, unit_rows
 
 SOURCES: tuple[Source, ...] = ("user", "scheduled", "gut", "consolidation", "dmn")
 
@@ -144,25 +146,18 @@ class Allocation:
 
 
 def _unit_rows(vecs: Iterable[np.ndarray] | np.ndarray | None) -> np.ndarray | None:
+    """Unit rows, or None when there are none (no context yet, no goals)."""
     if vecs is None:
         return None
     rows = [np.asarray(v, dtype=np.float64).ravel() for v in vecs]
-    if not rows:
-        return None
-    matrix = np.stack(rows)
-    norms = np.linalg.norm(matrix, axis=1)
-    matrix = matrix[norms > 0] / norms[norms > 0, None]
-    return matrix if len(matrix) else None
+    return unit_rows(rows) if rows else None
 
 
 def _max_cosine(vec: np.ndarray, rows: np.ndarray) -> float:
-    v = np.asarray(vec, dtype=np.float64).ravel()
-    norm = float(np.linalg.norm(v))
-    if norm == 0.0:
-        return 0.0
+    v = unit(vec)
     if rows.shape[1] != v.shape[0]:
         raise ValueError(f"candidate embedding has {v.shape[0]} dimensions, context vectors {rows.shape[1]}")
-    return float(np.max(rows @ (v / norm)))
+    return float(np.max(rows @ v))
 
 
 def _clip(x: float) -> float:
@@ -244,14 +239,9 @@ def allocate(candidates: Sequence[Candidate],
     return Allocation(ranked[0].candidate if ranked else None, ranked, losers, reason, decisive)
 
 
-def _excerpt(text: str, limit: int) -> str:
-    flat = _SPACE.sub(" ", text).strip()
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
-
-
 def _report_line(scored: Scored, text_chars: int) -> str:
     c = scored.candidate
-    text = _excerpt(c.text, text_chars)
+    text = excerpt(c.text, text_chars)
     # A gut signal is a felt description the gut module wrote, not words anyone
     # said or thought, so it is not quoted (as in the plan's example).
     shown = text if c.source == "gut" else f'"{text}"'

@@ -236,7 +236,7 @@ class CognitiveLoop:
         engaged = [m.weighted for m in retrieval.memories] if retrieval else []
         level = intensity(IntensitySignals(
             gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
-            system2_recency=system2_recency(self._last_system2, now),
+            system2_recency=system2_recency(self._last_system2, now, self.settings.fifo.system2_half_life_s),
             goal_relevance=float(next((s.components.goal_relevance for s in allocation.ranked), 0.0)),
             emotional_charge=winner.emotional_charge), self.fifo.settings)
         await self.fifo.prune(level)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.text import excerpt
 
 BOOTSTRAP_PROMPT = (
@@ -35,11 +36,13 @@ def frame_input(source: str, text: str) -> str:
 def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
                   gut: str = "") -> str:
     """Bootstrap prompt + memory sections + state report + the gut line (§5.1) + reflection
-    block + cost line; empty parts are left out (tool lines are the tool protocol's)."""
+    block + cost line + the ask for a stated confidence (§2.11's verbalized signal; the
+    line is stripped before delivery); empty parts are left out (tool lines are the tool
+    protocol's)."""
     parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, report, gut]
     if reflection:
         parts.append(reflection)
-    parts.append(cost_line)
+    parts += [cost_line, VERBALIZED_CONFIDENCE_INSTRUCTION]
     return "\n\n".join(p for p in parts if p)
 
 

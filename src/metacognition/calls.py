@@ -8,7 +8,8 @@ judgement is not anchored on a draft it would defend.
 
 Failure is never fatal here: reflex mode (ProviderSkipped) and any provider
 error give a FeelingOfKnowing without a value and the reason recorded; the
-composite then renormalises over the other signals (src/cognition/metacognition).
+composite (src/metacognition/confidence.score_answer, the one scorer) renormalises over
+the other signals.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from pydantic import BaseModel, Field
 
 from src.errors import ProviderError, ProviderSkipped
 from src.metacognition.confidence import (
-    Confidence,
     FeelingOfKnowing,
     Judgement,
     fok_value,
-    score_answer,
 )
 from src.metacognition.settings import MetacognitionSettings
-from src.providers.protocols import LanguageModel, LLMResult
+from src.providers.protocols import LanguageModel
 
 log = logging.getLogger(__name__)
 
@@ -78,20 +77,4 @@ async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,
     return FeelingOfKnowing(value.judgement, fok_value(value.judgement, value.confidence))
 
 
-async def assess_confidence(llm: LanguageModel | None, question: str, answer_result: LLMResult, *,
-                            fok: FeelingOfKnowing | None = None, expected_words: int | None = None,
-                            settings: MetacognitionSettings | None = None) -> Confidence:
-    """Composite confidence of `answer_result` as an answer to `question`.
-
-    `fok` is the feeling of knowing already asked for this question (a retry
-    reuses it: FOK is about the question, not the answer); without it the
-    isolated meta call is made here with `llm`.
-    """
-    cfg = settings or MetacognitionSettings()
-    if fok is None:
-        fok = await feeling_of_knowing(llm, question, settings=cfg)
-    return score_answer(answer_result.text, fok, mean_logprob=answer_result.mean_logprob,
-                        expected_words=expected_words, settings=cfg)
-
-
-__all__ = ["FOK_PROMPT", "FOK_PURPOSE", "FokAnswer", "assess_confidence", "feeling_of_knowing"]
+__all__ = ["FOK_PROMPT", "FOK_PURPOSE", "FokAnswer", "feeling_of_knowing"]

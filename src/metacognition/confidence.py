@@ -67,7 +67,11 @@ class Confidence:
     fok: float | None
     verbalized: float | None
     signals: Mapping[str, Any] = field(default_factory=dict)
-    fok_unknown: bool = False
+
+    @property
+    def fok_unknown(self) -> bool:
+        """The feeling of knowing judged the question UNKNOWN (kept in `signals`)."""
+        return self.signals.get("fok_judgement") == "UNKNOWN"
 
 
 # --- structural heuristics ---------------------------------------------------------------
@@ -266,8 +270,7 @@ def score_answer(text: str, fok: FeelingOfKnowing | None = None, *, mean_logprob
     out["fok_judgement"] = fok.judgement if fok else None
     if fok and fok.skipped:
         out["fok_skipped"] = fok.skipped
-    return Confidence(composite, objective, fok_v, verbalized, out,
-                      fok_unknown=bool(fok and fok.judgement == "UNKNOWN"))
+    return Confidence(composite, objective, fok_v, verbalized, out)
 
 
 def weaknesses(confidence: Confidence) -> list[str]:

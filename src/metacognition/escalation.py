@@ -50,6 +50,7 @@ from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold, ThresholdReading, read_threshold
 from src.providers.protocols import ChatMessage, LanguageModel, LLMResult
 from src.recall.store import MemoryStore
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ def retry_feedback(focus: str, confidence: Confidence, threshold: float) -> str:
     points = "\n".join(f"- {w}" for w in weaknesses(confidence))
     return (f"[SELF-CHECK] Your reply above scored {confidence.composite:.2f} on confidence, below the "
             f"{threshold:.2f} needed before you answer without deeper review. What was weak:\n{points}\n"
-            f"Reply again to the same focus (\"{_excerpt(focus, 200)}\"), fixing these points. Say plainly "
+            f"Reply again to the same focus (\"{excerpt(focus, 200)}\"), fixing these points. Say plainly "
             "what you know and say explicitly what you do not know rather than guessing. End with a "
             "line 'Confidence: <0-1>'.")
 
@@ -169,7 +170,7 @@ def system2_brief(focus: str, reasons: str, confidence: Confidence) -> str:
     """The request System 2 gets after System 1's draft."""
     weak = "; ".join(weaknesses(confidence))
     return ("[ESCALATION TO SYSTEM 2] You are this agent's slow, deliberate reasoning. The reply above "
-            f"is a draft by its fast System 1 for the current focus: \"{_excerpt(focus, 500)}\". "
+            f"is a draft by its fast System 1 for the current focus: \"{excerpt(focus, 500)}\". "
             f"It was escalated because: {reasons}. The draft scored {confidence.composite:.2f} on "
             f"confidence; what looked weak: {weak}. Write the reply the agent should give (answer), "
             "explain your reasoning briefly (explanation), say whether the draft needed correcting "
@@ -182,11 +183,6 @@ def system2_brief(focus: str, reasons: str, confidence: Confidence) -> str:
 def _draft(result: LLMResult) -> ChatMessage:
     # providers refuse an empty assistant turn; an empty draft is still a draft to review
     return ChatMessage("assistant", result.text if result.text.strip() else "(empty reply)")
-
-
-def _excerpt(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, messages: Sequence[ChatMessage],

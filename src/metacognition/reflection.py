@@ -41,7 +41,7 @@ from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import Embedder
 from src.recall.search import QUESTION_TSQUERY
 from src.recall.store import EMBEDDING_DIMENSIONS, MemoryStore
-from src.text import clean_text
+from src.text import clean_text, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def correction_text(fields: dict[str, str]) -> str:
     if fields["error_type"]:
         lines.append(f"Error: {fields['error_type']}")
     if fields["original_reasoning"]:
-        lines.append(f"What I did: {_cut(fields['original_reasoning'], REASONING_CHARS)}")
+        lines.append(f"What I did: {excerpt(fields['original_reasoning'], REASONING_CHARS)}")
     lines.append(f"Correction: {fields['correction']}")
     return "\n".join(lines)
 
@@ -185,22 +185,17 @@ async def corrections_for(pool: asyncpg.Pool | asyncpg.Connection, embedder: Emb
     return [_past(r) for r in rows]
 
 
-def _cut(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
-
-
 def reflection_block(corrections: Sequence[PastCorrection], *, field_chars: int = 300) -> str:
     """The text injected before System 1 answers; "" when there is nothing to inject."""
     if not corrections:
         return ""
     lines = [REFLECTION_HEADER]
     for i, c in enumerate(corrections, 1):
-        kind = f"[{_cut(c.error_type, 60)}] " if c.error_type else ""
-        line = f"{i}. {kind}Situation: {_cut(c.trigger, field_chars)}"
+        kind = f"[{excerpt(c.error_type, 60)}] " if c.error_type else ""
+        line = f"{i}. {kind}Situation: {excerpt(c.trigger, field_chars)}"
         if c.original_reasoning:
-            line += f" | What you did: {_cut(c.original_reasoning, field_chars)}"
-        line += f" | Do instead: {_cut(c.correction, field_chars)}"
+            line += f" | What you did: {excerpt(c.original_reasoning, field_chars)}"
+        line += f" | Do instead: {excerpt(c.correction, field_chars)}"
         lines.append(line)
     return "\n".join(lines)
 

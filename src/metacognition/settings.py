@@ -51,7 +51,7 @@ class ReflectionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     k: int = Field(3, ge=1, le=20)
-    # Cosine floor per embed model ("default" for any other); depends on the model (DESIGN.md).
+    # Cosine floor per embed model ("default" for any other); depends on the model.
     # wordllama-l2-supercat-256 measured: related focus 0.43–0.54, unrelated <= 0.24. Measure
     # gemini-embedding-001 before trusting "default" with it (its cosines run higher).
     min_similarity: dict[str, float] = Field(default_factory=lambda: {"default": 0.35})

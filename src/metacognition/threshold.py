@@ -1,6 +1,6 @@
 """The adaptive escalation threshold of plan §3.5, read from the store.
 
-    threshold = 0.3 + 0.5 · (min(1, memories / 1000) + identity_density) / 2
+    threshold = 0.3 + 0.5 · (min(1, memories / agent.maturity_memories) + identity_density) / 2
 
 `identity_density` is the mean center of the memories whose center exceeds 0.7
 (0 when none do); the formula itself is `relevance.escalation_threshold`. As the
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from src.recall.relevance import escalation_threshold
+from src.recall.settings import MATURITY_MEMORIES
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,8 @@ class ThresholdReading:
     threshold: float
 
 
-async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_center: float = 0.7
-                         ) -> ThresholdReading:
+async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_center: float = 0.7,
+                         maturity_memories: int = MATURITY_MEMORIES) -> ThresholdReading:
     """Memory count and identity density in one statement, and the threshold they give.
 
     A full scan of `memories`: 250 ms p50 at 100k rows here (fillfactor 50 makes
@@ -49,7 +50,7 @@ async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_ce
     """
     row = await pool.fetchrow(IDENTITY_SQL, identity_center)
     total, density = int(row["total"]), min(1.0, max(0.0, float(row["density"])))
-    return ThresholdReading(total, density, escalation_threshold(total, density))
+    return ThresholdReading(total, density, escalation_threshold(total, density, maturity_memories))
 
 
 class EscalationThreshold:
@@ -63,10 +64,11 @@ class EscalationThreshold:
     """
 
     def __init__(self, pool: asyncpg.Pool, *, refresh_s: float = 60.0, identity_center: float = 0.7,
-                 clock: Callable[[], float] = time.monotonic):
+                 maturity_memories: int = MATURITY_MEMORIES, clock: Callable[[], float] = time.monotonic):
         self.pool = pool
         self.refresh_s = refresh_s
         self.identity_center = identity_center
+        self.maturity_memories = maturity_memories
         self.clock = clock
         self._reading: ThresholdReading | None = None
         self._read_at = -math.inf
@@ -81,7 +83,8 @@ class EscalationThreshold:
         return self._reading
 
     async def refresh(self) -> ThresholdReading:
-        reading = await read_threshold(self.pool, identity_center=self.identity_center)
+        reading = await read_threshold(self.pool, identity_center=self.identity_center,
+                                       maturity_memories=self.maturity_memories)
         self._reading, self._read_at = reading, self.clock()
         return reading
 

@@ -24,7 +24,7 @@ from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.llm import LLMBackend, ResilientLanguageModel
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import Embedder, LanguageModel, Reranker
-from src.providers.redact import Redactor
+from src.providers.redact import Redactor, url_secrets
 from src.providers.rerank_flashrank import FlashRankReranker
 from src.providers.rerank_skipped import SkippedReranker
 from src.providers.resilience import CircuitBreaker, Clock, Resilience, RetryPolicy, Sleep
@@ -207,7 +207,8 @@ def build_providers(
                             max_pending=settings.ledger.max_pending,
                             write_timeout_s=settings.ledger.write_timeout_s)
     ctx = _Context(settings, secrets, ledger,
-                   Redactor([secrets.gemini_api_key, secrets.anthropic_api_key, secrets.openai_api_key]),
+                   Redactor([secrets.gemini_api_key, secrets.anthropic_api_key, secrets.openai_api_key,
+                             *url_secrets(settings.llm.base_url)]),
                    http_transport, sleep, rng if rng is not None else random.Random(), clock)
     by_role = {c.role: c for c in choices}
     system1 = ctx.language_model(by_role["system1"])

@@ -25,6 +25,7 @@ from src.errors import (
     ProviderUnavailable,
     RateLimited,
 )
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ MESSAGE_LIMIT = 300
 
 def short(text: object) -> str:
     """One line, at most MESSAGE_LIMIT characters: error texts end up in logs and rows."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+    return excerpt(str(text), MESSAGE_LIMIT)
 
 
 def parse_retry_after(value: str | None) -> float | None:

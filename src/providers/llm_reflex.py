@@ -1,4 +1,4 @@
-"""Reflex mode: the language-model role when no model is configured (DESIGN.md).
+"""Reflex mode: the language-model role when no model is configured.
 
 Every method raises ProviderSkipped whose message starts with NO_LANGUAGE_MODEL, so the
 loop can tell the user plainly and still run everything that needs no model. Nothing is

@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 
 from src.errors import ProviderError
 
 MASK = "[redacted]"
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The secret parts of a URL such as `providers.llm.base_url`: the password as written
+    and decoded, and the whole `user:password@` (a server may echo either)."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:       # an unparseable URL fails at connect time; nothing to find here
+        return []
+    if not password:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0]
+    return [password, unquote(password), userinfo + "@", unquote(userinfo) + "@"]
 
 
 class Redactor:

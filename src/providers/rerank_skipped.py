@@ -1,6 +1,6 @@
 """The reranker when no cross-encoder is available: the stage is skipped, and says why.
 
-Retrieval then keeps its weighted score as the final score (DESIGN.md); the start-up
+Retrieval then keeps its weighted score as the final score; the start-up
 report prints `skip_reason`.
 """
 

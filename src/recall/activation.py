@@ -25,6 +25,7 @@ from datetime import datetime
 import numpy as np
 
 from src.recall.settings import DECAY_D, MISMATCH_P, NOISE_S, TAU
+from src.vectors import unit_rows
 
 #: Ages are clamped to at least this many seconds. t^-d diverges at t=0, so a
 #: memory touched "just now" (or stamped slightly in the future by clock skew)
@@ -89,13 +90,6 @@ def base_level(presentations: Sequence[Timestamp], now: Timestamp, d: float = DE
     return float(base_levels([presentations], now, d)[0])
 
 
-def _unit_rows(vectors: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
-    m = np.atleast_2d(np.asarray(vectors, dtype=float))
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    # A zero vector has no direction; it is similar to nothing rather than NaN.
-    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
-
-
 def spreading_many(
     memory_vecs: np.ndarray,
     context_vecs: np.ndarray | Sequence[Sequence[float]] = (),
@@ -105,17 +99,17 @@ def spreading_many(
     """S_i for every row of ``memory_vecs`` (shape (n, dim)); see ``spreading``."""
     if not 0.0 <= context_share <= 1.0:
         raise ValueError(f"context_share must be in [0, 1], got {context_share!r}")
-    memories = _unit_rows(memory_vecs)
+    memories = unit_rows(memory_vecs)
     n = memories.shape[0]
 
     s_context = None
     if len(context_vecs):
-        sims = np.clip(memories @ _unit_rows(context_vecs).T, 0.0, 1.0)
+        sims = np.clip(memories @ unit_rows(context_vecs).T, 0.0, 1.0)
         s_context = sims.mean(axis=1)
 
     s_layers = None
     if len(layer_vecs_with_weights):
-        vecs = _unit_rows([v for v, _ in layer_vecs_with_weights])
+        vecs = unit_rows([v for v, _ in layer_vecs_with_weights])
         weights = np.array([w for _, w in layer_vecs_with_weights], dtype=float)
         if np.any(weights < 0) or not np.all(np.isfinite(weights)):
             raise ValueError("layer weights must be finite and >= 0")

@@ -24,7 +24,7 @@ at 1000 memories, because:
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -219,55 +219,53 @@ def spread_step(
     return reached
 
 
-def spread_activation(
-    seed_ids: Iterable[Id],
-    edges_by_hop: Sequence[Iterable[tuple[Id, Id, float]]],
-    hops: int = 1,
+def spread_hop(
+    frontier: Mapping[Id, float],
+    edges: Iterable[tuple[Id, Id, float]],
+    hop: int,
+    activated: dict[Id, float],
+    *,
+    exclude: Collection[Id] = (),
     top_k: int = SPREAD_TOP_K,
     decay: Sequence[float] = DECAY_PER_HOP,
 ) -> dict[Id, float]:
-    """Co-activation from the seeds through the co-access network (plan §3.1).
+    """One hop of co-activation through the co-access network (plan §3.1); the next frontier.
 
-    ``hops`` counts spreading hops beyond the direct lookup: 0 = direct
-    co-access only, 1 = normal retrieval (partners at 0.3x), 2 = DMN and
-    introspection (0.1x on the second hop). ``edges_by_hop[h]`` holds the
-    edges fetched for hop h, so ``hops + 1`` lists are needed. A memory reached
-    at hop h gets ``decay[h]`` times the product of the edge scores on its
-    path; over several paths (and hops) the maximum wins.
+    Hop 0 is the direct lookup from the seeds, hop 1 normal retrieval (partners at
+    0.3x), hop 2 DMN and introspection (0.1x). The caller fetches each hop's
+    ``edges`` once it knows the frontier (src/recall/retrieval.py) and folds the
+    hops: a memory reached at hop h gets ``decay[h]`` times the product of the edge
+    scores on its path, and over several paths and hops the maximum wins (kept in
+    ``activated``, updated in place). Memories in ``exclude`` (the seeds) do not
+    spread back to themselves.
 
-    A caller that fetches each hop's edges only once it knows the frontier runs
-    the same loop itself: ``frontier = spread_step(frontier, edges)`` and
-    ``decay[h] * frontier[m]`` per hop, keeping the maximum.
-
-    Unlike the plan's pseudo-code, activation at hop h is scaled by the
-    strength of the whole path, not only by its last edge: a weak direct
-    association should not pass on a strong indirect one. With all edge scores
-    1.0 the two agree.
+    Unlike the plan's pseudo-code, activation at hop h is scaled by the strength
+    of the whole path, not only by its last edge: a weak direct association should
+    not pass on a strong indirect one. With all edge scores 1.0 the two agree.
     """
-    if not 0 <= hops < len(decay):
-        raise ValueError(f"hops must be in [0, {len(decay) - 1}], got {hops!r}")
-    if len(edges_by_hop) < hops + 1:
-        raise ValueError(f"{hops} hop(s) need {hops + 1} edge lists, got {len(edges_by_hop)}")
-    frontier: dict[Id, float] = {seed: 1.0 for seed in seed_ids}
-    activated: dict[Id, float] = {}
-    for hop in range(hops + 1):
-        frontier = spread_step(frontier, edges_by_hop[hop], top_k)
-        for memory_id, strength in frontier.items():
-            value = decay[hop] * strength
-            if value > activated.get(memory_id, 0.0):
-                activated[memory_id] = value
-    return activated
+    if not 0 <= hop < len(decay):
+        raise ValueError(f"hops must be in [0, {len(decay) - 1}], got {hop!r}")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k!r}")
+    reached = spread_step(frontier, edges, top_k)
+    reached = {m: s for m, s in reached.items() if m not in exclude}
+    for memory_id, strength in reached.items():
+        value = decay[hop] * strength
+        if value > activated.get(memory_id, 0.0):
+            activated[memory_id] = value
+    return reached
 
 
-def escalation_threshold(total_memories: int, identity_density: float) -> float:
+def escalation_threshold(total_memories: int, identity_density: float,
+                         saturation: int = MATURITY_MEMORIES) -> float:
     """Confidence below which System 1 escalates (plan §3.5).
 
-    0.3 + 0.5 * (min(1, total_memories / 1000) + identity_density) / 2: 0.3 at
+    0.3 + 0.5 * (min(1, total_memories / saturation) + identity_density) / 2: 0.3 at
     bootstrap (escalate often, formative decisions deserve deep reasoning), 0.8
     at maturity. ``identity_density`` is the mean center of the memories whose
     center exceeds 0.7, in [0, 1] (0 when there are none).
     """
     if not 0.0 <= identity_density <= 1.0:
         raise ValueError(f"identity_density must be in [0, 1], got {identity_density!r}")
-    maturity = (memory_maturity(total_memories) + identity_density) / 2.0
+    maturity = (memory_maturity(total_memories, saturation) + identity_density) / 2.0
     return 0.3 + 0.5 * maturity

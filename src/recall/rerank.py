@@ -15,13 +15,10 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from src.errors import ProviderError, ProviderSkipped
 from src.providers.protocols import Reranker
-
-if TYPE_CHECKING:
-    from src.recall.search import SearchHit
+from src.recall.hit import SearchHit
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from src.recall import relevance as rel
 from src.recall import search
 from src.recall.co_access import fetch_partners
 from src.recall.mutation import mutate_after_retrieval
-from src.recall.settings import ActRSettings, ArmWeights, RetrievalSettings
+from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import count_memories
 from src.text import clean_text
 from src.weights.safety import Safety
@@ -90,7 +90,8 @@ class Retriever:
 
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, reranker: Reranker | None,
                  safety: Safety, settings: RetrievalSettings | None = None,
-                 layer_vecs: Sequence[tuple[np.ndarray, float]] = ()):
+                 layer_vecs: Sequence[tuple[np.ndarray, float]] = (),
+                 maturity_memories: int = MATURITY_MEMORIES):
         self.pool = pool
         self.embedder = embedder
         self.reranker = reranker
@@ -98,6 +99,8 @@ class Retriever:
         self.settings = settings or RetrievalSettings()
         # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i.
         self.layer_vecs = list(layer_vecs)
+        # the mind's one notion of age (`agent.maturity_memories`), shared with gates and §3.5
+        self.maturity_memories = maturity_memories
         # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
         # vectors → values in [0, 1]. None: the neutral 0.5.
         self.emotional: Callable[[np.ndarray], np.ndarray] | None = None
@@ -147,8 +150,7 @@ class Retriever:
         timings["search"] = _ms(t)
 
         t = time.perf_counter()
-        spread = await self._spread(active_ids or [h.id for h in hits[:cfg.spread_seeds]], hops,
-                                    exclude=[h.id for h in hits] if not active_ids else ())
+        spread = await self._spread(active_ids or [h.id for h in hits[:cfg.spread_seeds]], hops)
         missing = [mid for mid in spread if mid not in {h.id for h in hits}]
         if missing:
             hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
@@ -156,8 +158,8 @@ class Retriever:
         timings["spread"] = _ms(t)
 
         t = time.perf_counter()
-        total = await count_memories(self.pool, cfg.maturity_memories)
-        maturity = rel.memory_maturity(total, cfg.maturity_memories)
+        total = await count_memories(self.pool, self.maturity_memories)
+        maturity = rel.memory_maturity(total, self.maturity_memories)
         factors = await self.dirichlet.get(self.pool)
         blend = rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
         focus = [query_vec] if query_vec is not None else []
@@ -186,18 +188,16 @@ class Retriever:
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings)
 
-    async def _spread(self, seeds: Sequence[int], hops: int, exclude: Sequence[int]) -> dict[int, float]:
+    async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
         """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""
         if not seeds:
             return {}
-        frontier = {s: 1.0 for s in seeds}
+        frontier, seed_set = {s: 1.0 for s in seeds}, set(seeds)
         activated: dict[int, float] = {}
         for hop in range(hops + 1):
             edges = await fetch_partners(self.pool, list(frontier), self.settings.spread_top_k)
-            frontier = rel.spread_step(frontier, edges, self.settings.spread_top_k)
-            frontier = {m: s for m, s in frontier.items() if m not in seeds}
-            for mid, strength in frontier.items():
-                activated[mid] = max(activated.get(mid, 0.0), rel.DECAY_PER_HOP[hop] * strength)
+            frontier = rel.spread_hop(frontier, edges, hop, activated, exclude=seed_set,
+                                      top_k=self.settings.spread_top_k)
             if not frontier:
                 break
         return activated

@@ -23,7 +23,7 @@ Reading side of `memories`: `search_hybrid` (the one-statement search),
   only gives a NULL tsquery: the arm returns nothing, with no error and no NOTICE
   (to_tsquery would print one). Rows of every embed model are found here;
 * fusion: RRF, w_arm / (k + rank), summed over the arms a row appears in: exactly
-  src/cognition/rrf.rrf_fuse, which the tests hold the SQL against;
+  src/recall/rrf.rrf_fuse, which the tests hold the SQL against;
 * recency: EXP(-0.693 * age / 604800.0), a 7-day half-life, age measured from
   COALESCE(last_accessed, event_time, created_at): a memory that was recalled
   lately is "recent" (plan §3.1 decays recency from last_accessed), else the time
@@ -48,7 +48,6 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -56,6 +55,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
+from src.recall.hit import SearchHit
 from src.recall.rerank import RankedHit, RerankResult, normalise_scores, rerank_hits
 from src.recall.store import EMBEDDING_DIMENSIONS
 from src.text import clean_text
@@ -161,35 +161,6 @@ CROSS JOIN LATERAL (
 ORDER BY q.ord, n.distance, n.id
 """
 
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One memory found by hybrid search, with what later stages need (no second query)."""
-
-    id: int
-    content: str
-    compressed: str | None
-    memory_type: str
-    alpha: float
-    beta: float
-    immutable: bool
-    source_tag: str
-    source_confidence: float
-    access_count: int
-    last_accessed: datetime | None
-    access_timestamps: list[datetime]
-    event_time: datetime | None
-    created_at: datetime
-    metadata: dict[str, Any]
-    embedding: np.ndarray | None      # float32[768]; None when the row has no vector yet
-    embed_model: str | None
-    similarity: float | None          # cosine to the query; None for another model / no query vector
-    vec_rank: int | None              # 1-based rank in the vector arm, None if absent from it
-    fts_rank: int | None
-    fts_score: float | None           # ts_rank
-    rrf: float
-    recency: float
-    score: float                      # rrf / rrf_max + w_recency * recency
 
 
 class SimilarMemory(NamedTuple):

@@ -35,7 +35,7 @@ class ActRSettings(_Section):
 
 
 class ArmWeights(_Section):
-    """RRF arm weights and recency share; tuned per embed model (DESIGN.md)."""
+    """RRF arm weights and recency share; tuned per embed model."""
 
     w_vector: float = Field(1.0, ge=0)
     w_fulltext: float = Field(1.0, ge=0)
@@ -58,7 +58,6 @@ class RetrievalSettings(_Section):
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)
     spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
-    maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)
     act_r: ActRSettings = ActRSettings()
 
     def arm_weights(self, embed_model: str) -> ArmWeights:

@@ -33,7 +33,7 @@ from pgvector import HalfVector
 from src.errors import InputRejected, ProviderError
 from src.providers.embedding import MEMORY_TYPE_PREFIXES, embed_memories
 from src.providers.protocols import Embedder
-from src.text import clean_text
+from src.text import clean_text, storable
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,7 @@ def prepare(item: NewMemory, where: str) -> Prepared:
 def _clean_json(value: Any) -> Any:
     """Strings in metadata lose NULs and lone surrogates (jsonb refuses both), nothing else."""
     if isinstance(value, str):
-        value = value.replace("\x00", "")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", errors="replace").decode("utf-8")
-        return value
+        return storable(value)
     if isinstance(value, Mapping):
         return {_clean_json(k) if isinstance(k, str) else k: _clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -216,18 +211,11 @@ class MemoryStore:
         prepared = [prepare(item, f"item {i}") for i, item in enumerate(items)]
         metas = [metadata_json(p.item.metadata, f"item {i}") for i, p in enumerate(prepared)]
         vectors, embedded = await embed_prepared(self.embedder, prepared)
-        model = self.embedder.model_name
         async with self.pool.acquire() as conn:
-            ids = [row[0] for row in await conn.fetch(_RESERVE_IDS, len(prepared))]
-            records = [
-                (ids[i], p.content, p.item.memory_type,
-                 HalfVector(vectors[i]) if i < embedded else None,
-                 model if i < embedded else None,
-                 float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
-                 float(p.item.source_confidence), p.item.compressed, p.item.event_time, metas[i])
-                for i, p in enumerate(prepared)
-            ]
-            await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
+            ids = await reserve_memory_ids(conn, len(prepared))
+            await copy_memories(conn, ids, prepared,
+                                [vectors[i] if i < embedded else None for i in range(len(prepared))],
+                                self.embedder.model_name, metas)
         return ids
 
 async def embed_prepared(embedder: Embedder, prepared: Sequence[Prepared]) -> tuple[np.ndarray, int]:
@@ -250,6 +238,27 @@ async def embed_prepared(embedder: Embedder, prepared: Sequence[Prepared]) -> tu
                         start, len(prepared), start, len(prepared) - 1, exc)
             return vectors, start
     return vectors, len(prepared)
+
+
+async def reserve_memory_ids(conn: asyncpg.Connection, n: int) -> list[int]:
+    """`n` ids from the memories identity sequence, in order, for rows COPY will carry."""
+    return [row[0] for row in await conn.fetch(_RESERVE_IDS, n)] if n > 0 else []
+
+
+async def copy_memories(conn: asyncpg.Connection, ids: Sequence[int], prepared: Sequence[Prepared],
+                        vectors: Sequence[np.ndarray | None], embed_model: str,
+                        metas: Sequence[str]) -> None:
+    """COPY prepared memories carrying reserved `ids` (metadata as `metadata_json` made it),
+    on the caller's connection and so inside its transaction. A row gets `embed_model`
+    only when it has a vector."""
+    records = [
+        (memory_id, p.content, p.item.memory_type,
+         None if vec is None else HalfVector(vec), None if vec is None else embed_model,
+         float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
+         float(p.item.source_confidence), p.item.compressed, p.item.event_time, meta)
+        for memory_id, p, vec, meta in zip(ids, prepared, vectors, metas, strict=True)
+    ]
+    await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
 
 
 async def count_memories(db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int:

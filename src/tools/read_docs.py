@@ -179,43 +179,14 @@ def _walk(start: Path, roots: Sequence[Path]):
                 yield file
 
 
-READ_DOC_TOOL: dict[str, Any] = {
-    "name": "read_doc",
-    "description": ("Read one of your own source or documentation files (read-only). "
-                    "Paths are relative to your project root, e.g. 'notes.md' or "
-                    "'src/context/assembly.py'. Use list_docs to see what exists."),
-    "parameters": {
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "file path, no '..'"}},
-        "required": ["path"],
-        "additionalProperties": False,
-    },
-}
-
-LIST_DOCS_TOOL: dict[str, Any] = {
-    "name": "list_docs",
-    "description": "List the files you may read with read_doc, with their sizes.",
-    "parameters": {
-        "type": "object",
-        "properties": {"subdir": {"type": "string",
-                                  "description": "optional directory to list, e.g. 'src/memory'"}},
-        "required": [],
-        "additionalProperties": False,
-    },
-}
-
-
 class DocsTool:
-    """The two functions bound to the configured roots, and their schemas for the model."""
+    """`read_doc` and `list_docs` bound to the configured roots; `call` is the seam the
+    `READ_DOC:` verb goes through (src/tools/docs_verb.py)."""
 
     def __init__(self, settings: DocsToolSettings | None = None, project_root: Path = PROJECT_ROOT):
         self.settings = settings or DocsToolSettings()
         self.base = project_root.resolve()
         self.roots = resolve_roots(self.settings.roots, self.base)
-
-    @property
-    def schemas(self) -> list[dict[str, Any]]:
-        return [READ_DOC_TOOL, LIST_DOCS_TOOL] if self.settings.enabled else []
 
     def readable(self) -> list[str]:
         """The roots as the model should write them (relative to the project root)."""

@@ -1,0 +1,33 @@
+"""Unit vectors: the one place that scales embeddings to length 1. Pure.
+
+The zero-vector rule, the same everywhere: a vector of length 0 has no
+direction, so it stays all zeros. Its cosine with anything is then 0 — similar
+to nothing — instead of NaN, and a caller that needs a direction (the attention
+focus of context inertia) checks `has_direction` and says so itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+
+def unit_rows(vectors: np.ndarray | Sequence[Sequence[float]] | Iterable[np.ndarray]) -> np.ndarray:
+    """Each row of `vectors` (shape (n, dim), float64) scaled to length 1; zero rows stay zero."""
+    rows = vectors if isinstance(vectors, np.ndarray) else [np.asarray(v, dtype=np.float64).ravel()
+                                                             for v in vectors]
+    m = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+
+
+def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
+    """`vector` (flattened, float64) scaled to length 1; a zero vector stays zero."""
+    return unit_rows(np.asarray(vector, dtype=np.float64).ravel()[None, :])[0]
+
+
+def has_direction(vector: np.ndarray | Sequence[float]) -> bool:
+    """True when `vector` is finite and not all zeros, so `unit` gives a direction."""
+    v = np.asarray(vector, dtype=np.float64)
+    return bool(np.all(np.isfinite(v)) and np.any(v))

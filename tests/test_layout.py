@@ -1,0 +1,125 @@
+"""The package layout stays readable: small modules, imports that point one way.
+
+The import graph is read from the source (ast), counting every import — at the top,
+inside functions and under `if TYPE_CHECKING:` — because a cycle hidden from the
+interpreter is still a cycle for the reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 450
+# Known offenders that arrived with the consolidation merge, to be split by their owners;
+# listed by name so that nothing new can join them and a fixed one must leave the list.
+KNOWN_CYCLES = [["src.consolidation.approvals", "src.consolidation.promotion"]]
+KNOWN_LONG = {"src.consolidation.evolution_repository"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the src modules it imports (absolute imports; the project uses no others)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{module}: relative import of {node.module}"
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                found = _resolve(target, modules)
+                if found is not None and found != module:
+                    graph[module].add(found)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_among_src_modules():
+    assert sorted(cycles(import_graph())) == KNOWN_CYCLES
+
+
+def test_no_module_over_the_size_limit():
+    too_long = {name: n for name, path in _modules().items()
+                if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert set(too_long) == KNOWN_LONG, f"split these modules (one concept each, ~400 lines): {too_long}"
+
+
+def test_config_imports_only_settings_and_features_never_import_the_wiring():
+    graph = import_graph()
+    reach, todo = set(), ["src.config"]
+    while todo:
+        for dep in graph[todo.pop()] - reach:
+            reach.add(dep)
+            todo.append(dep)
+    feature_code = sorted(m for m in reach if not m.rpartition(".")[2].endswith("settings")
+                          and m not in {"src.errors"} and not (SRC.parent / m.replace(".", "/")).is_dir())
+    assert feature_code == []
+    wiring = {"src.main", "src.mind"}
+    importers = sorted(m for m, deps in graph.items() if deps & wiring and m not in wiring)
+    assert importers == []

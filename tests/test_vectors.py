@@ -1,0 +1,37 @@
+"""The one unit-vector helper and its zero-vector rule (src/vectors.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from src.vectors import has_direction, unit, unit_rows
+
+
+def test_unit_scales_to_length_one_and_keeps_a_zero_vector_zero():
+    assert unit([3.0, 4.0]).tolist() == [0.6, 0.8]
+    assert unit(np.zeros(3, dtype=np.float32)).tolist() == [0.0, 0.0, 0.0]
+    assert unit(np.array([[0.0, 2.0]])).tolist() == [0.0, 1.0]     # flattened
+
+
+def test_unit_rows_treats_each_row_alone():
+    rows = unit_rows([np.array([0.0, 5.0]), np.array([0.0, 0.0]), np.array([-2.0, 0.0])])
+    assert rows.tolist() == [[0.0, 1.0], [0.0, 0.0], [-1.0, 0.0]]
+    # the cosine with a directionless vector is 0: similar to nothing, never NaN
+    assert (rows @ unit([0.0, 0.0])).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("vector", "expected"), [
+    ([1.0, 0.0], True), ([0.0, 0.0], False), ([np.nan, 1.0], False), ([np.inf, 0.0], False),
+])
+def test_has_direction(vector, expected):
+    assert has_direction(vector) is expected
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=16))
+def test_unit_is_length_one_or_all_zero(values):
+    v = unit(values)
+    norm = float(np.linalg.norm(v))
+    assert norm == pytest.approx(1.0) or not np.any(v)
