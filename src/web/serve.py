@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, Protocol
 
 from src.config import Settings
 from src.errors import StartupError
-from src.mind import Mind
 from src.web.app import WebServer
 from src.web.view import View
 
 log = logging.getLogger(__name__)
 
 
-async def start_beside_mind(settings: Settings, mind: Mind,
+class RunningMind(Protocol):
+    """What the view reads from src.mind.Mind (named structurally: features never import the wiring)."""
+
+    pool: Any
+    providers: Any
+    safety: Any
+    retriever: Any
+    loop: Any
+
+
+async def start_beside_mind(settings: Settings, mind: RunningMind,
                             session_id: str) -> tuple[WebServer | None, str | None]:
     """Serve the view on the mind's pool and loop; return it and the start-up line.
 
