@@ -74,9 +74,7 @@ async def main() -> int:
     with tempfile.TemporaryDirectory(prefix="moltbot-e2e-") as folder:
         service = Service(dsn, Path(folder), settle=False)
         try:
-            for line in CONVERSATION + MORE:
-                service.say(line)
-            await service.wait_cycles(len(CONVERSATION) + len(MORE))
+            await service.converse(CONVERSATION + MORE)
             await service.wait_for("SELECT count(*) >= 10 FROM memories")
             service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
             await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")

@@ -134,9 +134,7 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
     statuses: list[int] = []
     poller = asyncio.create_task(_poll_every_page(service.url, stop, statuses))
     try:
-        for line in CONVERSATION:
-            service.say(line)
-        await service.wait_cycles(len(CONVERSATION))
+        await service.converse(CONVERSATION)
         # each exchange is flushed at once (settle): every message becomes a memory
         await service.wait_for("SELECT count(*) = $1 FROM memories WHERE source_tag = 'external_user'",
                                len(CONVERSATION))

@@ -58,6 +58,13 @@ class Service:
         self.proc.stdin.write((line + "\n").encode())
         self.proc.stdin.flush()
 
+    async def converse(self, lines: list[str]) -> None:
+        """One message per cycle: each waits for the loop's answer (messages sent together are
+        answered as one turn)."""
+        for n, line in enumerate(lines, 1):
+            self.say(line)
+            await self.wait_cycles(n)
+
     async def wait_cycles(self, n: int, within_s: float = 180) -> None:
         """Until thought_log holds n cycles (the loop answered every message)."""
         await self.wait_for("SELECT count(*) >= $1 FROM thought_log", n, within_s=within_s)
