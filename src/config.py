@@ -2,7 +2,7 @@
 
 Precedence: explicit overrides (tests) > environment > runtime.yaml > defaults.
 Environment: DATABASE_URL, GEMINI_API_KEY (or GOOGLE_API_KEY), ANTHROPIC_API_KEY,
-OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL.
+OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL, MOLTBOT_WEB_TOKEN.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from src.consolidation.settings import ConsolidationSettings
 from src.context.settings import ContextSettings, FifoSettings
 from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
-from src.gates.settings import GateSettings
+from src.gates.settings import GateSettings, MemorySettings
 from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
 from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
+from src.skills.settings import SkillsSettings
 from src.tools.settings import DocsToolSettings
+from src.web.settings import WebSettings
 from src.weights.settings import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
@@ -74,6 +76,8 @@ class Settings(_Section):
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     gates: GateSettings = GateSettings()
+    memory: MemorySettings = MemorySettings()
+    skills: SkillsSettings = SkillsSettings()
     attention: AttentionSettings = AttentionSettings()
     metacognition: MetacognitionSettings = MetacognitionSettings()
     escalation: EscalationSettings = EscalationSettings()
@@ -86,6 +90,7 @@ class Settings(_Section):
     dmn: DmnSettings = DmnSettings()
     bootstrap: BootstrapSettings = BootstrapSettings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
+    web: WebSettings = WebSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 
@@ -136,6 +141,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             secrets[key] = env[var]
     if secrets:
         out["secrets"] = secrets
+    if env.get("MOLTBOT_WEB_TOKEN"):
+        out["web"] = {"token": env["MOLTBOT_WEB_TOKEN"]}
     if env.get("MOLTBOT_LOG_LEVEL"):
         out["logging"] = {"level": env["MOLTBOT_LOG_LEVEL"].upper()}
     return out
@@ -170,6 +177,9 @@ def load_settings(
     if isinstance(data.get("database"), dict) and "url" in data["database"]:
         raise ConfigError(f"{path}: 'database.url' cannot be set in the file; "
                           "set the DATABASE_URL environment variable instead")
+    if isinstance(data.get("web"), dict) and "token" in data["web"]:
+        raise ConfigError(f"{path}: 'web.token' cannot be set in the file; "
+                          "set the MOLTBOT_WEB_TOKEN environment variable instead")
     data = _deep_merge(data, _env_overrides(env))
     if overrides:
         data = _deep_merge(data, overrides)
