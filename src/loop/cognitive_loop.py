@@ -44,6 +44,7 @@ from src.loop.prompts import frame_input, reflex_reply, system_prompt
 from src.loop.retry import requeue_failed
 from src.loop.thought_log import CycleRecord, log_cycle
 from src.loop.tool_protocol import ToolProtocol
+from src.loop.triggers import cycle_triggers
 from src.loop.turns import Turn, take_turn
 from src.metacognition.calls import FokSource, fok_once
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
@@ -392,8 +393,13 @@ class CognitiveLoop:
 
         fok = fok_once(self.parts.providers.meta or system1, winner.text, settings=self.settings.metacognition)
 
+        triggers = cycle_triggers(retrieval, offered_verbs=[v.verb for v in self.tools.offered(winner.text)],
+                                  focus_vec=winner.embedding, goal_vecs=self.goal_vecs,
+                                  touch_similarity=self.cfg.trigger_similarity,
+                                  identity_center=self.cfg.identity_center)
+
         async def answer(msgs: list[ChatMessage], prompt: str):   # tool rounds share the FOK call
-            return await self._escalating_answer(winner, msgs, prompt, reading.threshold, fok)
+            return await self._escalating_answer(winner, msgs, prompt, reading.threshold, fok, triggers)
 
         try:
             rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
@@ -415,10 +421,10 @@ class CognitiveLoop:
                 tool_actions)
 
     async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
-                                 threshold: float, fok: FokSource):
+                                 threshold: float, fok: FokSource, triggers: EscalationTriggers):
         return await loop_before_escalate(
             self.parts.providers.system1, self.parts.providers.system2, messages, focus=winner.text, threshold=threshold,
-            meta=self.parts.providers.meta, system=system, triggers=EscalationTriggers(),
+            meta=self.parts.providers.meta, system=system, triggers=triggers,
             store=self.parts.store, source_tag=winner.source_tag, settings=self.settings.escalation,
             metacognition=self.settings.metacognition, keep_corrections=not self.parts.gates.mode.off,
             fok_source=fok)

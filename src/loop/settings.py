@@ -83,3 +83,7 @@ class LoopSettings(_Section):
     cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
     retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle
     retry_backoff_max_s: float = Field(10.0, gt=0)
+    # §3.6 always-escalate triggers (src/loop/triggers.py): how close the input must be to
+    # an identity or goal memory to touch it, and the center that makes a memory identity-tier
+    trigger_similarity: float = Field(0.75, ge=0, le=1)
+    identity_center: float = Field(0.8, ge=0, le=1)
