@@ -44,7 +44,7 @@ from src.loop.prompts import frame_input, reflex_reply, system_prompt
 from src.loop.retry import requeue_failed
 from src.loop.thought_log import CycleRecord, log_cycle
 from src.loop.tool_protocol import ToolProtocol
-from src.loop.triggers import cycle_triggers
+from src.loop.triggers import turn_triggers
 from src.loop.turns import Turn, take_turn
 from src.metacognition.calls import FokSource, fok_once
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
@@ -393,10 +393,7 @@ class CognitiveLoop:
 
         fok = fok_once(self.parts.providers.meta or system1, winner.text, settings=self.settings.metacognition)
 
-        triggers = cycle_triggers(retrieval, offered_verbs=[v.verb for v in self.tools.offered(winner.text)],
-                                  focus_vec=winner.embedding, goal_vecs=self.goal_vecs,
-                                  touch_similarity=self.cfg.trigger_similarity,
-                                  identity_center=self.cfg.identity_center)
+        triggers = turn_triggers(self, winner, retrieval)   # §3.6, once per turn
 
         async def answer(msgs: list[ChatMessage], prompt: str):   # tool rounds share the FOK call
             return await self._escalating_answer(winner, msgs, prompt, reading.threshold, fok, triggers)

@@ -18,10 +18,12 @@ almost anything in a small store, and each trigger here sends the turn to System
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from src.loop.actions import VERB_KINDS
+from src.loop.attention import Candidate
 from src.metacognition.escalation import EscalationTriggers
 from src.recall.retrieval import Retrieval
 
@@ -41,3 +43,11 @@ def cycle_triggers(retrieval: Retrieval | None, *, offered_verbs: Iterable[str],
     irreversible = any(VERB_KINDS.get(v, "external_effect") == "external_effect" for v in offered_verbs)
     return EscalationTriggers(contradiction=contradiction, irreversibility=irreversible,
                               identity_touched=identity, goal_modification=goal)
+
+
+def turn_triggers(loop: Any, winner: Candidate, retrieval: Retrieval | None) -> EscalationTriggers:
+    """cycle_triggers with the CognitiveLoop's offered verbs, goal vectors and settings
+    (`loop` untyped: this module must not import the loop that imports it)."""
+    return cycle_triggers(retrieval, offered_verbs=[v.verb for v in loop.tools.offered(winner.text)],
+                          focus_vec=winner.embedding, goal_vecs=loop.goal_vecs,
+                          touch_similarity=loop.cfg.trigger_similarity, identity_center=loop.cfg.identity_center)
