@@ -58,6 +58,8 @@ class AgentSettings(_Section):
     # Longest accepted input line, in characters; longer lines are refused with a message.
     max_input_chars: int = Field(1_000_000, ge=1)
     shutdown_timeout_s: float = Field(10.0, gt=0)
+    # input held while the database is away (one file per database; see input_journal)
+    spill_dir: Path = Path("./data/input-spill")
     # The mind's one notion of age (plan §3.5): maturity = min(1, memories / this). Recall's
     # Dirichlet blend, the exit gate's bootstrap floor and the escalation threshold use it.
     maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)

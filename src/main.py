@@ -26,10 +26,12 @@ from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.errors import ConfigError, StartupError
 from src.logging_setup import configure_logging
+from src.loop.input_journal import InputJournal, Line
+from src.loop.outage import DB_ERRORS, describe
 from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
-from src.repl import EOF_MARK, CommandRegistry, decode_line, say, start_stdin_reader
+from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
 
 log = logging.getLogger("src.main")
 
@@ -45,7 +47,9 @@ class Agent:
         self.out = out
         self.session_id = session_id
         self.mind: Mind | None = None
+        self.journal: InputJournal | None = None
         self.stop = asyncio.Event()
+        self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
         self.commands.add("help", "this list", self._help)
@@ -84,8 +88,10 @@ class Agent:
         return self.commands.help_text()
 
     async def _quit(self, _: str) -> str:
-        self.stop.set()
-        return "shutting down"
+        self.quitting.set()
+        waiting = self.mind.loop.queue.counts()["user"] if self.mind is not None else 0
+        return (f"shutting down after answering {waiting} waiting message(s)" if waiting
+                else "shutting down")
 
     async def _cost(self, _: str) -> str:
         return format_cost_table(await self.providers.ledger.totals())
@@ -115,24 +121,34 @@ class Agent:
         )
         mind = self.mind
         pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items() if v) or "none"
+        dropped = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.dropped.items() if v) or "none"
         return (
             f"database: {self.db.description}\n"
             + "".join(f"{line}\n" for line in self.providers.report)
             + f"{mind.safety.status_line()}\n"
             + f"{await mind.consolidation.status_line()}\n"
             + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
+            f"dropped impulses (attention queue full): {dropped}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
         )
 
-    async def handle_message(self, text: str) -> str | None:
+    async def handle_message(self, text: str, ref: int | None = None, gated: bool = False) -> str | None:
         """Plain input: entry gate (kept in scratch_buffer before anything else), then attention.
 
         The reply comes from the loop when the message wins a cycle.
         """
-        candidate = await self.mind.loop.submit("user", text)
+        candidate = await self.mind.loop.submit("user", text, ref=ref, gated=gated)
         return None if candidate is not None else "(not attended to)"
+
+    async def journal_lines(self, batch: list) -> list:
+        """The reader's chunk: decoded, and journaled in one statement before it reads on."""
+        out = [Line.decode(item) if isinstance(item, bytes) else item for item in batch]
+        lines = [x for x in out if isinstance(x, Line) and x.text.strip()]
+        if self.journal is not None:
+            await self.journal.append(lines)
+        return out
 
     async def handle_line(self, item: object) -> str | None:
         """One item from the reader → the text to print (None: print nothing)."""
@@ -140,28 +156,37 @@ class Agent:
             return (f"input refused: the line has {item[1]:,} bytes, more than the "
                     f"{self.settings.agent.max_input_chars:,} allowed (agent.max_input_chars); "
                     "nothing was stored")
-        text, notes = decode_line(item)
-        prefix = "".join(f"note: {n}\n" for n in notes)
-        if not text.strip():
+        line = item if isinstance(item, Line) else Line.decode(item)
+        prefix = "".join(f"note: {n}\n" for n in line.notes)
+        if not line.text.strip():
             return prefix.rstrip() or None
-        if text.startswith("/"):
-            reply = await self.commands.dispatch(text.strip())
-        else:
-            reply = await self.handle_message(text)
+        if self.journal is not None and not await self.journal.persisted(line, self.stop):
+            return None   # stopping while the database is away: the line stays in the spill file
+        try:
+            if line.kind == "command":
+                reply = await self.commands.dispatch(line.text.strip())
+                if line.id is not None and self.journal is not None:
+                    await self.journal.done(line.id)
+            else:
+                reply = await self.handle_message(line.text, ref=line.id)
+        except DB_ERRORS as exc:   # expected during an outage: say so, no traceback
+            self.mind.loop.outage.down("command", exc)
+            reply = f"error: the database is unavailable ({describe(exc)}); try again when it is back"
         return (prefix + reply) if reply else (prefix.rstrip() or None)
 
     async def serve(self) -> None:
         """Read the prompt while the loop thinks; at end of input, finish what is queued."""
         loop = asyncio.get_running_loop()
-        start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars)
-        thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop), name="cognitive-loop")
+        start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars,
+                           persist=self.journal_lines)
+        drain = asyncio.Event()
+        thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop, drain=drain), name="cognitive-loop")
         dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
                if self.mind.dmn is not None else None)
         self.mind.consolidation.start()
         stop_wait = asyncio.create_task(self.stop.wait())
-        eof = False
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and not self.quitting.is_set():
                 get = asyncio.create_task(self.inputs.get())
                 await asyncio.wait({get, stop_wait, thinking}, return_when=asyncio.FIRST_COMPLETED)
                 if not get.done():
@@ -169,7 +194,6 @@ class Agent:
                     break
                 item = get.result()
                 if item is EOF_MARK:
-                    eof = True
                     break
                 try:
                     reply = await self.handle_line(item)
@@ -178,15 +202,16 @@ class Agent:
                     reply = "error: that input could not be handled (details in the log); nothing else was affected"
                 if reply:
                     say(reply, self.out)
+            # /quit or end of input: answer everything said before it, then stop
+            drain.set()
+            self.mind.loop.wake.set()
+            await asyncio.wait({thinking, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_wait.cancel()
             self.stop.set()
             await _finish(thinking)
             if dmn is not None:
                 await _finish(dmn)
-        if eof:
-            # piped input: answer what is still queued before shutting down
-            await self.mind.loop.run(burst=True)
 
 
 async def _finish(task: asyncio.Task) -> None:
@@ -226,6 +251,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                 f"{providers.embedder.model_name}; running in the background "
                 "(until then only keyword search finds them)", out)
         await _recover_scratch(agent, out)
+        await _open_journal(agent, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
         await agent.serve()
@@ -245,6 +271,19 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
         return
     if report.evaluated:
         say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}", out)
+
+
+async def _open_journal(agent: Agent, out: TextIO) -> None:
+    """Durable input; messages earlier runs never answered go back to the loop first."""
+    loop = agent.mind.loop
+    agent.journal = InputJournal(agent.db.pool, agent.session_id, agent.settings.agent.spill_dir,
+                                 outage=loop.outage, notify=lambda text: say(text, out))
+    replay = await agent.journal.open()
+    loop.on_answered = agent.journal.answered
+    for line in replay:
+        await agent.handle_message(line.text, ref=line.id, gated=line.gated)
+    if replay:
+        say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now", out)
 
 
 async def _shutdown(agent: Agent, timeout_s: float) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from src.terminal import escape
 from src.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ def start_stdin_reader(
     queue: asyncio.Queue,
     fd: int | None = None,
     max_chars: int = 1_000_000,
+    persist: Callable[[list], Awaitable[list]] | None = None,
 ) -> threading.Thread:
     """Feed `queue` with raw lines (bytes, no newline) from stdin; EOF_MARK at the end.
 
@@ -67,6 +69,8 @@ def start_stdin_reader(
     inside the buffered reader holds its lock, and the interpreter aborts at exit.
     A line longer than `max_chars` bytes is dropped and reported as an
     ("oversize", total_bytes) item, so the process never holds more than one line.
+    With `persist`, each chunk's lines are handed to it (on the event loop) and the
+    reader waits for it before reading on: what it returns is queued instead.
     """
     fd = sys.stdin.fileno() if fd is None else fd
 
@@ -76,8 +80,20 @@ def start_stdin_reader(
         except RuntimeError:  # loop closed during shutdown
             pass
 
+    def flush(batch: list) -> None:
+        ready = list(batch)
+        batch.clear()
+        if persist is not None and ready:
+            try:
+                ready = asyncio.run_coroutine_threadsafe(persist(ready), loop).result()
+            except Exception as exc:  # noqa: BLE001 - the lines still reach the prompt
+                log.warning("input could not be journaled: %s", exc)
+        for item in ready:
+            put(item)
+
     def run() -> None:
         pending = bytearray()
+        batch: list = []
         oversize = 0  # bytes of a too-long line seen so far; 0 when not in one
         try:
             while True:
@@ -92,19 +108,21 @@ def start_stdin_reader(
                     line = bytes(pending[:newline])
                     del pending[: newline + 1]
                     if oversize or len(line) > max_chars:
-                        put(("oversize", oversize + len(line) + 1))
+                        batch.append(("oversize", oversize + len(line) + 1))
                         oversize = 0
                     else:
-                        put(line)
+                        batch.append(line)
+                flush(batch)
                 if len(pending) > max_chars:
                     oversize += len(pending)
                     pending.clear()
         except OSError as exc:
             log.warning("stdin reader stopped: %s", exc)
         if oversize or len(pending) > max_chars:
-            put(("oversize", oversize + len(pending)))
+            batch.append(("oversize", oversize + len(pending)))
         elif pending:
-            put(bytes(pending))
+            batch.append(bytes(pending))
+        flush(batch)
         put(EOF_MARK)
 
     thread = threading.Thread(target=run, name="stdin-reader", daemon=True)
@@ -118,6 +136,7 @@ def decode_line(raw: bytes) -> tuple[str, list[str]]:
 
 
 def say(text: str, out: TextIO | None = None) -> None:
+    """Print one reply for the operator, control characters escaped (src/terminal.py)."""
     out = out or sys.stdout
-    out.write(text + "\n")
+    out.write(escape(text) + "\n")
     out.flush()

@@ -171,7 +171,7 @@ def test_queue_keeps_losers_with_decayed_urgency_and_reevaluates_them() -> None:
     assert len(q) == 0 and q.allocate() is None
 
 
-def test_queue_drops_oldest_lowest_and_never_a_user_message_while_others_wait() -> None:
+def test_queue_drops_oldest_lowest_impulse_and_never_a_user_message() -> None:
     q = AttentionQueue(AttentionSettings(queue_max=3))
     q.push(cand("user", "u1", at=0, urgency=0.01))
     q.push(cand("dmn", "d-old", at=1))
@@ -180,10 +180,15 @@ def test_queue_drops_oldest_lowest_and_never_a_user_message_while_others_wait() 
     assert evicted.text == "d-old"          # lowest urgency (0.2), oldest of the two DMN thoughts
     assert [c.text for c in q.pending()] == ["u1", "g", "d-new"]
     assert q.counts() == {"user": 1, "scheduled": 0, "gut": 1, "consolidation": 0, "dmn": 1}
+    assert q.dropped == {"user": 0, "scheduled": 0, "gut": 0, "consolidation": 0, "dmn": 1}
     users = AttentionQueue(AttentionSettings(queue_max=2))
     for i, u in enumerate((0.8, 0.3, 0.5)):
-        users.push(cand("user", f"u{i}", at=i, urgency=u))
-    assert [c.text for c in users.pending()] == ["u0", "u2"]
+        assert users.push(cand("user", f"u{i}", at=i, urgency=u)) is None
+    assert [c.text for c in users.pending()] == ["u0", "u1", "u2"]   # past queue_max: never evicted
+    assert users.dropped["user"] == 0
+    assert users.push(cand("dmn", "d", at=4)) is not None            # an impulse is the one dropped
+    assert [c.text for c in users.take("user", 2)] == ["u0", "u1"]
+    assert [c.text for c in users.pending()] == ["u2"]
 
 
 def test_long_texts_are_flattened_and_cut_in_the_report() -> None:

@@ -203,3 +203,22 @@ async def test_a_malformed_file_raises_config_error_through_the_api(files):
 def test_layer_texts_are_cleaned_and_stripped():
     [entry] = parse_layer('[{"text": "  keep\\u0000 going  ", "weight": 0}]', "v.json")
     assert (entry.text, entry.weight) == ("keep going", 0.0)
+
+
+async def test_a_half_saved_file_while_running_keeps_the_last_good_version_and_says_so_once(files, caplog):
+    values_path, _, _ = files
+    _write(values_path, [{"text": "honesty matters", "weight": 0.9}])
+    layers = _layers(files, HashEmbedder())
+    good = await layers.get_layer_embeddings(0)
+    values_path.write_text('[{"text": "honesty matters", "wei')          # an editor mid-save
+    with caplog.at_level(logging.WARNING, logger="src.recall.layers"):
+        for _ in range(50):                                               # fifty cycles
+            kept = await layers.get_layer_embeddings(0)
+            assert [(t, w) for t, w, _ in kept] == [("honesty matters", 0.9)]
+            assert np.array_equal(kept[0][2], good[0][2])
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{values_path}: not valid JSON (line 1, column ")
+    assert warnings[0].endswith("; keeping the last good version of layer 0 until the file is fixed")
+    _write(values_path, [{"text": "curiosity", "weight": 0.5}])          # fixed: taken at once
+    assert [(t, w) for t, w, _ in await layers.get_layer_embeddings(0)] == [("curiosity", 0.5)]

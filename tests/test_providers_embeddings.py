@@ -209,3 +209,25 @@ async def test_wordllama_is_deterministic_and_ignores_task_type(wordllama):
     second = await wordllama.embed(["User preference: likes jazz"], "RETRIEVAL_QUERY")
     np.testing.assert_array_equal(first, second)
     assert (await wordllama.embed([], "CLUSTERING")).shape == (0, 768)
+
+
+async def test_gemini_never_sends_text_past_its_input_limit():
+    server = FakeServer(default=gemini_embed_ok)
+    embedder, _ = gemini_embedder(server)
+    assert embedder.max_input_chars == 2048 * 6           # the documented 2,048-token limit
+    embedder.max_input_chars = 40
+    big = "tide pools " * 100_000                          # a megabyte line
+    await embedder.embed([big, "short one"], "RETRIEVAL_DOCUMENT")
+    sent = [r["content"]["parts"][0]["text"] for r in server.bodies[0]["requests"]]
+    assert sent == [big[:40], "short one"]
+
+
+async def test_wordllama_truncates_a_huge_text_instead_of_padding_the_batch_to_it():
+    embedder = WordLlamaEmbedder(max_tokens=16)
+    opening = ("the octopus opened the jar with her arms while we watched from the tank and "
+               "then she hid the lid under a rock near the glass where nobody could reach it")
+    tail = " and then a very long digression about something else entirely" * 20_000
+    alone, huge = await embedder.embed([opening, opening + tail], "RETRIEVAL_DOCUMENT")
+    assert np.allclose(alone, huge, atol=1e-6)             # only the first 16 tokens count
+    tokens = embedder._model.tokenize([opening + tail, "short"])
+    assert [len(t.ids) for t in tokens] == [16, 16]        # padded to 16, not to a megabyte

@@ -129,16 +129,17 @@ async def test_gemini_blocked_prompt_is_rejected_without_retry():
 
 async def test_repeated_500s_open_the_gemini_breaker():
     server = FakeServer(default=lambda r: gemini_error(500, "Internal error encountered.", "INTERNAL"))
-    llm = gemini(server, attempts=2, failures=3)
-    with pytest.raises(ProviderUnavailable, match="^gemini answered HTTP 500: INTERNAL Internal error"):
-        await llm.generate([ChatMessage("user", "x")], purpose="reply")
+    llm = gemini(server, attempts=2, failures=2)
+    for _ in range(2):   # the breaker counts failed calls (after their retries), not attempts
+        with pytest.raises(ProviderUnavailable, match="^gemini answered HTTP 500: INTERNAL Internal error"):
+            await llm.generate([ChatMessage("user", "x")], purpose="reply")
     with pytest.raises(CircuitOpen, match="^gemini is failing repeatedly; calls paused for 30.0 s more$"):
         await llm.generate([ChatMessage("user", "x")], purpose="reply")
-    assert len(server.requests) == 3  # 2 attempts, then the 3rd failure opened the breaker
+    assert len(server.requests) == 4  # 2 calls × 2 attempts, then the open breaker refuses
     with pytest.raises(CircuitOpen):
         await llm.generate([ChatMessage("user", "x")], purpose="reply")
-    assert len(server.requests) == 3
-    assert [r.ok for r in llm._ledger.records] == [False, False, False]
+    assert len(server.requests) == 4
+    assert [r.ok for r in llm._ledger.records] == [False, False, False, False]
 
 
 async def test_gemini_transport_timeout_and_slow_answer_are_provider_timeouts():

@@ -215,10 +215,20 @@ async def test_non_transient_failures_do_not_open_the_breaker():
     assert breaker.state == "closed"
 
 
-async def test_an_open_breaker_stops_the_retries_of_a_running_call():
+async def test_the_breaker_counts_failed_calls_not_attempts():
+    # one bad call (4 attempts, all 5xx) counts once: the next healthy call is not paused
     res, breaker, _, sleeps = make(failures=2)
-    fn = Script(ProviderUnavailable("HTTP 500"), ProviderUnavailable("HTTP 500"), ProviderUnavailable("x"))
-    with pytest.raises(CircuitOpen):
-        await res.call(fn, what="reply")
-    assert fn.calls == 2 and len(sleeps.delays) == 2
+    bad = Script(*[ProviderUnavailable(f"HTTP 500 #{i}") for i in range(1, 5)])
+    with pytest.raises(ProviderUnavailable, match="HTTP 500 #4"):
+        await res.call(bad, what="reply")
+    assert bad.calls == 4 and len(sleeps.delays) == 3
+    assert (breaker.state, breaker.consecutive_failures) == ("closed", 1)
+    assert await res.call(Script(), what="reply") == "ok"
+    assert (breaker.state, breaker.consecutive_failures) == ("closed", 0)
+    # two failed calls in a row open it
+    for _ in range(2):
+        with pytest.raises(ProviderUnavailable):
+            await res.call(Script(*[ProviderUnavailable("HTTP 503")] * 4), what="reply")
     assert breaker.state == "open"
+    with pytest.raises(CircuitOpen):
+        await res.call(Script(), what="reply")

@@ -16,11 +16,22 @@ log = logging.getLogger(__name__)
 SERVICE_APPLICATION = "moltbot"
 
 
+#: Session settings every connection must have on every use. They are sent in the
+#: start-up packet (`server_settings`), which makes them the session's defaults: asyncpg
+#: runs RESET ALL when a connection goes back to the pool, and a plain SET would be lost
+#: there (a filtered vector search then came back with 1 row instead of 50).
+SESSION_SETTINGS: dict[str, str] = {
+    # Filtered vector queries (embed_model = current) must not come back short.
+    "hnsw.iterative_scan": "relaxed_order",
+}
+
+
 async def init_connection(conn: asyncpg.Connection) -> None:
     """Per-connection set-up; also usable on a single connection outside the pool."""
     await register_vector(conn)
-    # Filtered vector queries (embed_model = current) must not come back short.
-    await conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
+    for name, value in SESSION_SETTINGS.items():
+        # a connection opened without server_settings (outside the pool) still gets them
+        await conn.execute("SELECT set_config($1, $2, false)", name, value)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -29,6 +40,9 @@ def redact_dsn(dsn: str) -> str:
 
 
 _CONNECT_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+#: What an unreachable, restarting or refusing database raises through asyncpg
+#: (InternalClientError: a connection terminated in the middle of a statement).
+DB_ERRORS: tuple[type[BaseException], ...] = (*_CONNECT_ERRORS, asyncpg.InternalClientError)
 
 
 def _unreachable(dsn: str, exc: BaseException) -> DatabaseUnreachable:
@@ -61,7 +75,7 @@ async def create_pool(
     try:
         return await asyncpg.create_pool(
             dsn,
-            server_settings={"application_name": application_name},
+            server_settings={"application_name": application_name, **SESSION_SETTINGS},
             min_size=min_size,
             max_size=max_size,
             timeout=connect_timeout,

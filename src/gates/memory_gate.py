@@ -54,25 +54,31 @@ class Gates:
     @classmethod
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
-              layers: LayerSource | None = None, maturity_memories: int = MATURITY_MEMORIES) -> Gates:
-        """One generator feeds both gates: seeded from `settings.seed` when set."""
+              entry_rng: random.Random | None = None, layers: LayerSource | None = None,
+              maturity_memories: int = MATURITY_MEMORIES) -> Gates:
+        """Each gate has its own generator, seeded from `settings.seed` when set: the entry
+        gate runs in the loop and the exit gate in a background flush, so a shared one
+        made the draws depend on how the two interleaved (issue 11)."""
         rng = rng or random.Random(settings.seed)
+        if entry_rng is None:
+            entry_rng = random.Random(None if settings.seed is None else f"{settings.seed}:entry")
         ttl = timedelta(hours=settings.scratch.ttl_hours)
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
         exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
                              prune_embedder=pruning, maturity_memories=maturity_memories)
-        entry = EntryGate(pool, settings.entry, rng, ttl)
+        entry = EntryGate(pool, settings.entry, entry_rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)
 
     async def admit(self, content: str, *, source_tag: str = "external_user",
-                    source_confidence: float = 1.0, exchange: bool = True) -> Admitted:
+                    source_confidence: float = 1.0, exchange: bool = True,
+                    metadata: dict | None = None) -> Admitted:
         """Entry gate for one input; counts an exchange (which may start a flush)."""
         if self._tuning_read_at is None or time.monotonic() - self._tuning_read_at >= self.TUNING_REFRESH_S:
             await self.load_tuning()
         admitted = await self.entry.admit(content, source_tag=source_tag,
-                                          source_confidence=source_confidence)
+                                          source_confidence=source_confidence, metadata=metadata)
         if exchange:
             self.lifecycle.note_exchange()
         return admitted

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from src.db.pool import DB_ERRORS
 from src.gates.settings import ScratchSettings
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,11 @@ class ScratchLifecycle:
                 report = await self.gate.flush(reason=f"every {self.settings.flush_every} exchanges")
                 report.cleaned += await clean_expired(self.pool)
                 log.info("scratch flush: %s", report.summary())
-            except Exception:  # the rows stay unflushed; the next flush or start-up retries
+            except DB_ERRORS as exc:
+                # an outage is expected: one line, no traceback; the rows stay unflushed
+                log.warning("scratch flush failed (%s: %s); the items stay buffered for the next flush",
+                            type(exc).__name__, exc)
+            except Exception:  # a bug: the rows stay unflushed; the next flush or start-up retries
                 log.exception("scratch flush failed; the items stay buffered")
             if not self._again:
                 return

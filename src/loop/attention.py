@@ -261,31 +261,44 @@ def cognitive_state_report(allocation: Allocation, settings: AttentionSettings |
               else f"Winner: {allocation.reason}")
     if not allocation.ranked:
         return "\n".join([*head, "  (none)", winner])
-    lines = [_report_line(s, cfg.report_text_chars) for s in allocation.ranked]
-    shown = len(lines)
-    while True:
+    # Every line costs tokens, so no more lines than tokens can fit; the longest prefix
+    # that fits is found by bisection (a flood of 1,000 waiting messages made the old
+    # one-line-at-a-time search take seconds per cycle).
+    ranked = allocation.ranked[:cfg.report_max_tokens]
+    lines = [_report_line(s, cfg.report_text_chars) for s in ranked]
+
+    def render(shown: int) -> str:
         rest = allocation.ranked[shown:]
         tail = ([f"  - … {len(rest)} more, salience {rest[-1].salience:.2f}–{rest[0].salience:.2f}"]
                 if rest else [])
-        text = "\n".join([*head, *lines[:shown], *tail, winner])
-        if count_tokens(text) <= cfg.report_max_tokens or shown <= 1:
-            return text
-        shown -= 1
+        return "\n".join([*head, *lines[:shown], *tail, winner])
+
+    low, high = 1, len(lines)          # render(low) is the fallback; find the largest that fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_tokens(render(mid)) <= cfg.report_max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return render(low)
 
 
 class AttentionQueue:
     """Pending candidates between cycles, bounded (in memory; the loop owns it).
 
-    When full, pushing evicts the candidate with the lowest current urgency,
-    the oldest among equals ("drop oldest-lowest"); the new candidate itself can
-    be the one evicted. User messages are never evicted while anything else is
-    queued: a person's words must not vanish because the mind was busy.
+    When full, pushing evicts the internal impulse (DMN, consolidation, gut,
+    scheduled) with the lowest current urgency, the oldest among equals ("drop
+    oldest-lowest"); the new candidate itself can be the one evicted. User messages
+    are never evicted (DESIGN.md): when only they are queued the queue grows past
+    `queue_max`, and the loop takes waiting messages together as one turn.
+    `dropped` counts evictions per source (shown by /status).
     """
 
     def __init__(self, settings: AttentionSettings | None = None):
         self.settings = settings or AttentionSettings()
         self._pending: list[Candidate] = []
         self._ids = itertools.count(1)
+        self.dropped: dict[str, int] = {s: 0 for s in SOURCES}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -310,10 +323,21 @@ class AttentionQueue:
         self._pending.append(candidate)
         if len(self._pending) <= self.settings.queue_max:
             return None
-        pool = [c for c in self._pending if c.source != "user"] or self._pending
+        pool = [c for c in self._pending if c.source != "user"]
+        if not pool:
+            return None
         victim = min(pool, key=lambda c: (c.urgency, c.enqueued_at, c.id))
         self._pending.remove(victim)
+        self.dropped[victim.source] += 1
         return victim
+
+    def take(self, source: Source, limit: int) -> list[Candidate]:
+        """Remove and return up to `limit` pending candidates of `source`, oldest first."""
+        mine = sorted((c for c in self._pending if c.source == source),
+                      key=lambda c: (c.enqueued_at, c.id))[:max(0, limit)]
+        taken = {c.id for c in mine}
+        self._pending = [c for c in self._pending if c.id not in taken]
+        return mine
 
     def attach_embeddings(self, vectors: Mapping[int, np.ndarray]) -> None:
         """Give pending candidates their embeddings (the loop embeds them in one batch)."""

@@ -25,19 +25,25 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
-import asyncpg
 import numpy as np
 
-from src.context.fifo import AdaptiveFifo, IntensitySignals, intensity, system2_recency
+from src.context.fifo import AdaptiveFifo
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy, checked_tool_actions
+from src.loop.aftermath import keep_exchange
 from src.loop.attention import Candidate, cognitive_state_report
+from src.loop.backlog import Backlog
+from src.loop.degraded import NoContext, missing_line
+from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.parts import LoopParts
 from src.loop.prompts import frame_input, reflex_reply, system_prompt
+from src.loop.retry import requeue_failed
 from src.loop.thought_log import CycleRecord, log_cycle
 from src.loop.tool_protocol import ToolProtocol
+from src.loop.turns import Turn, take_turn
 from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.providers.protocols import ChatMessage
@@ -50,7 +56,7 @@ if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
 
 log = logging.getLogger(__name__)
 
-_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+_DB_ERRORS = DB_ERRORS
 
 Deliver = Callable[[str], Awaitable[None] | None]
 
@@ -83,7 +89,15 @@ class CognitiveLoop:
         self._current: Candidate | None = None
         self._unbuffered: list[Candidate] = []
         self._cost_cache: tuple[float, str] | None = None
-        self._failed: set[int] = set()
+        self._failed: dict[int, int] = {}        # candidate id -> failed cycles (bounded by the queue)
+        self.outage = Outage()
+        self.backlog = Backlog()     # journal marks and thought_log rows waiting for the database
+        # journal ids of user messages (candidate id -> id); on_answered marks them once delivered
+        self._refs: dict[int, int] = {}
+        self.on_answered: Callable[[list[int]], Awaitable[None]] | None = None
+        self._turn: Turn | None = None
+        self._failing = 0            # consecutive failed cycles (the backoff's exponent)
+        self._missing: list[str] = []
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
@@ -92,42 +106,50 @@ class CognitiveLoop:
 
     # -- input ---------------------------------------------------------------------
     async def submit(self, source: str, text: str, *, now: datetime | None = None,
-                     emotional_charge: float = 0.0, urgency: float | None = None) -> Candidate | None:
-        """Entry gate first (nothing is lost), then the attention queue. None: skipped."""
+                     emotional_charge: float = 0.0, urgency: float | None = None,
+                     ref: int | None = None, gated: bool = False) -> Candidate | None:
+        """Entry gate first (nothing is lost), then the attention queue. None: skipped.
+
+        `ref` is the input journal id of a user message (its scratch row carries it);
+        `gated`: a replayed message the entry gate already kept in an earlier run."""
         now = now or datetime.now(UTC)
         candidate = self.queue.stamp(Candidate.of(source, text, enqueued_at=now, urgency=urgency,
                                                   emotional_charge=emotional_charge,
                                                   settings=self.queue.settings))
         admitted = None
+        if ref is not None:
+            self._refs[candidate.id] = ref
         try:
-            admitted = await self.parts.gates.admit(text, source_tag=candidate.source_tag,
-                                              source_confidence=candidate.source_confidence,
-                                              exchange=source == "user")
+            if not gated:
+                admitted = await self.parts.gates.admit(text, source_tag=candidate.source_tag,
+                                                        source_confidence=candidate.source_confidence,
+                                                        exchange=source == "user", metadata=self._meta(candidate))
         except _DB_ERRORS as exc:
             # The database is away (restarting?): hold the input in memory, offer it to the
             # gate again before the next cycle, and let it compete for attention meanwhile.
-            log.warning("entry gate unavailable (%s); holding the input in memory until the "
-                        "database is back", exc)
+            self.outage.down("entry gate", exc)
             self._unbuffered.append(candidate)
         else:
-            if admitted.scratch_id is None and source != "user":
+            if admitted is not None and admitted.scratch_id is None and source != "user":
                 return None  # a skipped internal impulse does not compete for attention
-        if admitted is not None and admitted.scratch_id is not None:
+        if gated or (admitted is not None and admitted.scratch_id is not None):
             self._buffered.add(candidate.id)
         evicted = self.queue.push(candidate)
         if evicted is not None:
             log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
+            self._buffered.discard(evicted.id)
         self.wake.set()
         return candidate
 
     # -- running -------------------------------------------------------------------
     async def run(self, *, max_cycles: int | None = None, burst: bool = False,
-                  stop: asyncio.Event | None = None) -> int:
-        """Cycle until `stop`, `max_cycles`, or (burst) an empty queue; return cycles run."""
+                  stop: asyncio.Event | None = None, drain: asyncio.Event | None = None) -> int:
+        """Cycle until `stop`, `max_cycles`, or (burst, or once `drain` is set) an empty
+        queue; return cycles run."""
         ran = 0
         while not (stop and stop.is_set()) and (max_cycles is None or ran < max_cycles):
-            if not len(self.queue):
-                if burst:
+            if not len(self.queue) and not self._unbuffered:
+                if burst or (drain is not None and drain.is_set()):
                     break
                 self.wake.clear()
                 try:
@@ -135,20 +157,45 @@ class CognitiveLoop:
                 except TimeoutError:
                     pass
                 continue
+            if not len(self.queue):      # only held input: wait for the database, then gate it
+                await self._rebuffer()
+                if self._unbuffered and not len(self.queue):
+                    await self._pause(self.cfg.retry_backoff_max_s, stop)
+                continue
             try:
                 await self.cycle()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one bad cycle must not end the mind
-                log.exception("cognitive cycle failed; the loop goes on")
-                self._requeue_failed()
+            except Exception as exc:  # one bad cycle must not end the mind
+                if isinstance(exc, _DB_ERRORS):
+                    self.outage.down("cognitive cycle", exc)   # expected: no traceback
+                else:
+                    log.exception("cognitive cycle failed; the loop goes on")
+                self._failing += 1
+                # back off before the input is retried (also when the cycle failed before it
+                # took an input: a failing database must not make the loop spin)
+                if await requeue_failed(self, exc):
+                    await self._pause(min(self.cfg.retry_backoff_max_s,
+                                          self.cfg.retry_backoff_s * 2 ** (self._failing - 1)), stop)
+            else:
+                self._failing = 0
             ran += 1
         return ran
+
+    async def _pause(self, seconds: float, stop: asyncio.Event | None) -> None:
+        if stop is None:
+            await asyncio.sleep(seconds)
+            return
+        try:
+            await asyncio.wait_for(stop.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def cycle(self, now: datetime | None = None) -> CycleRecord | None:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
+        self._missing = []
         await self._rebuffer()
         if self.parts.layers is not None:   # values/goals files edited while running take effect now
             self.parts.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.parts.layers)
@@ -161,7 +208,8 @@ class CognitiveLoop:
         if allocation is None or allocation.winner is None:
             return None
         self.cycles += 1
-        winner = self._current = allocation.winner
+        turn = self._turn = take_turn(allocation.winner, self.queue, self.cfg.combine_max)
+        winner = self._current = turn.candidate
         report = cognitive_state_report(allocation, self.queue.settings)
         if self.inner is not None:
             self.inner.feel(winner.embedding, self._recent, cycle=self.cycles, now=now)
@@ -180,21 +228,14 @@ class CognitiveLoop:
                 active_ids=self._active_ids, hops=self.cfg.dmn_hops if winner.source == "dmn" else 1,
                 query_vec=winner.embedding)
         except (ProviderError, *_DB_ERRORS) as exc:
-            log.warning("recall failed this cycle, answering without memories: %s", exc)
+            self._degraded("memories", exc)
         timings["recall"] = _ms(t)
 
         t = time.perf_counter()
-        assembled = await self.parts.assembler.assemble(
-            retrieval, rng=self.rng, now=now, session=self.parts.manifest,
-            refresh_identity=self.fifo.needs_identity_reinjection)
-        if self.fifo.needs_identity_reinjection:
-            self.fifo.identity_reinjected()
-        self._active_ids = assembled.ids_by_track.get("situational", [])
-        reflection = self.settings.escalation.reflection
-        corrections = await corrections_for(self.parts.pool, self.parts.providers.embedder, winner.text,
-                                            focus_vec=winner.embedding, settings=reflection)
-        block = reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
-        system = system_prompt(self.settings.agent.name, assembled.text, report, block, await self._cost_line(),
+        assembled = await self._assemble(retrieval, now)
+        block, cost = await self._reflection(winner), await self._cost_line()
+        memories = "\n\n".join(x for x in (assembled.text, missing_line(self._missing)) if x)
+        system = system_prompt(self.settings.agent.name, memories, report, block, cost,
                                gut=self.inner.gut_summary() if self.inner is not None else "")
         user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
@@ -203,8 +244,15 @@ class CognitiveLoop:
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        answer, confidence, escalated, path, outcome, tool_actions = await self._think(
-            winner, messages, system, retrieval)
+        try:   # one deadline for all model work of the cycle, retries included
+            async with asyncio.timeout(self.cfg.cycle_deadline_s):
+                answer, confidence, escalated, path, outcome, tool_actions = await self._think(
+                    winner, messages, system, retrieval)
+        except TimeoutError:
+            log.warning("model work exceeded the cycle deadline of %g s", self.cfg.cycle_deadline_s)
+            because = f"the language model did not answer within {self.cfg.cycle_deadline_s:g} s"
+            answer, confidence, escalated, path, outcome, tool_actions = (
+                self._reflex_reply(retrieval, because=because), None, False, "deadline", None, [])
         timings["think"] = _ms(t)
 
         kind = "communicate"
@@ -213,65 +261,86 @@ class CognitiveLoop:
                    *checked_tool_actions(self.actions, tool_actions, winner.source_tag, winner.source_confidence,
                                          confidence)]
         if answer and allowed:
-            result = self.deliver(answer)
+            result = self.deliver(turn.frame_reply(answer))
             if asyncio.iscoroutine(result):
                 await result
-        answer_buffered = False
-        if answer and outcome is not None:
-            # the mind's own words go through the same gate as everything else
-            kept = await self.parts.gates.admit(answer, source_tag="internal_self",
-                                          source_confidence=round(confidence or 0.5, 3), exchange=False)
-            answer_buffered = kept.scratch_id is not None
-        # Pruning gives the exit gate a last look only at what the entry gate skipped;
-        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
-        self.fifo.append("user", user_text, source_tag=winner.source_tag, at=now,
-                         metadata={"gated": winner.id in self._buffered})
-        self._buffered.discard(winner.id)
-        if answer:
-            # a reflex reply (outcome None) only lists recall: nothing new to keep
-            self.fifo.append("assistant", answer, source_tag="internal_self", at=now,
-                             metadata={"gated": answer_buffered or outcome is None})
-        # "average gate score": how strongly this input engaged memory — the mean weighted
-        # recall score of what was retrieved (0 when nothing was).
-        engaged = [m.weighted for m in retrieval.memories] if retrieval else []
-        level = intensity(IntensitySignals(
-            gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
-            system2_recency=system2_recency(self._last_system2, now, self.settings.fifo.system2_half_life_s),
-            goal_relevance=float(next((s.components.goal_relevance for s in allocation.ranked), 0.0)),
-            emotional_charge=winner.emotional_charge), self.fifo.settings)
-        await self.fifo.prune(level)
-        if winner.embedding is not None:
-            self._recent = (self._recent + [winner.embedding])[-self.cfg.recent_context:]
-
+        # Delivered: from here on a failure must not re-run the cycle (the user would get
+        # the same reply twice and the window would hold it twice).
+        self._current = self._turn = None
+        for part in turn.parts:
+            self._failed.pop(part.id, None)
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
                              escalated, path, retrieval, _ms(started), timings)
-        if self.inner is not None:
-            await self.inner.after_cycle(
-                cycle=self.cycles, winner=winner, answer=answer, path=path, actions=actions,
-                correction_id=getattr(outcome, "correction_id", None), retrieval=retrieval,
-                now=now)
-        await log_cycle(self.parts.pool, self.session_id, record, allocation, assembled, since=now)
-        self._current = None
-        self._failed.discard(winner.id)
+        try:
+            await self._after_delivery(record, turn, user_text, outcome, allocation, assembled, now)
+        except (ProviderError, *_DB_ERRORS) as exc:
+            self.outage.down("after delivery (gating the answer, FIFO, thought_log)", exc)
+        else:
+            self.outage.up("cognitive cycle")
         return record
 
-    def _requeue_failed(self) -> None:
-        """A cycle that failed (database restarting, a bug) gets its input back once."""
-        winner, self._current = self._current, None
-        if winner is None or winner.id in self._failed:
-            if winner is not None:
-                log.error("dropping %s input after a second failed cycle (it stays in scratch_buffer): %r",
-                          winner.source, winner.text[:80])
-            return
-        self._failed.add(winner.id)
-        self.queue.push(winner)
+    async def _after_delivery(self, record: CycleRecord, turn: Turn, user_text: str, outcome,
+                              allocation, assembled, now: datetime) -> None:
+        """Mark the journal, gate the answer, keep the window, log the cycle."""
+        refs = [self._refs.pop(p.id) for p in turn.parts if p.id in self._refs]
+        if refs and self.on_answered is not None:
+            self.backlog.add("input journal: answered", partial(self.on_answered, refs))
+        try:
+            await keep_exchange(self, record, turn, user_text, outcome, allocation, now)
+            if self.inner is not None:
+                await self.inner.after_cycle(
+                    cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path,
+                    actions=record.actions, correction_id=getattr(outcome, "correction_id", None),
+                    retrieval=record.retrieval, now=now)
+        finally:   # the cycle's row is written even when gating or pruning failed
+            self.backlog.add(f"thought_log cycle {record.cycle}",
+                             partial(log_cycle, self.parts.pool, self.session_id, record, allocation,
+                                     assembled, since=now))
+            await self.backlog.flush()
+
+
+    async def _assemble(self, retrieval: Retrieval | None, now: datetime):
+        """Context assembly; when it fails the cycle goes on without memories (said so)."""
+        try:
+            assembled = await self.parts.assembler.assemble(
+                retrieval, rng=self.rng, now=now, session=self.parts.manifest,
+                refresh_identity=self.fifo.needs_identity_reinjection)
+        except _DB_ERRORS as exc:
+            self._degraded("context assembly", exc)
+            return NoContext(self.settings.context.budget, missing_line(self._missing))
+        if self.fifo.needs_identity_reinjection:
+            self.fifo.identity_reinjected()
+        self._active_ids = assembled.ids_by_track.get("situational", [])
+        return assembled
+
+    async def _reflection(self, winner: Candidate) -> str:
+        reflection = self.settings.escalation.reflection
+        try:
+            corrections = await corrections_for(self.parts.pool, self.parts.providers.embedder, winner.text,
+                                                focus_vec=winner.embedding, settings=reflection)
+        except (ProviderError, *_DB_ERRORS) as exc:
+            self._degraded("reflection corrections", exc)
+            return ""
+        return reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
+
+    def _degraded(self, what: str, exc: BaseException) -> None:
+        """Something the cycle needs is unavailable: note it for the reply, warn once."""
+        self._missing.append(f"{what} ({describe(exc)})")
+        if isinstance(exc, _DB_ERRORS):
+            self.outage.down(what, exc)
+        else:
+            log.warning("%s unavailable this cycle: %s", what, exc)
 
     async def _cost_line(self) -> str:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
         every `cost_line_refresh_s`, not every cycle."""
         now = time.monotonic()
         if self._cost_cache is None or now - self._cost_cache[0] >= self.cfg.cost_line_refresh_s:
-            self._cost_cache = (now, await self.parts.providers.ledger.summary_line())
+            try:
+                self._cost_cache = (now, await self.parts.providers.ledger.summary_line())
+            except _DB_ERRORS as exc:
+                self._degraded("cost line", exc)
+                return self._cost_cache[1] if self._cost_cache else "[COST] unavailable this cycle"
         return self._cost_cache[1]
 
     async def _rebuffer(self) -> None:
@@ -280,13 +349,18 @@ class CognitiveLoop:
             c = self._unbuffered[0]
             try:
                 admitted = await self.parts.gates.admit(c.text, source_tag=c.source_tag,
-                                                  source_confidence=c.source_confidence,
-                                                  exchange=c.source == "user")
-            except _DB_ERRORS:
+                                                        source_confidence=c.source_confidence,
+                                                        exchange=c.source == "user", metadata=self._meta(c))
+            except _DB_ERRORS as exc:
+                self.outage.down("entry gate", exc)
                 return
             if admitted.scratch_id is not None:
                 self._buffered.add(c.id)
             self._unbuffered.pop(0)
+
+    def _meta(self, candidate: Candidate) -> dict | None:
+        ref = self._refs.get(candidate.id)
+        return None if ref is None else {"journal_id": ref}
 
     # -- steps -----------------------------------------------------------------------
     async def _embed_pending(self) -> None:
@@ -345,7 +419,8 @@ class CognitiveLoop:
         learned = [r for r in retrieval.memories if not r.hit.immutable] if retrieval else []
         recalled = learned[: self.cfg.reflex_recall_lines]
         return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
-                            said=getattr(self.parts.providers.system1, "message", None), because=because)
+                            said=getattr(self.parts.providers.system1, "reason", None), because=because,
+                            missing=missing_line(self._missing))
 
     async def _on_pruned(self, messages) -> None:
         """Pruned messages get the exit gate before they leave the window (§3.3)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
+from src.providers.llm_reflex import NO_LANGUAGE_MODEL
 from src.text import excerpt
 
 BOOTSTRAP_PROMPT = (
@@ -46,16 +47,23 @@ def system_prompt(agent_name: str, memories: str, report: str, reflection: str, 
     return "\n\n".join(p for p in parts if p)
 
 
-def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: str | None = None) -> str:
+def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: str | None = None,
+                 missing: str = "") -> str:
     """The plain reply when no model answers: why, then what the input brings back.
 
     `because` names a failure of a configured model; otherwise `said` is the reflex
-    model's own explanation (default: no language model is configured).
+    model's reason (it usually starts with "no language model is configured": said once).
+    `missing` names what this cycle had to do without (an outage).
     """
     if because is None:
-        lines = [f"(reflex mode — {said or 'no language model is configured'}: I cannot answer in words.)"]
+        head = NO_LANGUAGE_MODEL
+        if said:
+            head = said if said.startswith(NO_LANGUAGE_MODEL) else f"{NO_LANGUAGE_MODEL}: {said}"
+        lines = [f"(reflex mode — {head}; I cannot answer in words.)"]
     else:
         lines = [f"(I cannot answer in words right now: {because}.)"]
+    if missing:
+        lines.append(missing)
     if recalled:
         lines.append("What this brings back:")
         lines += [f"  - {excerpt(text, REFLEX_LINE_CHARS)}" for text in recalled]

@@ -77,3 +77,9 @@ class LoopSettings(_Section):
     recent_context: int = Field(5, ge=1)           # recent focus vectors kept for salience
     cost_line_refresh_s: float = Field(30.0, ge=0)
     actions: ActionSettings = ActionSettings()
+    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this
+    cycle_deadline_s: float = Field(20.0, gt=0)
+    combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
+    cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
+    retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle
+    retry_backoff_max_s: float = Field(10.0, gt=0)

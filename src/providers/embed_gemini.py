@@ -25,6 +25,8 @@ from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
 from src.providers.resilience import Clock, Resilience
 
+CHARS_PER_TOKEN = 6
+
 
 class GeminiEmbedder:
     """Embedder over the Gemini API."""
@@ -33,7 +35,8 @@ class GeminiEmbedder:
 
     def __init__(self, client: genai.Client, *, resilience: Resilience, ledger: Ledger,
                  model: str = "gemini-embedding-001", dimensions: int = 768, batch_size: int = 100,
-                 redactor: Redactor | None = None, clock: Clock = time.monotonic):
+                 redactor: Redactor | None = None, clock: Clock = time.monotonic,
+                 max_input_tokens: int = 2048):
         if not 1 <= batch_size <= 100:
             raise ValueError(f"batch_size must be between 1 and 100, got {batch_size}")
         self._client = client
@@ -44,6 +47,9 @@ class GeminiEmbedder:
         self.model_name = model
         self.dimensions = dimensions
         self.batch_size = batch_size
+        # Text past the model's input limit is never read by it: cut before sending, at
+        # CHARS_PER_TOKEN characters a token (generous, so nothing it would read is cut).
+        self.max_input_chars = max_input_tokens * CHARS_PER_TOKEN
 
     async def embed(self, texts: Sequence[str], task_type: TaskType,
                     titles: Sequence[str | None] | None = None) -> np.ndarray:
@@ -56,7 +62,8 @@ class GeminiEmbedder:
         for title, indices in groups.items():
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start:start + self.batch_size]
-                out[chunk] = await self._embed_batch([texts[i] for i in chunk], task_type, title)
+                out[chunk] = await self._embed_batch([texts[i][:self.max_input_chars] for i in chunk],
+                                                     task_type, title)
         return out
 
     async def _embed_batch(self, batch: list[str], task_type: TaskType, title: str | None) -> np.ndarray:

@@ -45,13 +45,15 @@ class WordLlamaEmbedder:
 
     provider = "wordllama"
 
-    def __init__(self, *, config: str = "l2_supercat", dim: int = 256, dimensions: int = 768):
+    def __init__(self, *, config: str = "l2_supercat", dim: int = 256, dimensions: int = 768,
+                 max_tokens: int = 2048):
         if dim > dimensions:
             raise ValueError(f"wordllama dim {dim} exceeds the column width {dimensions}")
         self.config = config
         self.dim = dim
         self.dimensions = dimensions
         self.model_name = wordllama_model_name(config, dim)
+        self.max_tokens = max_tokens
         self._model = None
         self._lock = asyncio.Lock()
 
@@ -60,6 +62,9 @@ class WordLlamaEmbedder:
 
         model = WordLlama.load(config=self.config, dim=self.dim, cache_dir=wordllama_package_dir(),
                                disable_download=True)
+        # The library pads a batch to its longest text and never truncates: one megabyte line
+        # made every row of its batch a megabyte of tokens (GBs). Cap the tokens per text.
+        model.tokenizer.enable_truncation(max_length=self.max_tokens)
         log.info("loaded %s", self.model_name)
         return model
 
@@ -77,7 +82,10 @@ class WordLlamaEmbedder:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         await self.warm_up()
-        raw = await asyncio.to_thread(self._model.embed, list(texts), norm=False)
+        # tokenizing a megabyte only to keep its first tokens is wasted work: cut the characters
+        # first (a token is rarely longer than 8 characters)
+        cut = [t[: self.max_tokens * 8] for t in texts]
+        raw = await asyncio.to_thread(self._model.embed, cut, norm=False)
         try:
             return pad_and_normalise(raw, self.dimensions)
         except ValueError as exc:

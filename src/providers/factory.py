@@ -170,9 +170,10 @@ class _Context:
 
             return GeminiEmbedder(self.genai_client(), resilience=self.resilience("gemini"),
                                   ledger=self.ledger, model=emb.gemini_model, dimensions=emb.dimensions,
-                                  batch_size=emb.batch_size, redactor=self.redactor, clock=self.clock)
+                                  batch_size=emb.batch_size, redactor=self.redactor, clock=self.clock,
+                                  max_input_tokens=emb.gemini_max_input_tokens)
         return WordLlamaEmbedder(config=emb.wordllama_config, dim=emb.wordllama_dim,
-                                 dimensions=emb.dimensions)
+                                 dimensions=emb.dimensions, max_tokens=emb.wordllama_max_tokens)
 
     def reranker(self, choice: Choice) -> Reranker:
         if choice.kind == "flashrank":

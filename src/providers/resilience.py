@@ -5,7 +5,8 @@
   empty or malformed bodies) is retried after exponential backoff with full jitter:
   sleep ~ U(0, min(max, base * 2**(attempt-1))), at least a server's Retry-After.
   Attempts are bounded; every retry is logged at WARNING.
-- One CircuitBreaker per provider counts consecutive transient failures. After
+- One CircuitBreaker per provider counts consecutive transient failures of calls (a
+  call that failed after all its retries counts once; issue 11). After
   `failure_threshold` of them it opens: calls fail at once with CircuitOpen. After
   `reset_after_s` it half-opens and lets exactly one trial call through; success closes
   it, failure opens it again. Non-transient errors (bad request, auth) say nothing about
@@ -174,10 +175,14 @@ class Resilience:
                 if on_success is not None:
                     await on_success(result, (self._clock() - started) * 1000.0)
                 return result
-            self.breaker.record_failure(err.transient, trial)
+            final = trial or not err.transient or attempt == attempts
+            if final:
+                # the breaker counts a failed *call* (after its retries), not each attempt:
+                # one bad request must not pause the healthy calls that follow it
+                self.breaker.record_failure(err.transient, trial)
             if on_failure is not None:
                 await on_failure(err, (self._clock() - started) * 1000.0)
-            if not err.transient or attempt == attempts:
+            if final:
                 raise err
             retry_after = err.retry_after if isinstance(err, RateLimited) else None
             delay = self.policy.backoff(attempt, self._rng, retry_after)

@@ -28,6 +28,12 @@ class EmbeddingSettings(_Section):
     # The offline model ships inside the wordllama wheel as weights/<config>_<dim>.safetensors.
     wordllama_config: str = "l2_supercat"
     wordllama_dim: Literal[64, 128, 256, 512, 1024] = 256
+    # Bounded work per input (issue 11): Gemini's embedding models take at most 2,048 input
+    # tokens (documented limit); text past it is cut before it is sent. wordllama truncates
+    # its tokens at `wordllama_max_tokens` (average pooling: the opening carries the meaning),
+    # so a megabyte line never pads a batch to a megabyte.
+    gemini_max_input_tokens: int = Field(2048, ge=16)
+    wordllama_max_tokens: int = Field(2048, ge=16)
 
 
 class RerankSettings(_Section):

@@ -150,6 +150,7 @@ class LayerEmbeddings:
         self.paths = {0: Path(values_path), 1: Path(goals_path)}
         self.cache_dir = Path(cache_dir)
         self._loaded: dict[int, _Loaded] = {}
+        self._rejected: dict[int, str] = {}     # the error last reported per layer
         self._lock = asyncio.Lock()
 
     def cache_path(self, layer: int) -> Path:
@@ -166,12 +167,25 @@ class LayerEmbeddings:
             raise ValueError(f"layer must be 0 (values) or 1 (goals), got {layer!r}")
         async with self._lock:
             path = self.paths[layer]
-            raw = _read_layer_file(path, layer)
             model = self.embedder.model_name
             loaded = self._loaded.get(layer)
-            if loaded is not None and loaded.raw == raw and loaded.model_name == model:
+            try:
+                raw = _read_layer_file(path, layer)
+                if loaded is not None and loaded.raw == raw and loaded.model_name == model:
+                    return list(loaded.vectors)
+                entries = parse_layer(raw, path)
+            except ConfigError as exc:
+                if loaded is None:      # nothing good to fall back on (start-up): say so and stop
+                    raise
+                # An edit in progress (half-saved file): keep the last good version, and say
+                # so once per bad content, not once per cycle.
+                if self._rejected.get(layer) != str(exc):
+                    self._rejected[layer] = str(exc)
+                    log.warning("%s; keeping the last good version of layer %d until the file is fixed",
+                                exc, layer)
                 return list(loaded.vectors)
-            vectors, complete = await self._load(layer, parse_layer(raw, path), model)
+            self._rejected.pop(layer, None)
+            vectors, complete = await self._load(layer, entries, model)
             if complete:
                 self._loaded[layer] = _Loaded(raw, model, vectors)
             return list(vectors)

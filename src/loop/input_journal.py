@@ -1,0 +1,205 @@
+"""The input journal: every line the operator types is durable before it is read further.
+
+The stdin reader hands each chunk's lines here and waits: they are written in one
+multi-row statement (`input_journal`) before the reader takes the next chunk, so a
+SIGKILL loses no line the process has read. When the database is away the lines go
+to a spill file instead (appended and fsynced, one JSON object a line), the operator
+is told once on stdout that input is held, and the spill is moved into the journal
+as soon as the database answers again — also at the next start, after a crash.
+
+A journaled message stays `pending` until its reply is delivered (`answered`); a
+command is `done` once it ran. At start-up the pending messages of earlier runs are
+handed back to the loop (replay), so a crash or an outage never leaves a message
+unanswered; pending commands are not re-run (`skipped`): a `/quit` typed before a
+crash must not end the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from src.loop.outage import DB_ERRORS, Outage
+from src.text import clean_text
+
+log = logging.getLogger(__name__)
+
+_INSERT = """
+INSERT INTO input_journal (session_id, kind, line)
+SELECT $1, k, t FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS s(k, t, ord) ORDER BY ord
+RETURNING id
+"""
+# the scratch row of a message the entry gate already kept carries its journal id
+_REPLAY = """
+SELECT j.id, j.line,
+       EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text) AS gated
+  FROM input_journal j
+ WHERE j.state = 'pending' AND j.kind = 'message' AND j.session_id <> $1
+ ORDER BY j.id
+"""
+_SKIP_COMMANDS = """
+UPDATE input_journal SET state = 'skipped', finished_at = now()
+ WHERE state = 'pending' AND kind = 'command' AND session_id <> $1
+"""
+_FINISH = "UPDATE input_journal SET state = $2, finished_at = now() WHERE id = ANY($1::bigint[]) AND state = 'pending'"
+
+
+def is_command(text: str) -> bool:
+    """A slash command, also with leading spaces before the `/`."""
+    return text.lstrip().startswith("/")
+
+
+@dataclass
+class Line:
+    """One decoded input line; `id` is its journal row once it is in the database."""
+
+    kind: str                      # message | command
+    text: str
+    notes: list[str] = field(default_factory=list)
+    id: int | None = None
+    gated: bool = False            # replayed: the entry gate kept it in an earlier run
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Line:
+        cleaned = clean_text(raw)
+        return cls("command" if is_command(cleaned.text) else "message", cleaned.text, cleaned.notes)
+
+
+class InputJournal:
+    """Durable input for one session: database first, a spill file while it is away."""
+
+    def __init__(self, pool: asyncpg.Pool, session_id: str, spill_dir: Path, *,
+                 outage: Outage, notify: Callable[[str], None],
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0):
+        self.pool = pool
+        self.session_id = session_id
+        self.spill_dir = Path(spill_dir)
+        self.spill_path: Path | None = None
+        self.outage = outage
+        self.notify = notify
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self._held: list[Line] = []       # spilled lines of this run, oldest first
+        self._lock = asyncio.Lock()
+        self._told = False
+
+    async def open(self) -> list[Line]:
+        """Name the spill file after this database, store what a crashed run spilled,
+        skip the commands earlier runs never ran; return the messages to answer again."""
+        row = await self.pool.fetchrow(
+            "SELECT current_database() AS db, (SELECT system_identifier FROM pg_control_system()) AS sys")
+        self.spill_path = self.spill_dir / f"{row['sys']}-{row['db']}.jsonl"
+        spilled = await asyncio.to_thread(_read_spill, self.spill_path)
+        if spilled:
+            await self._insert(spilled, session_id=f"{self.session_id}:spill")
+            await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
+            log.info("stored %d input line(s) a previous run held while the database was away",
+                     len(spilled))
+        await self.pool.execute(_SKIP_COMMANDS, self.session_id)
+        rows = await self.pool.fetch(_REPLAY, self.session_id)
+        return [Line("message", r["line"], id=r["id"], gated=r["gated"]) for r in rows]
+
+    async def append(self, lines: Sequence[Line]) -> None:
+        """Make `lines` durable, in order: one statement, or the spill file when the
+        database is away (or earlier lines are still held there, to keep the order)."""
+        if not lines:
+            return
+        async with self._lock:
+            if not self._held:
+                try:
+                    ids = await self._insert(lines)
+                except DB_ERRORS as exc:
+                    self.outage.down("input journal", exc)
+                else:
+                    for line, i in zip(lines, ids, strict=True):
+                        line.id = i
+                    return
+            await asyncio.to_thread(_append_spill, self.spill_path, lines, self.session_id)
+            self._held.extend(lines)
+            if not self._told:
+                self._told = True
+                self.notify("database unavailable: your input is held (saved to "
+                            f"{self.spill_path}) and will be stored and answered when it is back")
+
+    async def persisted(self, line: Line, stop: asyncio.Event | None = None) -> bool:
+        """Wait until `line` is in the journal (moving the spill there with backoff);
+        False when `stop` was set first."""
+        delay = self.retry_base_s
+        while line.id is None:
+            if await self.flush_spill():
+                continue
+            if stop is not None and stop.is_set():
+                return False
+            await asyncio.sleep(delay)
+            delay = min(self.retry_max_s, delay * 2)
+        return True
+
+    async def flush_spill(self) -> bool:
+        """Move held lines into the journal; True when nothing is held any more."""
+        async with self._lock:
+            if not self._held:
+                return True
+            try:
+                ids = await self._insert(self._held)
+            except DB_ERRORS as exc:
+                self.outage.down("input journal", exc)
+                return False
+            for line, i in zip(self._held, ids, strict=True):
+                line.id = i
+            self.notify(f"database is back: {len(self._held)} held input line(s) stored")
+            self._held.clear()
+            self._told = False
+            await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
+            self.outage.up("input journal")
+            return True
+
+    async def answered(self, ids: Sequence[int]) -> None:
+        """Replies to these messages were delivered."""
+        await self._finish(ids, "answered")
+
+    async def done(self, line_id: int) -> None:
+        """This command ran."""
+        await self._finish([line_id], "done")
+
+    async def _finish(self, ids: Sequence[int], state: str) -> None:
+        ids = [i for i in ids if i is not None]
+        if ids:
+            await self.pool.execute(_FINISH, ids, state)
+
+    async def _insert(self, lines: Sequence[Line], session_id: str | None = None) -> list[int]:
+        rows = await self.pool.fetch(_INSERT, session_id or self.session_id,
+                                     [x.kind for x in lines], [x.text for x in lines])
+        return [r["id"] for r in rows]
+
+
+def _append_spill(path: Path, lines: Sequence[Line], session_id: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps({"kind": x.kind, "line": x.text, "session": session_id},
+                              ensure_ascii=False) + "\n" for x in lines)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, data.encode("utf-8"))
+        os.fsync(fd)   # held input must survive a SIGKILL during the outage
+    finally:
+        os.close(fd)
+
+
+def _read_spill(path: Path) -> list[Line]:
+    if not path.exists():
+        return []
+    out = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:   # a line cut by a crash mid-write: it was never acknowledged
+            log.warning("ignoring a damaged line in the input spill file %s", path)
+            continue
+        out.append(Line(item["kind"], item["line"]))
+    return out

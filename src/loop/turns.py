@@ -1,0 +1,53 @@
+"""Several waiting user messages taken together as one turn (DESIGN.md, issue 11).
+
+User input is never evicted from attention. When a user message wins a cycle while
+more user messages wait, the mind takes them together: one cycle, one reply, and
+the turn says so — the model sees the messages numbered under a framing line, the
+reply starts with a line naming how many messages it answers, and
+`thought_log.attention_focus` holds all their text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from src.loop.attention import AttentionQueue, Candidate
+
+FRAME = "[{n} messages from the user, taken together as one turn]"
+REPLY_FRAME = "(answering {n} messages together)"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The cycle's input: the winner alone, or the winner with the user messages that waited."""
+
+    candidate: Candidate            # what the cycle works on (text combined when several)
+    parts: tuple[Candidate, ...]    # the original candidates, oldest first
+
+    @property
+    def combined(self) -> bool:
+        return len(self.parts) > 1
+
+    def frame_reply(self, answer: str) -> str:
+        """The reply as delivered: a combined turn says how many messages it answers."""
+        return f"{REPLY_FRAME.format(n=len(self.parts))}\n{answer}" if self.combined else answer
+
+
+def combined_text(parts: tuple[Candidate, ...]) -> str:
+    """The messages numbered in arrival order under one framing line."""
+    lines = [FRAME.format(n=len(parts))]
+    lines += [f"{i}. {c.text}" for i, c in enumerate(parts, 1)]
+    return "\n".join(lines)
+
+
+def take_turn(winner: Candidate, queue: AttentionQueue, max_messages: int) -> Turn:
+    """The winner, plus (when it is a user message) up to `max_messages - 1` waiting user
+    messages taken off the queue, oldest first. Non-user winners are taken alone."""
+    if winner.source != "user" or max_messages <= 1:
+        return Turn(winner, (winner,))
+    others = queue.take("user", max_messages - 1)
+    if not others:
+        return Turn(winner, (winner,))
+    parts = tuple(sorted((winner, *others), key=lambda c: (c.enqueued_at, c.id or 0)))
+    # the winner's embedding stands for the turn: it is what won attention
+    return Turn(replace(winner, text=combined_text(parts)), parts)
