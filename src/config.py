@@ -20,12 +20,13 @@ from src.consolidation.settings import ConsolidationSettings
 from src.context.settings import ContextSettings, FifoSettings
 from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
-from src.gates.settings import GateSettings
+from src.gates.settings import GateSettings, MemorySettings
 from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.providers.settings import ProvidersSettings, Secrets
 from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
+from src.skills.settings import SkillsSettings
 from src.tools.settings import DocsToolSettings
 from src.weights.settings import SafetySettings
 
@@ -74,6 +75,8 @@ class Settings(_Section):
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     gates: GateSettings = GateSettings()
+    memory: MemorySettings = MemorySettings()
+    skills: SkillsSettings = SkillsSettings()
     attention: AttentionSettings = AttentionSettings()
     metacognition: MetacognitionSettings = MetacognitionSettings()
     escalation: EscalationSettings = EscalationSettings()

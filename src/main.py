@@ -32,6 +32,8 @@ from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
+from src.skills.commands import SkillCommands
+from src.weights.protection import protect_command
 
 log = logging.getLogger("src.main")
 
@@ -58,11 +60,28 @@ class Agent:
         self.commands.add("cost", "what thinking has cost: this session, 24 h, lifetime", self._cost)
         self.commands.add("readiness", "the ten bootstrap achievements (plan §5.2)", self._readiness)
         self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
+        self.commands.add("memory-mode", "/memory-mode [autopilot|copilot|off]: how eagerly the mind writes",
+                          self._memory_mode)
+        self.commands.add("protect", "/protect ID: decay, demotion and near-miss suppression skip it",
+                          lambda args: protect_command(self.db.pool, args, True))
+        self.commands.add("unprotect", "/unprotect ID: let a protected memory fade again",
+                          lambda args: protect_command(self.db.pool, args, False))
+        self.commands.add("skills", "the skills the mind has learned, with their counters",
+                          lambda args: self._skill_commands().skills(args))
+        self.commands.add("skill", "/skill save [hint] | show <label> | remove <label> | history | outcome",
+                          lambda args: self._skill_commands().skill(args))
         self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
         self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
         self.commands.add("pending", "changes waiting for your approval", self._pending)
         self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
         self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
+
+    async def _memory_mode(self, args: str) -> str:
+        return self.mind.gates.mode.command(args)
+
+    def _skill_commands(self) -> SkillCommands:
+        return SkillCommands(self.db.pool, self.providers.system1, lambda: self.mind.loop.fifo.window(),
+                             self.settings.skills, session_id=self.session_id)
 
     async def _pending(self, _: str) -> str:
         return await approvals.pending_text(self.db.pool)
@@ -115,6 +134,8 @@ class Agent:
         row = await self.db.pool.fetchrow(
             """SELECT (SELECT count(*) FROM memories) AS memories,
                       (SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL) AS buffered,
+                      (SELECT count(*) FROM memories WHERE protected) AS protected,
+                      (SELECT count(*) FROM skills WHERE removed_at IS NULL) AS skills,
                       m.times_restarted, m.uptime_total_hours,
                       EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days
                  FROM agent_manifest m WHERE m.id = 1"""
@@ -129,7 +150,11 @@ class Agent:
             + f"{await mind.consolidation.status_line()}\n"
             + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
             f"dropped impulses (attention queue full): {dropped}\n"
-            f"memories: {row['memories']}  buffered: {row['buffered']}\n"
+            f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
+            f"skills: {row['skills']}\n"
+            f"memory mode: {mind.gates.mode.current}"
+            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)" if mind.gates.mode.copilot else "")
+            + "\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
         )
@@ -165,6 +190,10 @@ class Agent:
         try:
             if line.kind == "command":
                 reply = await self.commands.dispatch(line.text.strip())
+                if line.id is not None and self.journal is not None:
+                    await self.journal.done(line.id)
+            elif (reply := await self.mind.gates.answer_confirmation(line.text)) is not None:
+                # copilot: the line right after "Keep these?" answered it; it is not a message
                 if line.id is not None and self.journal is not None:
                     await self.journal.done(line.id)
             else:

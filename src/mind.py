@@ -23,6 +23,7 @@ from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
 from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
+from src.gates.modes import MemoryMode
 from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
@@ -35,6 +36,7 @@ from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
 from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
+from src.skills.recall import SkillRecall
 from src.tools.read_docs import DocsTool
 from src.weights.safety import Safety
 
@@ -89,7 +91,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         return retriever.layer_vecs     # the loop refreshes them every cycle
 
     gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
-                        maturity_memories=maturity)
+                        mode=MemoryMode(settings.memory.mode), maturity_memories=maturity)
     assembler = ContextAssembler(pool, settings.context)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center,
@@ -99,7 +101,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
                       assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.attention),
                       layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
-                      inner=inner)
+                      inner=inner, skills=SkillRecall(pool, settings.skills))
     loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
     inner.submit = loop.submit          # gut signals and goal reflections enter like everything else
     dmn = _dmn(settings, pool, providers, loop, layers) if settings.dmn.enabled else None

@@ -236,10 +236,10 @@ async def test_offline_pass_merges_extractively_and_logs_skipped_steps(pool, cap
                                "AND operation = 'contradict' AND requested_delta = 0.3") == 20
     skipped = json.loads(await pool.fetchval("SELECT skipped FROM consolidation_passes"))
     assert sorted(skipped) == ["contextual", "insights", "merge:llm_insight", "narrative", "questions",
-                               "recompress", "reconsolidation", "tension"]
+                               "recompress", "reconsolidation", "skills", "tension"]
     assert all(v == "no language model is configured (reflex mode)" for v in skipped.values())
     skip_logs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("deep pass 1: ")]
-    assert len(skip_logs) == 8 and len(set(skip_logs)) == 8      # once per step per pass
+    assert len(skip_logs) == 9 and len(set(skip_logs)) == 9      # once per step per pass
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type IN ('narrative', 'tension')") == 0
     # the centroid was recomputed in full after the pass: it now counts every memory with a vector
     assert centroid._count == await pool.fetchval("SELECT count(*) FROM memories WHERE embedding IS NOT NULL")

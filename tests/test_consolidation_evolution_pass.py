@@ -19,7 +19,8 @@ PART2 = ["reconsolidation", "promotion", "decay", "temporal_replay", "outcomes",
 
 
 async def test_offline_deep_pass_runs_part_two_after_part_one(pool):
-    assert [p.name for p in DEEP_PHASES][-7:] == PART2
+    assert [p.name for p in DEEP_PHASES][-8:-1] == PART2        # then issue 17's skill proposals
+    assert DEEP_PHASES[-1].name == "skills"
     pattern = await add_memory(pool, "tea every morning", alpha=2.0, accesses=spread(5, 14.0))
     stale = await add_memory(pool, "a forgotten errand", created=days_ago(200))
     await add_memory(pool, "woke", created=NOW.replace(hour=8))

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+import src.skills.consolidation  # noqa: F401  (registers the approval kind 'skill')
 from src.consolidation import approvals
 from src.consolidation.evolution_settings import EvolutionSettings, PromotionSettings
 from src.consolidation.promotion import (
@@ -204,4 +205,4 @@ async def test_approval_errors_name_the_problem(pool):
         "INSERT INTO approvals (kind, reason) VALUES ('mystery', 'x\x1b[31m') RETURNING id")
     assert "\\x1b" in await approvals.pending_text(pool)
     assert await approvals.decide(ctx, str(aid), approve=True) == (
-        f"approval #{aid} has kind 'mystery', which nothing can apply (known kinds: promotion); it stays pending")
+        f"approval #{aid} has kind 'mystery', which nothing can apply (known kinds: promotion, skill); it stays pending")

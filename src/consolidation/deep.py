@@ -50,6 +50,7 @@ from src.consolidation.monitors import run_monitors
 from src.consolidation.phase import CallBudget, DeepPassContext, Phase, PhaseResult
 from src.consolidation.settings import ConsolidationSettings
 from src.providers.protocols import Embedder, LanguageModel
+from src.skills import consolidation as skills_phase
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ DEEP_PHASES: list[Phase] = [
     Phase("outcomes", dirichlet_evolution.run),
     Phase("gate_tuning", gate_tuning.run),
     Phase("contextual", contextual.run, needs_llm=True),
+    Phase("skills", skills_phase.run, needs_llm=True),     # issue 17: procedural patterns -> skills
 ]
 
 AfterPass = Callable[["PassReport"], Awaitable[None]]

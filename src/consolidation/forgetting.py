@@ -37,7 +37,7 @@ async def run_decay(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSetti
     changes = [WeightChange(r["id"], "contradict", cfg.amount, "decay",
                             f"not accessed for {cfg.idle_days:g}+ days, {r['access_count']} access(es)",
                             {"at": now.isoformat(), "last_seen": r["last_seen"].isoformat(),
-                             "access_count": r["access_count"]})
+                             "access_count": r["access_count"]}, forgetting="decay")
                for r in rows]
     outcomes = await apply_weight_changes(pool, changes, safety=safety)
     decayed = [o.memory_id for o in outcomes if o.blocked_by is None]
@@ -56,7 +56,8 @@ async def run_demotion(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSe
         idle_days=cfg.demotion_idle_days, every_days=cfg.demotion_every_days, limit=cfg.max_demotions_per_pass)
     changes = [WeightChange(r["id"], "contradict", cfg.demotion_amount, "demotion",
                             f"not reinforced for {cfg.demotion_idle_days:g}+ days",
-                            {"at": now.isoformat(), "last_reinforced": r["last_reinforced"].isoformat()})
+                            {"at": now.isoformat(), "last_reinforced": r["last_reinforced"].isoformat()},
+                            forgetting="demotion")
                for r in rows if r["id"] not in exclude]
     outcomes = await apply_weight_changes(pool, changes, safety=safety)
     demoted = [o.memory_id for o in outcomes if o.blocked_by is None]

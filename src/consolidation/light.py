@@ -141,7 +141,8 @@ class LightTicker:
             reason = f"decay: not retrieved for {light.unused_after_days:g}+ days"
             outcomes = await apply_weight_changes(conn, [
                 WeightChange(mid, "contradict", light.decay_amount, ACTOR, reason,
-                             cycle_baseline_center=baseline.get(mid)) for mid in ids], safety=self.safety)
+                             cycle_baseline_center=baseline.get(mid), forgetting="decay") for mid in ids],
+                safety=self.safety)
             await repository.mark_decayed(conn, ids, now)
         return sum(1 for o in outcomes if o.applied > 0)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from src.consolidation.evolution_settings import EvolutionSettings
+from src.skills.settings import SkillProposalSettings
 
 DEFAULT_MODEL_KEY = "default"
 
@@ -99,6 +100,8 @@ class ConsolidationSettings(_Section):
     thresholds: dict[str, SimilarityThresholds] = Field(default_factory=_default_thresholds)
     # part 2 (plan §4.3–§4.6): promotion, decay, reconsolidation, tuning, contextual retrieval
     evolution: EvolutionSettings = EvolutionSettings()
+    # skills proposed from clusters of procedural memories (src/skills/consolidation.py)
+    skills: SkillProposalSettings = SkillProposalSettings()
 
     @model_validator(mode="after")
     def _has_default(self) -> ConsolidationSettings:

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import asyncpg
@@ -38,6 +39,7 @@ from src.errors import ProviderError
 from src.gates import record as gate_record
 from src.gates import scratch
 from src.gates.contradiction import NegationDirection, Verdict, ask_llm, load_or_learn, screen
+from src.gates.copilot import Confirmations, Settlement
 from src.gates.emotion import StoreCentroid, emotional_charge
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import (
@@ -48,6 +50,7 @@ from src.gates.matrix import (
     novelty_band,
     novelty_cell,
 )
+from src.gates.modes import MemoryMode
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
@@ -74,7 +77,8 @@ class ExitGate:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
                  settings: GateSettings, rng: random.Random, safety: Safety, *,
                  layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
-                 centroid: StoreCentroid | None = None, maturity_memories: int = MATURITY_MEMORIES,
+                 centroid: StoreCentroid | None = None, mode: MemoryMode | None = None,
+                 maturity_memories: int = MATURITY_MEMORIES,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.pool = pool
         self.embedder = embedder
@@ -86,6 +90,8 @@ class ExitGate:
         self.layers = layers
         self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
         self.clock = clock
+        self.mode = mode or MemoryMode()
+        self.confirmations = Confirmations()   # copilot: items held for the guardian
         self.maturity_memories = maturity_memories   # `agent.maturity_memories`
         self.attention: np.ndarray | None = None
         # The two-centroid gut (plan §5.1) replaces the v0.1 store-centroid charge when the
@@ -106,6 +112,8 @@ class ExitGate:
         `burst` embeds through the rate-limited embedder (context-window pruning).
         """
         report = FlushReport()
+        if self.mode.off:      # memory mode off: the exit gate writes nothing
+            return report
         # One flush at a time, pruning included: two flushes over the same rows would both
         # embed and ask the LLM, and claim() would throw one side's work away.
         async with self._lock:
@@ -113,7 +121,8 @@ class ExitGate:
             while True:
                 items = await scratch.pending(self.pool, limit=self.settings.scratch.flush_batch,
                                               after_id=after, ids=ids,
-                                              created_before=created_before)
+                                              created_before=created_before,
+                                              exclude=self.confirmations.held_ids())
                 if not items:
                     return report
                 after = items[-1].id
@@ -129,7 +138,23 @@ class ExitGate:
                         "for the next flush: %s", len(items), exc)
             return FlushReport(deferred=len(items))
         evaluations = await self.evaluate(items, vecs, novelty_vecs)
+        if self.mode.copilot:
+            evaluations = self.confirmations.hold(evaluations)
         return await self._write(evaluations, reason)
+
+    async def settle(self, settlement: Settlement) -> FlushReport:
+        """Write the guardian's copilot answer: kept items persist, the others are dropped."""
+        for held in settlement.keep:
+            e = held.evaluation
+            e.cell = replace(e.cell, action=held.action,
+                             reason=f"{e.cell.reason}; {held.why}: kept by the guardian (copilot)")
+        for held in settlement.drop:
+            e = held.evaluation
+            e.cell = replace(e.cell, action="drop",
+                             reason=f"{e.cell.reason}; {held.why}: dropped by the guardian (copilot)")
+        async with self._lock:
+            return await self._write([h.evaluation for h in settlement.keep + settlement.drop],
+                                     "guardian confirmation (copilot)")
 
     @staticmethod
     async def _embed(embedder: Embedder, items: list[BufferedItem], *, novelty: bool = False) -> np.ndarray:

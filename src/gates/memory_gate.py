@@ -20,6 +20,7 @@ from src.consolidation.gate_tuning_repository import tuned_gate_values
 from src.gates import scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
+from src.gates.modes import MemoryMode
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
@@ -34,6 +35,7 @@ class Gates:
 
     def __init__(self, pool: asyncpg.Pool, entry: EntryGate, exit_gate: ExitGate,
                  lifecycle: ScratchLifecycle, settings: GateSettings):
+        self.mode = exit_gate.mode        # one MemoryMode for the whole mind
         self.pool = pool
         self.entry = entry
         self.exit = exit_gate
@@ -55,7 +57,7 @@ class Gates:
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
               entry_rng: random.Random | None = None, layers: LayerSource | None = None,
-              maturity_memories: int = MATURITY_MEMORIES) -> Gates:
+              mode: MemoryMode | None = None, maturity_memories: int = MATURITY_MEMORIES) -> Gates:
         """Each gate has its own generator, seeded from `settings.seed` when set: the entry
         gate runs in the loop and the exit gate in a background flush, so a shared one
         made the draws depend on how the two interleaved (issue 11)."""
@@ -66,7 +68,7 @@ class Gates:
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
         exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
-                             prune_embedder=pruning, maturity_memories=maturity_memories)
+                             prune_embedder=pruning, mode=mode, maturity_memories=maturity_memories)
         entry = EntryGate(pool, settings.entry, entry_rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)
@@ -78,7 +80,9 @@ class Gates:
         if self._tuning_read_at is None or time.monotonic() - self._tuning_read_at >= self.TUNING_REFRESH_S:
             await self.load_tuning()
         admitted = await self.entry.admit(content, source_tag=source_tag,
-                                          source_confidence=source_confidence, metadata=metadata)
+                                          source_confidence=source_confidence,
+                                          metadata={**(metadata or {}), **(self.mode.entry_metadata() or {})}
+                                          or None)
         if exchange:
             self.lifecycle.note_exchange()
         return admitted
@@ -91,11 +95,25 @@ class Gates:
         rate-limited embedding.
         """
         contents = [c for c in (clean_text(t).text for t in texts) if c.strip()]
-        if not contents:
+        if not contents or self.mode.off:     # memory mode off: nothing new is kept
             return FlushReport()
         ttl = timedelta(hours=self.settings.scratch.ttl_hours)
         ids = await scratch.buffer_pruned(self.pool, contents, source_tag, ttl, PREVIEW_CHARS)
         return await self.exit.flush(reason="context pruning", ids=ids, burst=True)
+
+    def confirmation_question(self) -> str | None:
+        """Copilot: the question to ask after an answer, when new items are held."""
+        return self.exit.confirmations.question()
+
+    async def answer_confirmation(self, line: str) -> str | None:
+        """Copilot: consume `line` when it answers the open question; the reply, or None
+        when the line is an ordinary message."""
+        settled = self.exit.confirmations.take(line)
+        if settled is None or isinstance(settled, str):
+            return settled
+        report = await self.exit.settle(settled)
+        kept = report.actions.get("persist", 0) + report.actions.get("persist_flag", 0)
+        return f"kept {kept}, dropped {report.actions.get('drop', 0)}"
 
     async def recover(self, started_at: datetime | None = None) -> FlushReport:
         """Start-up crash recovery (see ScratchLifecycle.recover)."""

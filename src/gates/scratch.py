@@ -142,6 +142,8 @@ SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, e
    AND ($1::bigint[] IS NULL OR id = ANY($1))
    AND ($2::timestamptz IS NULL OR created_at < $2)
    AND id > $3
+   AND NOT (id = ANY($5::bigint[]))
+   AND metadata->>'memory_mode' IS DISTINCT FROM 'off'
  ORDER BY id
  LIMIT $4
 """
@@ -149,10 +151,15 @@ SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, e
 
 async def pending(pool: Executor, *, limit: int, after_id: int = 0,
                   ids: Sequence[int] | None = None,
-                  created_before: datetime | None = None) -> list[BufferedItem]:
-    """Unflushed rows in id order (optionally only `ids`, or created before a time)."""
+                  created_before: datetime | None = None,
+                  exclude: Sequence[int] = ()) -> list[BufferedItem]:
+    """Unflushed rows in id order (optionally only `ids`, or created before a time).
+
+    Never rows admitted while the memory mode was off (src/gates/modes.py), nor
+    `exclude` (rows held for the guardian's confirmation in copilot mode).
+    """
     rows = await pool.fetch(_PENDING, None if ids is None else list(ids), created_before,
-                            after_id, limit)
+                            after_id, limit, list(exclude))
     return [BufferedItem(r["id"], r["content"], r["source_tag"], r["source_confidence"],
                          tuple(r["tags"]), json.loads(r["metadata"]), r["created_at"],
                          r["expires_at"]) for r in rows]
@@ -187,9 +194,11 @@ async def keep_buffered(conn: asyncpg.Connection, ids: Sequence[int]) -> None:
 
 
 async def clean_expired(pool: Executor) -> int:
-    """Delete flushed rows past their TTL; return how many. Unflushed rows are kept."""
+    """Delete flushed rows past their TTL; return how many. Unflushed rows are kept —
+    except rows admitted while the memory mode was off: nothing of those outlives its TTL."""
     status = await pool.execute(
-        "DELETE FROM scratch_buffer WHERE flushed_at IS NOT NULL AND expires_at < now()")
+        """DELETE FROM scratch_buffer WHERE expires_at < now()
+              AND (flushed_at IS NOT NULL OR metadata->>'memory_mode' = 'off')""")
     return int(status.split()[-1])
 
 

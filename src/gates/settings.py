@@ -11,6 +11,8 @@ another. `exit.thresholds` is therefore keyed by embed model name; the entry nam
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_MODEL_KEY = "default"
@@ -123,3 +125,15 @@ class GateSettings(_Section):
     exit: ExitGateSettings = ExitGateSettings()
     # Seed of the gates' random generator; None draws one from the OS (tests fix it).
     seed: int | None = None
+
+
+class MemorySettings(_Section):
+    """`memory:` in runtime.yaml — how eagerly the mind writes (issue 17).
+
+    autopilot: the gates decide alone (the plan's behaviour). copilot: what the exit
+    gate is unsure of waits for the guardian's confirmation, asked after an answer.
+    off: nothing new is persisted; recall and the loop go on. `/memory-mode` changes
+    it for the running session.
+    """
+
+    mode: Literal["autopilot", "copilot", "off"] = "autopilot"

@@ -4,6 +4,7 @@ failure here is clearly after the reply went out (issue 11: delivered once)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import numpy as np
@@ -45,3 +46,17 @@ async def keep_exchange(loop, record: CycleRecord, turn: Turn, user_text: str, o
     if winner.embedding is not None:
         loop._recent = (loop._recent + [winner.embedding])[-loop.cfg.recent_context:]
     await loop.fifo.prune(level)
+
+
+async def after_answer(loop, winner, delivered: bool, *, by_model: bool) -> None:
+    """Once the answer is out: credit recalled skills (a model's answer was delivered);
+    in copilot, ask the guardian about held memories — after the answer, never in the
+    middle of one."""
+    if loop.parts.skills is not None:
+        await loop.parts.skills.credit_use(delivered and by_model)
+    if delivered and winner.source == "user":
+        question = loop.parts.gates.confirmation_question()
+        if question:
+            result = loop.deliver(question)
+            if asyncio.iscoroutine(result):
+                await result

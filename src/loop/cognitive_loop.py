@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from src.context.fifo import AdaptiveFifo
+from src.context.tokens import count_tokens
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy, checked_tool_actions
-from src.loop.aftermath import keep_exchange
+from src.loop.aftermath import after_answer, keep_exchange
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.backlog import Backlog
 from src.loop.degraded import NoContext, missing_line
@@ -77,6 +78,8 @@ class CognitiveLoop:
         self.tools.register(read_doc_verb(self.docs))
         if parts.inner is not None:   # GOAL_ACHIEVED: <goal> (plan §5.2 milestone 9)
             self.tools.register(parts.inner.goal_verb())
+        if parts.skills is not None:
+            self.tools.register(parts.skills.verb())
         self.goal_vecs = list(parts.goal_vecs)
         self.session_id = session_id
         self.deliver = deliver
@@ -210,7 +213,7 @@ class CognitiveLoop:
         self.cycles += 1
         turn = self._turn = take_turn(allocation.winner, self.queue, self.cfg.combine_max)
         winner = self._current = turn.candidate
-        report = cognitive_state_report(allocation, self.queue.settings)
+        report = f"{cognitive_state_report(allocation, self.queue.settings)}\n{self.parts.gates.mode.report_line()}"
         if self.inner is not None:
             self.inner.feel(winner.embedding, self._recent, cycle=self.cycles, now=now)
 
@@ -235,11 +238,13 @@ class CognitiveLoop:
         assembled = await self._assemble(retrieval, now)
         block, cost = await self._reflection(winner), await self._cost_line()
         memories = "\n\n".join(x for x in (assembled.text, missing_line(self._missing)) if x)
+        skills = await self.parts.skills.section() if self.parts.skills is not None else ""
         system = system_prompt(self.settings.agent.name, memories, report, block, cost,
-                               gut=self.inner.gut_summary() if self.inner is not None else "")
+                               gut=self.inner.gut_summary() if self.inner is not None else "", skills=skills)
         user_text = frame_input(winner.source, winner.text)
         history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
-                   for m in self.fifo.window(assembled.conversation_budget)]
+                   # the skills section lives inside the context budget: the conversation gives way
+                   for m in self.fifo.window(assembled.conversation_budget - count_tokens(skills))]
         messages = [*history, ChatMessage("user", user_text)]
         timings["assembly"] = _ms(t)
 
@@ -286,6 +291,7 @@ class CognitiveLoop:
         if refs and self.on_answered is not None:
             self.backlog.add("input journal: answered", partial(self.on_answered, refs))
         try:
+            await after_answer(self, record.winner, record.delivered, by_model=outcome is not None)
             await keep_exchange(self, record, turn, user_text, outcome, allocation, now)
             if self.inner is not None:
                 await self.inner.after_cycle(
@@ -297,7 +303,6 @@ class CognitiveLoop:
                              partial(log_cycle, self.parts.pool, self.session_id, record, allocation,
                                      assembled, since=now))
             await self.backlog.flush()
-
 
     async def _assemble(self, retrieval: Retrieval | None, now: datetime):
         """Context assembly; when it fails the cycle goes on without memories (said so)."""
@@ -412,7 +417,7 @@ class CognitiveLoop:
             self.parts.providers.system1, self.parts.providers.system2, messages, focus=winner.text, threshold=threshold,
             meta=self.parts.providers.meta, system=system, triggers=EscalationTriggers(),
             store=self.parts.store, source_tag=winner.source_tag, settings=self.settings.escalation,
-            metacognition=self.settings.metacognition)
+            metacognition=self.settings.metacognition, keep_corrections=not self.parts.gates.mode.off)
 
     def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
         # the immutable boundaries are in every context anyway: they are not "brought back"

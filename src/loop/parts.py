@@ -21,6 +21,7 @@ from src.metacognition.threshold import EscalationThreshold
 from src.recall.layers import LayerEmbeddings
 from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
+from src.skills.recall import SkillRecall
 from src.tools.read_docs import DocsTool
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
@@ -46,3 +47,4 @@ class LoopParts:
     manifest: Manifest | None = None
     goal_vecs: Sequence[np.ndarray] = field(default_factory=list)
     inner: InnerLife | None = None             # gut, outcomes, readiness (src/loop/inner_life.py)
+    skills: SkillRecall | None = None           # the skills section and RECALL_SKILL

@@ -206,7 +206,7 @@ async def loop_before_escalate(
     triggers: EscalationTriggers | None = None, assess: Assess | None = None,
     expected_words: int | None = None, settings: EscalationSettings | None = None,
     metacognition: MetacognitionSettings | None = None, store: MemoryStore | None = None,
-    source_tag: str | None = None, now: datetime | None = None,
+    source_tag: str | None = None, now: datetime | None = None, keep_corrections: bool = True,
 ) -> Outcome:
     """Answer the current focus with System 1, retrying once and escalating as §3.5/§3.6 say.
 
@@ -214,7 +214,8 @@ async def loop_before_escalate(
     assembled system prompt (identity, cognitive state report, reflection block).
     `meta` makes the isolated FOK call (default: System 1). `triggers` are the
     ones the loop already knows. With a `store`, a correction from System 2 goes
-    to the reflection bank and the decision is written to `escalations`.
+    to the reflection bank (unless `keep_corrections` is off: memory mode off) and the
+    decision is written to `escalations`.
     System 1 in reflex mode raises ProviderSkipped: the loop answers reflexively
     without calling this.
     """
@@ -301,7 +302,7 @@ async def loop_before_escalate(
     delivered = replace(reply.result, text=value.answer, logprobs=None)
     outcome = done(delivered, score(delivered, fok), "system2", reason, escalated=True, system2_ok=True,
                    system2=value, **retry_kw)
-    if store is not None and value.needed_correction and value.correction_pattern.strip():
+    if store is not None and keep_corrections and value.needed_correction and value.correction_pattern.strip():
         correction_id = await store_correction(
             store, trigger=focus, error_type=value.error_type, original_reasoning=best.text,
             correction=value.correction_pattern,

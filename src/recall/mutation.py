@@ -32,7 +32,8 @@ async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], n
     evidence = {"query": query[:200]}
     changes = [WeightChange(mid, "reinforce", cfg.reinforce_retrieved, "retrieval", "retrieved", evidence)
                for mid in retrieved]
-    changes += [WeightChange(mid, "contradict", cfg.contradict_near_miss, "retrieval", "near miss", evidence)
+    changes += [WeightChange(mid, "contradict", cfg.contradict_near_miss, "retrieval", "near miss", evidence,
+                             forgetting="near_miss")
                 for mid in near_misses]
     async with pool.acquire() as conn, conn.transaction():
         await apply_weight_changes(conn, changes, safety=safety, touch=AccessTouch(list(retrieved), at))

@@ -13,6 +13,13 @@ effect or forgetting would stall exactly where weights are largest.
 
 Immutable memories are never changed: their weight is part of what makes them
 immutable (bootstrap boundaries start at Beta(50, 1)).
+
+Protected memories (the guardian's /protect) skip forgetting: a change that names
+itself decay, demotion or near-miss suppression (`WeightChange.forgetting`) is not
+applied to them, and the skip is written to `consolidation_log` (operation
+`protected_skip`, applied delta 0) so "why did this not decay?" is plain SQL.
+Evidence — a contradiction, a reinforcement — still applies: protection keeps a
+memory from fading, not from being corrected.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ from src.weights.safety import Safety, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
 
 Operation = Literal["reinforce", "contradict"]
+#: The forgetting mechanisms a protected memory skips.
+Forgetting = Literal["decay", "demotion", "near_miss"]
+FORGETTING: tuple[str, ...] = ("decay", "demotion", "near_miss")
+PROTECTED_SKIP = "protected_skip"
 # ACT-R presentations kept per memory; older ones are dropped (their t^-d terms are the
 # smallest). access_count keeps the true total.
 MAX_ACCESS_TIMESTAMPS = 64
@@ -51,10 +62,14 @@ class WeightChange:
     cycle_baseline_center: float | None = None
     validation_margin: float | None = None
     capacity_used: float | None = None
+    # Set by decay, demotion and near-miss suppression: protected memories skip these.
+    forgetting: Forgetting | None = None
 
     def __post_init__(self) -> None:
         if self.operation not in ("reinforce", "contradict"):
             raise ValueError(f"operation must be 'reinforce' or 'contradict', got {self.operation!r}")
+        if self.forgetting is not None and self.forgetting not in FORGETTING:
+            raise ValueError(f"forgetting must be one of {', '.join(FORGETTING)}, got {self.forgetting!r}")
         if not self.amount >= 0:
             raise ValueError(f"amount must be >= 0, got {self.amount!r}")
 
@@ -69,7 +84,7 @@ class WeightOutcome:
     beta_before: float
     alpha_after: float
     beta_after: float
-    blocked_by: str | None = None   # ceiling name, "immutable" or "missing"
+    blocked_by: str | None = None   # ceiling name, "immutable", "protected" or "missing"
     reason: str = ""
 
     @property
@@ -83,6 +98,7 @@ class _Row:
     beta: float
     immutable: bool
     goal: bool
+    protected: bool = False
     d_alpha: float = 0.0
     d_beta: float = 0.0
 
@@ -128,13 +144,13 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
     touched = set(touch.memory_ids) if touch else set()
     ids = sorted({c.memory_id for c in changes} | touched)
     locked = await conn.fetch(
-        """SELECT id, depth_weight_alpha, depth_weight_beta, immutable,
+        """SELECT id, depth_weight_alpha, depth_weight_beta, immutable, protected,
                   COALESCE(metadata->>'kind' = 'goal', false) AS goal
              FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE""",
         ids,
     )
-    rows = {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"])
-            for r in locked}
+    rows = {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"],
+                          r["protected"]) for r in locked}
     goal_total = None
     if any(rows.get(c.memory_id) and rows[c.memory_id].goal for c in changes):
         goal_total = await conn.fetchval(
@@ -143,6 +159,7 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
 
     outcomes: list[WeightOutcome] = []
     log_rows: list[tuple] = []
+    skipped: list[tuple] = []
     for change in changes:
         row = rows.get(change.memory_id)
         if row is None:
@@ -153,6 +170,11 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
         if row.immutable:
             outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
                                           a0, b0, a0, b0, "immutable", "immutable memories keep their weight"))
+            continue
+        if row.protected and change.forgetting is not None:
+            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0, a0, b0, a0, b0,
+                                          "protected", f"protected from forgetting: {change.forgetting} skipped"))
+            skipped.append((change, 0.0, a0, b0, a0, b0))
             continue
         if change.operation == "reinforce":
             delta = diminished_gain(change.amount, a0 + b0)
@@ -192,6 +214,8 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
         )
     if log_rows:
         await _audit(conn, log_rows)
+    if skipped:
+        await _audit(conn, skipped, skip=True)
     events = safety.take_events()
     if events:
         await insert_safety_events(conn, events)
@@ -232,15 +256,25 @@ def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float
     return blocked
 
 
-async def _audit(conn: asyncpg.Connection, log_rows: list[tuple]) -> None:
+async def _audit(conn: asyncpg.Connection, log_rows: list[tuple], *, skip: bool = False) -> None:
+    """consolidation_log rows; `skip`: changes a protected memory skipped (applied delta 0)."""
+    if skip:
+        operations = [PROTECTED_SKIP] * len(log_rows)
+        reasons = [f"protected from forgetting: {c.forgetting} ({c.operation} {c.amount:g}) skipped; {c.reason}"
+                   for c, *_ in log_rows]
+        evidence = [dict(c.evidence) | {"skipped": c.operation, "forgetting": c.forgetting} for c, *_ in log_rows]
+    else:
+        operations = [c.operation for c, *_ in log_rows]
+        reasons = [c.reason for c, *_ in log_rows]
+        evidence = [dict(c.evidence) for c, *_ in log_rows]
     await conn.execute(
         """INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta,
                                           alpha_before, beta_before, alpha_after, beta_after, evidence)
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
                                 $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::jsonb[])""",
-        [c.memory_id for c, *_ in log_rows], [c.operation for c, *_ in log_rows],
-        [c.actor for c, *_ in log_rows], [c.reason for c, *_ in log_rows],
+        [c.memory_id for c, *_ in log_rows], operations,
+        [c.actor for c, *_ in log_rows], reasons,
         [c.amount for c, *_ in log_rows], [r[1] for r in log_rows],
         [r[2] for r in log_rows], [r[3] for r in log_rows], [r[4] for r in log_rows], [r[5] for r in log_rows],
-        [json.dumps(dict(c.evidence), default=str) for c, *_ in log_rows],
+        [json.dumps(e, default=str) for e in evidence],
     )

@@ -1,0 +1,101 @@
+"""Drafting a skill with System 1's structured output.
+
+`/skill save [hint]` sends the recent conversation; deep consolidation sends a
+cluster of procedural memories (src/skills/proposal.py). Either way the model fills
+`SkillDraft`, whose field descriptions are its instructions. Without a language
+model (reflex mode) drafting is refused with a message that says how to enable it:
+a skill written by no one would be a stub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from src.errors import ProviderError
+from src.providers.protocols import ChatMessage, LanguageModel
+from src.skills import repository as repo
+from src.skills.labels import slugify
+from src.skills.repository import SkillError
+
+OFFLINE_REFUSAL = ("cannot draft a skill: no language model is configured (reflex mode). Drafting needs "
+                   "System 1 — set GEMINI_API_KEY, or providers.llm.base_url for a local "
+                   "OpenAI-compatible server, and restart")
+
+DRAFT_SYSTEM = (
+    "You turn a worked example into a reusable procedure (a skill) for a future agent. "
+    "Keep only what generalises: the steps, the decisions and their reasons, the pitfalls met. "
+    "Write the procedure as numbered instructions to the agent, not as a story of what happened.")
+
+
+class SkillDraft(BaseModel):
+    """The structured output of a drafting call; the descriptions instruct the model."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    label: str = Field(description="snake_case identifier, 2-4 words, captures the essence (e.g. csv_summary)")
+    name: str = Field(description="short human-readable display name (e.g. 'CSV summary')")
+    when_to_use: str = Field(description="ONE sentence saying when this skill applies: the cue a future "
+                                         "agent sees in every prompt to decide whether to recall it")
+    procedure: str = Field(description="numbered steps, specific decisions and pitfalls, written as "
+                                       "instructions for a future agent (not a retrospective)")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int) -> str:
+    """The last `max_messages` messages as `role: text` lines (objects with role/content)."""
+    recent = list(messages)[-max_messages:]
+    return "\n\n".join(f"{m.role}: {_cut(m.content, message_chars)}" for m in recent)
+
+
+async def draft(llm: LanguageModel, material: str, *, purpose: str, hint: str = "",
+                max_tokens: int = 1024, isolated: bool = False) -> SkillDraft:
+    """Ask System 1 for a SkillDraft from `material`; SkillError when it cannot.
+
+    `isolated`: an isolated meta call (no identity, no history; consolidation's calls),
+    the drafting instructions then lead the question instead of the system prompt.
+    """
+    if not getattr(llm, "configured", True):
+        raise SkillError(OFFLINE_REFUSAL)
+    ask = material + (f"\n\nThe guardian's hint for this skill: {hint}" if hint else "")
+    try:
+        if isolated:
+            structured = await llm.meta_call_structured(f"{DRAFT_SYSTEM}\n\n{ask}", SkillDraft,
+                                                        purpose=purpose, max_tokens=max_tokens)
+        else:
+            structured = await llm.generate_structured(
+                [ChatMessage("user", ask)], SkillDraft, purpose=purpose, system=DRAFT_SYSTEM,
+                max_tokens=max_tokens)
+    except ProviderError as exc:
+        raise SkillError(f"cannot draft a skill: the language model failed ({exc}); try again later") from exc
+    return structured.value
+
+
+async def save_draft(db: repo.Executor, value: SkillDraft, provenance: Mapping[str, Any]) -> repo.Skill:
+    """Store a draft under a free label (the model's label, slugified)."""
+    return await repo.create(db, label=slugify(value.label or value.name), name=value.name,
+                             when_to_use=value.when_to_use, procedure=value.procedure,
+                             provenance=provenance)
+
+
+async def save_from_conversation(db: repo.Executor, llm: LanguageModel, messages: Sequence[Any], *,
+                                 hint: str = "", session_id: str | None = None, max_messages: int = 20,
+                                 message_chars: int = 2000, max_tokens: int = 1024) -> repo.Skill:
+    """`/skill save [hint]`: draft a skill from the recent conversation and save it."""
+    if not getattr(llm, "configured", True):
+        raise SkillError(OFFLINE_REFUSAL)
+    text = transcript(messages, max_messages=max_messages, message_chars=message_chars)
+    if not text.strip():
+        raise SkillError("nothing to draft from: the conversation is empty; work through the task "
+                         "with the mind first, then /skill save")
+    material = ("Here is the recent conversation between the guardian (user) and you (assistant). "
+                "Distil the procedure it worked out into a skill.\n\n" + text)
+    value = await draft(llm, material, purpose="skill_draft", hint=hint, max_tokens=max_tokens)
+    shown = min(max_messages, len(list(messages)))
+    return await save_draft(db, value, {"origin": "conversation", "session_id": session_id,
+                                        "messages": shown, "hint": hint or None})

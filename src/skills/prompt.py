@@ -1,0 +1,57 @@
+"""The "skills available" section of every System 1 prompt. Pure.
+
+One line per skill, `label — when_to_use`, most used first, inside a token cap:
+the procedures stay in the database until the model asks for one with
+`RECALL_SKILL: <label>`. Skills that do not fit are counted in one closing line
+(an unknown label sent to RECALL_SKILL gets the full list back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from src.context.tokens import count_tokens
+from src.skills.repository import SkillSummary
+
+HEADER = "[PROCEDURAL MEMORY — skills available]"
+INSTRUCTION = ("Procedures you have learned, one per line: label — when to use it. Recall one "
+               "(RECALL_SKILL) only when it fits the task at hand.")
+CUE_CHARS = 200
+
+
+def one_line(text: str, limit: int) -> str:
+    """Whitespace (newlines included) collapsed, control characters dropped, cut to `limit`."""
+    flat = " ".join("".join(ch for ch in text if ch.isprintable() or ch.isspace()).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def skill_line(skill: SkillSummary) -> str:
+    return f"- {skill.label} — {one_line(skill.when_to_use, CUE_CHARS)}"
+
+
+def skills_section(skills: Sequence[SkillSummary], max_tokens: int) -> str:
+    """The section for `skills` (already in priority order), at most `max_tokens` tokens.
+
+    Empty when there are no skills or not even one line fits.
+    """
+    if not skills:
+        return ""
+    lines = [skill_line(s) for s in skills]
+    total = max(len(lines), skills[0].total)
+    # a first guess from per-line counts (one pass), then the exact count decides
+    used = count_tokens(f"{HEADER}\n{INSTRUCTION}") + count_tokens(f"- … {total} more skills not listed") + 1
+    shown = 0
+    for line in lines:
+        used += count_tokens(line) + 1
+        if used > max_tokens:
+            break
+        shown += 1
+    shown = min(len(lines), shown + 1)
+    while shown > 0:
+        rest = total - shown
+        tail = [f"- … {rest} more skill{'s' if rest != 1 else ''} not listed"] if rest else []
+        text = "\n".join([HEADER, INSTRUCTION, *lines[:shown], *tail])
+        if count_tokens(text) <= max_tokens:
+            return text
+        shown -= 1
+    return ""

@@ -1,0 +1,119 @@
+"""Skills in the running loop: the section in every System 1 prompt, RECALL_SKILL through
+the loop's tool protocol, the counters. Real loop and database; the model is scripted."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+
+from src.config import load_settings
+from src.db.manifest import record_start
+from src.mind import build_mind
+from src.providers.costs import CostLedger
+from src.providers.settings import ProvidersSettings
+from src.skills import repository as repo
+from tests.fakes import HashEmbedder
+from tests.fakes_llm import ScriptedLLM
+
+CSV = dict(label="csv_summary", name="CSV summary", when_to_use="When the user asks to summarise a CSV file.",
+           procedure="1. Read the header.\n2. Count rows.\n3. Report per-column types and nulls.")
+
+
+def _meta(question: str, schema: type) -> dict:
+    if schema.__name__ == "FokAnswer":
+        return {"judgement": "KNOWN", "confidence": 0.9}
+    if schema.__name__ == "ContradictionAnswer":
+        return {"contradicts": False, "summary_a": "same"}
+    raise AssertionError(f"unexpected meta call {schema.__name__}")
+
+
+async def _mind(pool, tmp_path, system1, overrides=None):
+    settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
+        "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
+                   "cache_dir": str(tmp_path / "cache")}, **(overrides or {})})
+    system1.meta = _meta
+    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=system1,
+                                system2=ScriptedLLM(configured=False), meta=system1,
+                                ledger=CostLedger(pool, session_id="s", prices=ProvidersSettings().prices))
+    delivered: list[str] = []
+    manifest = await record_start(pool, "s", "fake-hash-768")
+    mind = await build_mind(settings, pool, providers, session_id="s", manifest=manifest,
+                            deliver=delivered.append, rng=np.random.default_rng(3))
+    return mind, delivered
+
+
+async def test_every_prompt_carries_the_skills_section_and_the_memory_mode(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    system1 = ScriptedLLM().say("Sure. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    await mind.loop.run(burst=True)
+    system = system1.of("generate")[0].system
+    assert ("[PROCEDURAL MEMORY — skills available]\nProcedures you have learned, one per line: label — when "
+            "to use it. Recall one (RECALL_SKILL) only when it fits the task at hand.\n"
+            f"- csv_summary — {CSV['when_to_use']}") in system
+    assert "Memory mode: autopilot — I decide what to keep." in system
+    assert delivered == ["Sure."]
+
+
+async def test_no_skills_no_section(pool, tmp_path):
+    system1 = ScriptedLLM().say("Hello. Confidence: 0.9")
+    mind, _ = await _mind(pool, tmp_path, system1)
+    await mind.loop.submit("user", "hello there, how are you today")
+    await mind.loop.run(burst=True)
+    assert "PROCEDURAL MEMORY" not in system1.of("generate")[0].system
+
+
+async def test_recall_skill_with_a_misspelt_label_through_the_loop(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    s1 = ScriptedLLM().say("RECALL_SKILL: csv_sumary", "Read the header, count rows, report types. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    await mind.loop.cycle()
+    first, second = s1.of("generate")
+    assert "`RECALL_SKILL: <label>`" in first.system
+    assert second.messages[-2].content == "RECALL_SKILL: csv_sumary"
+    assert second.messages[-1].content.startswith(
+        "[RECALL_SKILL csv_sumary]\nwarning: no skill is called 'csv_sumary'; using the closest, 'csv_summary'.\n"
+        "Skill `csv_summary` — CSV summary (version 1)")
+    assert second.messages[-1].content.endswith(CSV["procedure"])
+    assert delivered == ["Read the header, count rows, report types."]     # the protocol line never is
+    skill = await repo.get(pool, "csv_summary")
+    assert (skill.recommended, skill.used) == (1, 1)                        # credited to the resolved label
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert {k: tool[k] for k in ("kind", "verb", "argument", "refused")} == {
+        "kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False}
+
+
+async def test_an_unknown_label_gets_the_list_and_the_model_asks_again(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    s1 = ScriptedLLM().say("RECALL_SKILL: quantum_gravity", "RECALL_SKILL: csv_summary",
+                           "Header, rows, types. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    await mind.loop.cycle()
+    _, second, third = s1.of("generate")
+    assert second.messages[-1].content == (
+        "[RECALL_SKILL quantum_gravity]\nNo skill is called 'quantum_gravity'. Known skills: csv_summary. "
+        "Reply `RECALL_SKILL: <label>` with one of them, or answer without a skill.")
+    assert third.messages[-1].content.startswith("[RECALL_SKILL csv_summary]\nSkill `csv_summary`")
+    assert delivered == ["Header, rows, types."]
+    skill = await repo.get(pool, "csv_summary")
+    assert (skill.recommended, skill.used) == (1, 1)
+
+
+async def test_without_skills_the_verb_is_not_offered_and_a_stray_call_is_refused(pool, tmp_path):
+    s1 = ScriptedLLM().say("RECALL_SKILL: anything", "Hello there. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, s1)
+    await mind.loop.submit("user", "hello there, how are you today")
+    await mind.loop.cycle()
+    first, second = s1.of("generate")
+    assert "RECALL_SKILL" not in first.system
+    assert delivered == ["Hello there."]
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert {k: tool[k] for k in ("kind", "verb", "argument", "refused", "error")} == {
+        "kind": "tool", "verb": "RECALL_SKILL", "argument": "anything", "refused": True,
+        "error": "error: RECALL_SKILL is not available for this message"}
