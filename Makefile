@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTHON ?= python3
 
-.PHONY: run test bench lint clean-db
+.PHONY: run test bench lint e2e clean-db
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@$(PY) -m bench
+
+# Screenshots of every web page in headless Chromium (Debian's chromium); not part of `make test`.
+e2e: $(STAMP)
+	@$(PY) -m tests.e2e_screenshots
 
 lint: $(STAMP)
 	@$(PY) -m ruff check src tests bench

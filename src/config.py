@@ -2,7 +2,7 @@
 
 Precedence: explicit overrides (tests) > environment > runtime.yaml > defaults.
 Environment: DATABASE_URL, GEMINI_API_KEY (or GOOGLE_API_KEY), ANTHROPIC_API_KEY,
-OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL.
+OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL, MOLTBOT_WEB_TOKEN.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from src.providers.settings import ProvidersSettings, Secrets
 from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
 from src.skills.settings import SkillsSettings
 from src.tools.settings import DocsToolSettings
+from src.web.settings import WebSettings
 from src.weights.settings import SafetySettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
@@ -89,6 +90,7 @@ class Settings(_Section):
     dmn: DmnSettings = DmnSettings()
     bootstrap: BootstrapSettings = BootstrapSettings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
+    web: WebSettings = WebSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
 
@@ -139,6 +141,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             secrets[key] = env[var]
     if secrets:
         out["secrets"] = secrets
+    if env.get("MOLTBOT_WEB_TOKEN"):
+        out["web"] = {"token": env["MOLTBOT_WEB_TOKEN"]}
     if env.get("MOLTBOT_LOG_LEVEL"):
         out["logging"] = {"level": env["MOLTBOT_LOG_LEVEL"].upper()}
     return out
@@ -173,6 +177,9 @@ def load_settings(
     if isinstance(data.get("database"), dict) and "url" in data["database"]:
         raise ConfigError(f"{path}: 'database.url' cannot be set in the file; "
                           "set the DATABASE_URL environment variable instead")
+    if isinstance(data.get("web"), dict) and "token" in data["web"]:
+        raise ConfigError(f"{path}: 'web.token' cannot be set in the file; "
+                          "set the MOLTBOT_WEB_TOKEN environment variable instead")
     data = _deep_merge(data, _env_overrides(env))
     if overrides:
         data = _deep_merge(data, overrides)

@@ -33,6 +33,7 @@ from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
 from src.skills.commands import SkillCommands
+from src.web.serve import start_beside_mind
 from src.weights.protection import protect_command
 
 log = logging.getLogger("src.main")
@@ -50,6 +51,7 @@ class Agent:
         self.session_id = session_id
         self.mind: Mind | None = None
         self.journal: InputJournal | None = None
+        self.web = None                 # the guardian's window (src/web), when enabled
         self.stop = asyncio.Event()
         self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
@@ -281,6 +283,9 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                 "(until then only keyword search finds them)", out)
         await _recover_scratch(agent, out)
         await _open_journal(agent, out)
+        agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id)
+        if web_line:
+            say(web_line, out)
         say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
             f"restart #{manifest.times_restarted}. Type /help for commands.", out)
         await agent.serve()
@@ -318,6 +323,8 @@ async def _open_journal(agent: Agent, out: TextIO) -> None:
 async def _shutdown(agent: Agent, timeout_s: float) -> None:
     async def steps() -> None:
         try:
+            if agent.web is not None:
+                await agent.web.stop()
             if agent.mind is not None:
                 await agent.mind.close()
             await agent.providers.aclose()

@@ -1,0 +1,108 @@
+"""python -m src.web — the guardian's window on a mind that is not running here.
+
+Reads the same database as `python -m src.main` (embedded data dir or DATABASE_URL)
+without taking the instance lock, applying migrations or running the mind; every
+page query runs in a READ ONLY transaction. Stops on Ctrl-C / SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import uuid
+
+from src.config import Settings, load_settings
+from src.db.embedded import start_embedded
+from src.db.pool import create_pool, redact_dsn
+from src.errors import ConfigError, StartupError
+from src.logging_setup import configure_logging
+from src.providers.factory import build_providers
+from src.recall.layers import LayerEmbeddings, identity_vectors
+from src.recall.retrieval import Retriever
+from src.web.app import WebServer
+from src.web.view import View
+from src.weights.safety import Safety
+
+#: application_name of this viewer's connections (the service's are "moltbot", the CLI's "moltbot-cli").
+WEB_APPLICATION = "moltbot-web"
+
+
+def _dsn(settings: Settings) -> tuple[str, str]:
+    if settings.database.url is not None:
+        dsn = settings.database.url.get_secret_value()
+        return dsn, f"PostgreSQL at {redact_dsn(dsn)} (DATABASE_URL)"
+    # Attach to (or start) the embedded server; no instance lock: this viewer only reads.
+    dsn, _ = start_embedded(settings.database.data_dir)
+    return dsn, f"embedded PostgreSQL in {settings.database.data_dir}"
+
+
+async def serve(settings: Settings, *, announce=print) -> int:
+    """Serve until a signal; the first line printed is the URL."""
+    dsn, description = _dsn(settings)
+    pool = await create_pool(dsn, min_size=1, max_size=4, connect_timeout=settings.database.connect_timeout_s,
+                             command_timeout=settings.database.command_timeout_s, application_name=WEB_APPLICATION)
+    session_id = f"web-{uuid.uuid4().hex[:8]}"
+    providers = None
+    server = None
+    try:
+        if await pool.fetchval("SELECT to_regclass('memories') IS NULL"):
+            raise StartupError(f"no mind in {description}: the tables are missing; "
+                               "run python -m src.main once to create them")
+        providers = build_providers(settings.providers, settings.secrets, pool, session_id)
+        layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
+                                 goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
+        layer_vecs, _ = await identity_vectors(layers)
+        safety = Safety(settings.safety)
+        retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
+                              layer_vecs=layer_vecs)
+        view = View(pool=pool, settings=settings.web, mode="standalone viewer (the mind is not run here)",
+                    session_id=None, providers_report=providers.report, safety_modes=safety.phase_modes(),
+                    retriever=retriever)
+        server = WebServer(view)
+        url = await server.start()
+        announce(f"web view (read-only) of {description}: {url}")
+        announce("Ctrl-C stops it.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        return 0
+    finally:
+        if server is not None:
+            await server.stop()
+        if providers is not None:
+            await providers.aclose()
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m src.web",
+                                     description="Serve the read-only web view of a mind's database.")
+    parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
+    parser.add_argument("--host", help="override web.host")
+    parser.add_argument("--port", type=int, help="override web.port")
+    args = parser.parse_args(argv)
+    over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    try:
+        settings = load_settings(args.config, overrides={"web": over} if over else None)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.logging)
+    try:
+        return asyncio.run(serve(settings, announce=lambda line: print(line, flush=True)))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StartupError as exc:
+        print(f"cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The aiohttp application and its server, run inside the service's event loop.
+
+Every page answers HTML, or JSON with `?format=json` (same data). A configured
+token is required on every request (`Authorization: Bearer …`, `?token=…`, or the
+cookie set after a valid `?token=`); binding a non-loopback address without one
+refuses to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from src.errors import ConfigError, StartupError
+from src.web import background_pages, memory_pages, pages
+from src.web.escape import esc
+from src.web.html import Page, jsonable, layout
+from src.web.view import View
+
+log = logging.getLogger(__name__)
+
+VIEW_KEY = web.AppKey("view", View)
+COOKIE = "moltbot_token"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+                               "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a token: the mind's memories are private."""
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"web.host {host!r} is not a loopback address and no token is set: set MOLTBOT_WEB_TOKEN "
+            "(then send it as 'Authorization: Bearer <token>' or ?token=<token>), or bind web.host 127.0.0.1")
+
+
+def _token_of(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    if auth.startswith("Bearer "):
+        return auth[7:].strip()
+    return request.query.get("token") or request.cookies.get(COOKIE)
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    view = request.app[VIEW_KEY]
+    token = view.settings.token.get_secret_value() if view.settings.token else None
+    if token is not None:
+        given = _token_of(request) or ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            resp = web.Response(status=401, text="401: a token is required: send 'Authorization: Bearer "
+                                "<token>' or add ?token=<token> (the value of MOLTBOT_WEB_TOKEN)\n")
+            resp.headers.update(SECURITY_HEADERS)
+            return resp
+    if request.method not in ("GET", "HEAD"):
+        return web.Response(status=405, text="405: the web view is read-only\n")
+    try:
+        resp = await handler(request)
+    except memory_pages.BadRequest as exc:
+        resp = _error(request, 400, str(exc))
+    except web.HTTPException:
+        raise
+    except Exception:  # one broken page must not take the view down; details go to the log
+        log.exception("web page %s failed", request.path)
+        resp = _error(request, 500, "this page could not be built (details in the service log)")
+    resp.headers.update(SECURITY_HEADERS)
+    if token is not None and request.query.get("token") and request.cookies.get(COOKIE) != token:
+        resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+    return resp
+
+
+def _wants_json(request: web.Request) -> bool:
+    return request.query.get("format") == "json"
+
+
+def _error(request: web.Request, status: int, message: str) -> web.Response:
+    if _wants_json(request):
+        return web.json_response({"error": message}, status=status)
+    page = Page(f"{status}", {}, lambda: [f"<p>{esc(message)}</p>"])
+    return web.Response(status=status, text=layout(page, request.path), content_type="text/html")
+
+
+async def _render(request: web.Request, page: Page) -> web.Response:
+    """HTML or JSON, built in a worker thread so the loop keeps cycling meanwhile."""
+    if _wants_json(request):
+        body = await asyncio.to_thread(json.dumps, {"title": page.title, **page.data}, default=jsonable)
+        return web.Response(text=body, content_type="application/json")
+    return web.Response(text=await asyncio.to_thread(layout, page, request.path), content_type="text/html")
+
+
+def _page(build: Callable[[View], Awaitable[Page]]):
+    async def handler(request: web.Request) -> web.Response:
+        return await _render(request, await build(request.app[VIEW_KEY]))
+    return handler
+
+
+async def _memories(request: web.Request) -> web.Response:
+    return await _render(request, await memory_pages.memories(request.app[VIEW_KEY], request.query))
+
+
+async def _memory(request: web.Request) -> web.Response:
+    raw = request.match_info["memory_id"]
+    if not raw.isdigit() or len(raw) > 18:
+        return _error(request, 404, f"no memory {raw[:40]!r}: memory ids are whole numbers")
+    page = await memory_pages.memory_page(request.app[VIEW_KEY], int(raw))
+    if page is None:
+        return _error(request, 404, f"no memory #{raw}")
+    return await _render(request, page)
+
+
+def build_app(view: View) -> web.Application:
+    """The application: routes for every page, the guard middleware."""
+    app = web.Application(middlewares=[_guard])
+    app[VIEW_KEY] = view
+    app.router.add_get("/", _page(pages.overview))
+    app.router.add_get("/memories", _memories)
+    app.router.add_get("/memories/{memory_id}", _memory)
+    app.router.add_get("/thoughts", _page(pages.thoughts))
+    app.router.add_get("/gates", _page(pages.gates))
+    app.router.add_get("/consolidation", _page(background_pages.consolidation))
+    app.router.add_get("/gut", _page(background_pages.gut))
+    return app
+
+
+class WebServer:
+    """The view served on the running event loop (aiohttp AppRunner + TCPSite)."""
+
+    def __init__(self, view: View):
+        token = view.settings.token.get_secret_value() if view.settings.token else None
+        check_bind(view.settings.host, token)
+        self.view = view
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        """Bind and serve; return the URL (with the port actually bound)."""
+        s = self.view.settings
+        self._runner = web.AppRunner(build_app(self.view), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, s.host, s.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise StartupError(f"web view cannot listen on {s.host}:{s.port} ({exc.strerror}); "
+                              "choose another web.port or set web.enabled: false") from exc
+        port = self._runner.addresses[0][1] if self._runner.addresses else s.port
+        host = f"[{s.host}]" if ":" in s.host else s.host
+        self.url = f"http://{host}:{port}/"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,128 @@
+"""HTML building blocks of the web view: the page frame, tables, sections.
+
+Every value goes through `esc`; only the SVG produced by src/web/svg.py (which
+escapes its own labels) and the markup built here are inserted raw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+from src.web.escape import esc
+
+NAV = (("/", "Overview"), ("/memories", "Memories"), ("/thoughts", "Thoughts"), ("/gates", "Gates"),
+       ("/consolidation", "Consolidation"), ("/gut", "Gut"))
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#243b53;color:#fff;padding:8px 16px}
+header a{color:#fff;margin-right:14px;text-decoration:none}header a.on{text-decoration:underline}
+main{padding:8px 16px}h1{font-size:20px}h2{font-size:16px;margin-top:22px}
+table{border-collapse:collapse;font-size:12px;background:#fff;margin:6px 0}
+td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
+th{background:#eef2f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ctl{background:#fde2e2;color:#a00;font-family:monospace}.muted{color:#777}
+.plots{display:flex;flex-wrap:wrap;gap:10px}.kv td:first-child{font-weight:600}
+pre{white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:6px;max-width:1000px}
+form{margin:6px 0}input,select{font-size:13px}
+"""
+
+
+@dataclass
+class Page:
+    """One page: its title, the data (the ?format=json answer) and how to build the HTML body.
+
+    `body` is called in a worker thread: building tables and plots is CPU work that must
+    not hold up the cognitive loop.
+    """
+
+    title: str
+    data: dict[str, Any]
+    body: Callable[[], list[str]] = lambda: []
+
+
+def layout(page: Page, path: str) -> str:
+    """The whole HTML document: navigation, title, body, a link to the JSON."""
+    nav = "".join(f'<a href="{esc(href)}"{" class=on" if href == path else ""}>{esc(name)}</a>'
+                  for href, name in NAV)
+    json_href = path + ("&" if "?" in path else "?") + "format=json"
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            f"<title>{esc(page.title)} · MoltBot</title><style>{CSS}</style></head><body>"
+            f"<header><strong>MoltBot</strong> · {nav}</header><main><h1>{esc(page.title)}</h1>"
+            + "".join(page.body())
+            + f'<p class=muted>Read-only view. <a href="{esc(json_href)}">This page as JSON</a>.</p>'
+            "</main></body></html>")
+
+
+def fmt(value: Any) -> str:
+    """A value as the tables show it."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Decimal):
+        return f"{value:.4f}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+Cell = Callable[[Mapping[str, Any]], str]
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str | tuple[str, Cell]],
+          empty: str = "none yet") -> str:
+    """A table of `rows`; a column is a key, or (header, function returning escaped HTML)."""
+    if not rows:
+        return f"<p class=muted>{esc(empty)}</p>"
+    heads = [c if isinstance(c, str) else c[0] for c in columns]
+    out = ["<table><tr>", *(f"<th>{esc(h)}</th>" for h in heads), "</tr>"]
+    for row in rows:
+        out.append("<tr>")
+        for c in columns:
+            if isinstance(c, str):
+                v = row.get(c)
+                cls = " class=n" if isinstance(v, int | float | Decimal) and not isinstance(v, bool) else ""
+                out.append(f"<td{cls}>{esc(fmt(v))}</td>")
+            else:
+                out.append(f"<td>{c[1](row)}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def kv(pairs: Sequence[tuple[str, Any]]) -> str:
+    return "<table class=kv>" + "".join(f"<tr><td>{esc(k)}</td><td>{esc(fmt(v))}</td></tr>"
+                                        for k, v in pairs) + "</table>"
+
+
+def section(title: str, *parts: str) -> str:
+    return f"<h2>{esc(title)}</h2>" + "".join(parts)
+
+
+def plots(*svgs: str) -> str:
+    return "<div class=plots>" + "".join(svgs) + "</div>"
+
+
+def memory_link(memory_id: Any) -> str:
+    if memory_id is None:
+        return ""
+    return f'<a href="/memories/{quote(str(memory_id))}">#{esc(memory_id)}</a>'
+
+
+def jsonable(value: Any) -> Any:
+    """json.dumps default: datetimes as ISO 8601, decimals as floats."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, set | tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,165 @@
+"""Overview, thoughts and gates pages: data from src/web/queries.py, plots from svg.py."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from src.bootstrap.readiness import readiness
+from src.web import queries as q
+from src.web import svg
+from src.web.escape import esc
+from src.web.html import Page, kv, memory_link, plots, section, table
+from src.web.view import View
+
+HIST_BINS = 20
+
+
+def _by_day(rows: list[dict], key: str) -> tuple[list[str], dict[str, list[float]]]:
+    """Rows of (day, key, n) as x labels and one series per key value."""
+    days = sorted({r["day"] for r in rows})
+    series: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(days))
+    index = {d: i for i, d in enumerate(days)}
+    for r in rows:
+        series[str(r[key])][index[r["day"]]] += float(r["n"])
+    return [d.strftime("%m-%d") for d in days], dict(sorted(series.items()))
+
+
+async def overview(view: View) -> Page:
+    """Age, restarts, uptime, cycles, memories, readiness, cost, safety, providers, plots."""
+    cfg = view.settings
+    man = await q.manifest(view.pool) or {}
+    session = view.session_id or man.get("current_session_id")
+    types = await q.memories_by_type(view.pool)
+    milestones = await readiness(view.pool)
+    cost = await q.cost_totals(view.pool, session)
+    per_day = await q.cost_per_day(view.pool, cfg.plot_days)
+    events = await q.safety_events(view.pool, 20)
+    models = await q.models_in_use(view.pool, 20)
+    hist = await q.center_histogram(view.pool, HIST_BINS)
+    shapes = await q.shape_counts(view.pool)
+    shape_days = await q.shape_changes_per_day(view.pool, cfg.plot_days)
+    cycles_session = view.cycles() if view.cycles is not None else man.get("cycles_session")
+    facts = {
+        "mode": view.mode, "session_id": session, "age_days": man.get("age_days"),
+        "created_at": man.get("created_at"), "restarts": man.get("times_restarted"),
+        "uptime_hours_before_this_session": man.get("uptime_total_hours"),
+        "uptime_hours_this_session": man.get("session_hours"), "last_started_at": man.get("last_started_at"),
+        "last_shutdown_at": man.get("last_shutdown_at"), "cycles_total": man.get("cycles_total"),
+        "cycles_this_session": cycles_session, "embed_model": man.get("embed_model"),
+    }
+    data = {
+        "facts": facts, "memories_by_type": types,
+        "readiness": [{"key": a.key, "title": a.title, "reached_at": a.reached_at, "event": a.event}
+                      for a in milestones],
+        "cost": cost, "cost_per_day": per_day, "safety_phases": view.safety_modes,
+        "safety_events": events, "providers": view.providers_report, "models_called": models,
+        "center_histogram": hist, "shapes_now": shapes, "shape_changes_per_day": shape_days,
+    }
+    labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(
+                svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
+                svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
+                               f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
+                               [r["day"].strftime("%m-%d") for r in shape_days],
+                               {"contested": [float(r["contested"]) for r in shape_days],
+                                "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
+                svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
+                              [float(r["cost"]) for r in per_day])),
+            kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
+                ("born", facts["created_at"]), ("restarts", facts["restarts"]),
+                ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
+                ("uptime this (or the last) session (h)", facts["uptime_hours_this_session"]),
+            ("cycles, lifetime", facts["cycles_total"]),
+                ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
+            section("Memories by type", table(types, ["memory_type", "n"])),
+            section("Readiness milestones", table(data["readiness"], [
+                "title", "reached_at", ("what did it", lambda r: esc(json.dumps(r["event"])) if r["event"] else "")])),
+            section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
+                                      ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
+                                      ("failed calls", cost.get("failed"))])),
+            section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
+                    else "<p class=muted>phases: not known to this viewer</p>",
+                    table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
+                                   "enforced", "reason"], "no safety events")),
+            section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
+                    + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
+        ]
+    return Page("Overview", data, body)
+
+
+def _candidates(raw: str | None) -> list[dict]:
+    try:
+        value = json.loads(raw or "[]")
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+async def thoughts(view: View) -> Page:
+    """thought_log as a timeline: winner, candidates' salience, escalations, confidence, cost."""
+    cfg = view.settings
+    rows = await q.thoughts(view.pool, cfg.page_rows)
+    for r in rows:
+        r["candidates"] = _candidates(r["candidates"])
+        r["winner"] = json.loads(r["winner"]) if r["winner"] else None
+    winners = await q.winners_per_day(view.pool, cfg.plot_days)
+    escalations = await q.escalations(view.pool, 50)
+    timeline = list(reversed(rows))
+    cycles = [str(r["cycle"]) for r in timeline]
+    sources = sorted({c.get("source", "?") for r in timeline for c in r["candidates"] if isinstance(c, dict)})
+    salience = {s: [max((float(c.get("salience", 0)) for c in r["candidates"]
+                         if isinstance(c, dict) and c.get("source") == s), default=None) for r in timeline]
+                for s in sources}
+    day_labels, by_source = _by_day(winners, "source")
+    data = {"thoughts": rows, "winners_per_day": winners, "escalations": escalations}
+
+    def candidates_cell(r: dict) -> str:
+        return "<br>".join(f"{'★ ' if c.get('won') else ''}{esc(c.get('source'))} "
+                           f"{esc(c.get('salience'))}: {esc(str(c.get('text', ''))[:80])}"
+                           for c in r["candidates"] if isinstance(c, dict))
+
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(svg.line_chart("Salience of the candidates per cycle (max per source)", cycles, salience,
+                                 y_min=0),
+                  svg.stacked_bars("Attention winners by source per day", day_labels, by_source),
+                  svg.line_chart("Confidence per cycle", cycles,
+                                 {"confidence": [r["confidence"] for r in timeline]}, y_min=0, y_max=1),
+                  svg.line_chart("Cost per cycle (USD)", cycles,
+                                 {"cost": [float(r["cost_usd"]) for r in timeline]}, y_min=0)),
+            section(f"Last {len(rows)} cycles", table(rows, [
+                "at", "cycle", "source_tag", "attention_focus", ("candidates", candidates_cell), "output",
+                "confidence", "escalated", "cost_usd", "duration_ms"])),
+            section("Escalations", table(escalations, ["at", "path", "threshold", "confidence_before",
+                                                       "confidence_after_retry", "escalated", "system2_ok",
+                                                       "attention_focus", "reason"], "no escalations")),
+        ]
+    return Page("Thoughts", data, body)
+
+
+async def gates(view: View) -> Page:
+    """Decisions per matrix cell over time, noise flips, what was dropped and why."""
+    cfg = view.settings
+    cells = await q.gate_cells_per_day(view.pool, cfg.plot_days)
+    matrix = await q.gate_matrix(view.pool)
+    flips = await q.gate_decisions(view.pool, actions=None, noise_only=True, limit=cfg.page_rows)
+    dropped = await q.gate_decisions(view.pool, actions=["drop", "skip"], noise_only=False, limit=cfg.page_rows)
+    recent = await q.gate_decisions(view.pool, actions=None, noise_only=False, limit=cfg.page_rows)
+    day_labels, by_cell = _by_day(cells, "cell")
+    data = {"cells_per_day": cells, "matrix": matrix, "noise_flips": flips, "dropped": dropped,
+            "recent": recent}
+    cols = ["at", "gate", "action", "cell_relevance", "cell_novelty", "cell_action", "noise_fired",
+            ("memory", lambda r: memory_link(r["memory_id"])), "content_preview", "reason"]
+    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
+        return [
+            plots(svg.stacked_bars("Exit-gate decisions per matrix cell per day", day_labels, by_cell)),
+            section("Decisions per cell and action", table(matrix, ["gate", "relevance", "novelty", "action", "n",
+                                                                    "flips"])),
+            section("Noise flips", table(flips, cols + ["random_draw", "noise_rate"], "no noise flips")),
+            section("Dropped or skipped, and why", table(dropped, cols + ["rule"], "nothing dropped")),
+            section("Recent decisions", table(recent, cols)),
+        ]
+    return Page("Gates", data, body)

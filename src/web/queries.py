@@ -1,0 +1,354 @@
+"""The web view's SQL: one repository module, read-only, every query bounded.
+
+Each function runs in a READ ONLY transaction on the mind's own pool (or the
+standalone viewer's), so a page can never write, and returns plain dicts. Lists
+carry a LIMIT; aggregates over time are bounded by a window of days.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+Rows = list[dict[str, Any]]
+
+# contested: alpha > 5 and beta > 5; uninformed: alpha < 2 and beta < 2 (plan §2.3,
+# src/weights/stochastic.py CONTESTED_MIN / UNINFORMED_MAX)
+_CONTESTED = "(%(a)s > 5 AND %(b)s > 5)"
+_UNINFORMED = "(%(a)s < 2 AND %(b)s < 2)"
+
+
+async def _fetch(pool: asyncpg.Pool, sql: str, *args: Any) -> Rows:
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        return [dict(r) for r in await conn.fetch(sql, *args)]
+
+
+async def _fetchrow(pool: asyncpg.Pool, sql: str, *args: Any) -> dict[str, Any] | None:
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        row = await conn.fetchrow(sql, *args)
+    return dict(row) if row is not None else None
+
+
+# -- overview ----------------------------------------------------------------------
+async def manifest(pool: asyncpg.Pool) -> dict[str, Any] | None:
+    """The agent's continuity row, with age and cycle totals."""
+    return await _fetchrow(pool, """
+        SELECT m.created_at, m.times_restarted, m.uptime_total_hours, m.last_started_at,
+               m.last_shutdown_at, m.current_session_id, m.embed_model,
+               EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days,
+               -- the last session's uptime: until its shutdown, or until now while it runs
+               EXTRACT(EPOCH FROM COALESCE(CASE WHEN m.last_shutdown_at >= m.last_started_at
+                                                THEN m.last_shutdown_at END, now())
+                                  - m.last_started_at) / 3600.0 AS session_hours,
+               (SELECT count(*) FROM thought_log) AS cycles_total,
+               (SELECT count(*) FROM thought_log t WHERE t.session_id = m.current_session_id)
+                   AS cycles_session
+          FROM agent_manifest m WHERE m.id = 1""")
+
+
+async def memories_by_type(pool: asyncpg.Pool) -> Rows:
+    return await _fetch(pool, """
+        SELECT memory_type, count(*) AS n FROM memories GROUP BY memory_type ORDER BY n DESC, memory_type""")
+
+
+async def cost_totals(pool: asyncpg.Pool, session_id: str | None) -> dict[str, Any]:
+    """Spend this session, in the last 24 h and ever (llm_calls, one scan)."""
+    row = await _fetchrow(pool, """
+        SELECT COALESCE(sum(cost_usd) FILTER (WHERE session_id = $1), 0) AS session,
+               COALESCE(sum(cost_usd) FILTER (WHERE at >= now() - INTERVAL '24 hours'), 0) AS day,
+               COALESCE(sum(cost_usd), 0) AS lifetime,
+               count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed
+          FROM llm_calls""", session_id)
+    return row or {}
+
+
+async def cost_per_day(pool: asyncpg.Pool, days: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT d.day::date AS day, COALESCE(sum(c.cost_usd), 0) AS cost, count(c.id) AS calls
+          FROM generate_series(date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day',
+                               date_trunc('day', now()), INTERVAL '1 day') AS d(day)
+          LEFT JOIN llm_calls c ON c.at >= d.day AND c.at < d.day + INTERVAL '1 day'
+         GROUP BY d.day ORDER BY d.day""", days)
+
+
+async def models_in_use(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT provider, model, count(*) AS calls, max(at) AS last_at
+          FROM llm_calls GROUP BY provider, model ORDER BY last_at DESC LIMIT $1""", limit)
+
+
+async def safety_events(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, ceiling, phase, memory_id, reason, enforced
+          FROM safety_events ORDER BY at DESC, id DESC LIMIT $1""", limit)
+
+
+async def center_histogram(pool: asyncpg.Pool, bins: int) -> Rows:
+    """How many memories fall in each of `bins` equal bins of center = alpha / (alpha + beta)."""
+    return await _fetch(pool, """
+        SELECT b.bin, COALESCE(h.n, 0) AS n
+          FROM generate_series(1, $1) AS b(bin)
+          LEFT JOIN (SELECT LEAST(width_bucket(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta),
+                                               0.0, 1.0, $1), $1) AS bin, count(*) AS n
+                       FROM memories GROUP BY 1) h ON h.bin = b.bin
+         ORDER BY b.bin""", bins)
+
+
+async def shape_counts(pool: asyncpg.Pool) -> dict[str, Any]:
+    """Contested and uninformed memories now."""
+    cond = {"a": "depth_weight_alpha", "b": "depth_weight_beta"}
+    return await _fetchrow(pool, f"""
+        SELECT count(*) FILTER (WHERE {_CONTESTED % cond}) AS contested,
+               count(*) FILTER (WHERE {_UNINFORMED % cond}) AS uninformed,
+               count(*) AS total FROM memories""") or {}
+
+
+async def shape_changes_per_day(pool: asyncpg.Pool, days: int) -> Rows:
+    """Per day: memories whose weight changed and ended the day contested / uninformed."""
+    cond = {"a": "alpha_after", "b": "beta_after"}
+    return await _fetch(pool, f"""
+        WITH last AS (
+            SELECT DISTINCT ON (memory_id, date_trunc('day', at))
+                   memory_id, date_trunc('day', at) AS day, alpha_after, beta_after
+              FROM consolidation_log
+             WHERE at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
+               AND memory_id IS NOT NULL AND alpha_after IS NOT NULL
+             ORDER BY memory_id, date_trunc('day', at), at DESC, id DESC)
+        SELECT d.day::date AS day,
+               count(l.memory_id) FILTER (WHERE {_CONTESTED % cond}) AS contested,
+               count(l.memory_id) FILTER (WHERE {_UNINFORMED % cond}) AS uninformed,
+               count(l.memory_id) AS changed
+          FROM generate_series(date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day',
+                               date_trunc('day', now()), INTERVAL '1 day') AS d(day)
+          LEFT JOIN last l ON l.day = d.day
+         GROUP BY d.day ORDER BY d.day""", days)
+
+
+# -- memories ----------------------------------------------------------------------
+async def list_memories(pool: asyncpg.Pool, *, memory_type: str | None, source: str | None,
+                        min_center: float | None, max_center: float | None, limit: int) -> Rows:
+    """Newest memories matching the filters (NULL filter = any)."""
+    return await _fetch(pool, """
+        SELECT id, memory_type, source_tag, left(content, 300) AS content, created_at, access_count,
+               depth_weight_alpha AS alpha, depth_weight_beta AS beta, immutable,
+               depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center
+          FROM memories
+         WHERE ($1::text IS NULL OR memory_type = $1)
+           AND ($2::text IS NULL OR source_tag = $2)
+           AND ($3::float8 IS NULL OR depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) >= $3)
+           AND ($4::float8 IS NULL OR depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) <= $4)
+         ORDER BY created_at DESC, id DESC LIMIT $5""", memory_type, source, min_center, max_center, limit)
+
+
+async def source_tags(pool: asyncpg.Pool, limit: int) -> list[str]:
+    rows = await _fetch(pool, """
+        SELECT source_tag FROM memories GROUP BY source_tag ORDER BY count(*) DESC LIMIT $1""", limit)
+    return [r["source_tag"] for r in rows]
+
+
+async def memory(pool: asyncpg.Pool, memory_id: int, access_limit: int,
+                 content_chars: int) -> dict[str, Any] | None:
+    """One memory (its first `content_chars` characters) with its last `access_limit`
+    ACT-R presentations, newest first."""
+    return await _fetchrow(pool, """
+        SELECT id, left(content, $3) AS content, length(content) AS content_chars, memory_type, source_tag,
+               source_confidence, immutable, compressed,
+               content_contextualized, created_at, event_time, last_accessed, access_count, embed_model,
+               utility_score, metadata::text AS metadata,
+               depth_weight_alpha AS alpha, depth_weight_beta AS beta,
+               ARRAY(SELECT t FROM unnest(access_timestamps) AS t ORDER BY t DESC LIMIT $2) AS accesses
+          FROM memories WHERE id = $1""", memory_id, access_limit, content_chars)
+
+
+async def weight_history(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, operation, actor, reason, requested_delta, applied_delta,
+               alpha_before, beta_before, alpha_after, beta_after
+          FROM consolidation_log WHERE memory_id = $1 ORDER BY at DESC, id DESC LIMIT $2""",
+                        memory_id, limit)
+
+
+async def co_access_neighbours(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
+    """Partners from either side of the ordered pair, strongest first."""
+    return await _fetch(pool, """
+        SELECT p.partner AS id, p.co_access_count, p.last_co_accessed,
+               m.memory_type, left(m.content, 200) AS content
+          FROM (SELECT memory_id_b AS partner, co_access_count, last_co_accessed
+                  FROM memory_co_access WHERE memory_id_a = $1
+                UNION ALL
+                SELECT memory_id_a, co_access_count, last_co_accessed
+                  FROM memory_co_access WHERE memory_id_b = $1) p
+          JOIN memories m ON m.id = p.partner
+         ORDER BY p.co_access_count DESC, p.partner LIMIT $2""", memory_id, limit)
+
+
+async def supersedes_chain(pool: asyncpg.Pool, memory_id: int, depth: int, limit: int) -> Rows:
+    """why_do_i_believe: what this memory was built from (down) and what was built on it (up)."""
+    return await _fetch(pool, """
+        WITH RECURSIVE down(id, depth) AS (
+                SELECT source_id, 1 FROM memory_supersedes WHERE insight_id = $1
+                UNION
+                SELECT s.source_id, d.depth + 1 FROM memory_supersedes s JOIN down d ON s.insight_id = d.id
+                 WHERE d.depth < $2),
+            up(id, depth) AS (
+                SELECT insight_id, 1 FROM memory_supersedes WHERE source_id = $1
+                UNION
+                SELECT s.insight_id, u.depth + 1 FROM memory_supersedes s JOIN up u ON s.source_id = u.id
+                 WHERE u.depth < $2),
+            chain AS (SELECT 'built_from' AS direction, id, min(depth) AS depth FROM down GROUP BY id
+                      UNION ALL
+                      SELECT 'built_on', id, min(depth) FROM up GROUP BY id)
+        SELECT c.direction, c.depth, m.id, m.memory_type, left(m.content, 200) AS content,
+               m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) AS center
+          FROM chain c JOIN memories m ON m.id = c.id
+         ORDER BY c.direction, c.depth, m.id LIMIT $3""", memory_id, depth, limit)
+
+
+async def gate_decisions_for(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
+    """Gate decisions that wrote or touched this memory, or found it the nearest one."""
+    return await _fetch(pool, """
+        SELECT id, at, gate, action, cell_relevance, cell_novelty, noise_fired, reason,
+               left(content_preview, 200) AS content_preview,
+               (memory_id = $1) AS wrote_it
+          FROM gate_decisions WHERE memory_id = $1 OR nearest_memory_id = $1
+         ORDER BY at DESC, id DESC LIMIT $2""", memory_id, limit)
+
+
+# -- thoughts ----------------------------------------------------------------------
+async def thoughts(pool: asyncpg.Pool, limit: int) -> Rows:
+    """The last `limit` cycles, newest first."""
+    return await _fetch(pool, """
+        SELECT id, at, session_id, cycle, source_tag, left(attention_focus, 300) AS attention_focus,
+               candidates::text AS candidates, winner::text AS winner, left(output, 500) AS output,
+               confidence, escalated, tokens_in, tokens_out, cost_usd, duration_ms
+          FROM thought_log ORDER BY id DESC LIMIT $1""", limit)
+
+
+async def winners_per_day(pool: asyncpg.Pool, days: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT date_trunc('day', at)::date AS day, COALESCE(source_tag, '?') AS source, count(*) AS n
+          FROM thought_log WHERE at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
+         GROUP BY 1, 2 ORDER BY 1, 2""", days)
+
+
+async def escalations(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, left(attention_focus, 200) AS attention_focus, path, threshold, confidence_before,
+               confidence_after_retry, escalated, system2_ok, reason
+          FROM escalations ORDER BY at DESC, id DESC LIMIT $1""", limit)
+
+
+# -- gates -------------------------------------------------------------------------
+async def gate_cells_per_day(pool: asyncpg.Pool, days: int) -> Rows:
+    """Exit-gate decisions per matrix cell per day."""
+    return await _fetch(pool, """
+        SELECT date_trunc('day', at)::date AS day,
+               cell_relevance || '/' || cell_novelty AS cell, count(*) AS n
+          FROM gate_decisions
+         WHERE gate = 'exit' AND cell_relevance IS NOT NULL AND cell_novelty IS NOT NULL
+           AND at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
+         GROUP BY 1, 2 ORDER BY 1, 2""", days)
+
+
+async def gate_matrix(pool: asyncpg.Pool) -> Rows:
+    """Counts per gate, cell and action, with how many were noise flips."""
+    return await _fetch(pool, """
+        SELECT gate, COALESCE(cell_relevance, '-') AS relevance, COALESCE(cell_novelty, '-') AS novelty,
+               action, count(*) AS n, count(*) FILTER (WHERE noise_fired) AS flips
+          FROM gate_decisions GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT 200""")
+
+
+async def gate_decisions(pool: asyncpg.Pool, *, actions: Sequence[str] | None, noise_only: bool,
+                         limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, gate, action, cell_relevance, cell_novelty, cell_action, noise_fired, random_draw,
+               noise_rate, rule, memory_id, left(content_preview, 200) AS content_preview, reason
+          FROM gate_decisions
+         WHERE ($1::text[] IS NULL OR action = ANY($1)) AND (NOT $2 OR noise_fired)
+         ORDER BY at DESC, id DESC LIMIT $3""", list(actions) if actions else None, noise_only, limit)
+
+
+# -- consolidation and gut ------------------------------------------------------------
+# The tables of passes, gut deltas, axes and DMN items exist once those parts are
+# migrated; the pages ask `table_exists` first and only then run these.
+async def weight_changes_by_actor(pool: asyncpg.Pool, days: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT actor, operation, count(*) AS n, COALESCE(sum(applied_delta), 0) AS applied, max(at) AS last_at
+          FROM consolidation_log WHERE at >= now() - $1 * INTERVAL '1 day'
+         GROUP BY actor, operation ORDER BY n DESC LIMIT 100""", days)
+
+
+async def recent_weight_changes(pool: asyncpg.Pool, exclude_actors: Sequence[str], limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, memory_id, operation, actor, reason, applied_delta, alpha_after, beta_after
+          FROM consolidation_log WHERE NOT (actor = ANY($1::text[]))
+         ORDER BY at DESC, id DESC LIMIT $2""", list(exclude_actors), limit)
+
+
+async def consolidation_passes(pool: asyncpg.Pool, limit: int) -> Rows:
+    """Deep passes, newest first, with their phases (checkpoints) folded in as JSON."""
+    return await _fetch(pool, """
+        SELECT p.id, p.trigger, p.status, p.started_at, p.finished_at, p.resumed, p.importance,
+               p.llm_calls, p.llm_budget, p.tokens_in, p.tokens_out, p.counts::text AS counts,
+               p.skipped::text AS skipped, p.error,
+               (SELECT COALESCE(json_agg(json_build_object('phase', c.phase, 'status', c.status,
+                                                           'result', c.result) ORDER BY c.started_at), '[]')
+                  FROM consolidation_checkpoints c WHERE c.pass_id = p.id)::text AS phases
+          FROM consolidation_passes p ORDER BY p.id DESC LIMIT $1""", limit)
+
+
+async def consolidation_failures(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, pass_id, phase, left(error, 300) AS error FROM consolidation_failures
+         ORDER BY at DESC, id DESC LIMIT $1""", limit)
+
+
+async def approvals(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, kind, status, created_at, decided_at, left(reason, 300) AS reason, left(decision, 300) AS decision
+          FROM approvals ORDER BY (status = 'pending') DESC, created_at DESC, id DESC LIMIT $1""", limit)
+
+
+async def gut_magnitudes(pool: asyncpg.Pool, limit: int) -> Rows:
+    """The last `limit` gut deltas, oldest first (the plot's order)."""
+    return await _fetch(pool, """
+        SELECT * FROM (SELECT id, at, cycle, magnitude, left(context, 200) AS context, source_tag
+                         FROM gut_deltas ORDER BY id DESC LIMIT $1) d ORDER BY id""", limit)
+
+
+async def gut_axes(pool: asyncpg.Pool) -> Rows:
+    """The named axes of the latest computation."""
+    return await _fetch(pool, """
+        SELECT rank, name, explained_variance, outcome_correlation, outcomes_seen, samples, computed_at
+          FROM gut_axes WHERE computed_at = (SELECT max(computed_at) FROM gut_axes)
+         ORDER BY rank LIMIT 50""")
+
+
+async def dmn_items(pool: asyncpg.Pool, limit: int) -> Rows:
+    return await _fetch(pool, """
+        SELECT id, at, channel, left(text, 300) AS text, memory_ids, queued, consumed_at
+          FROM dmn_items ORDER BY at DESC, id DESC LIMIT $1""", limit)
+
+
+async def charge_per_day(pool: asyncpg.Pool, days: int) -> Rows:
+    """The v0.1 emotional charge the exit gate saw, mean and max per day."""
+    return await _fetch(pool, """
+        SELECT date_trunc('day', at)::date AS day, avg(emotional_charge) AS mean, max(emotional_charge) AS max,
+               count(*) AS n
+          FROM gate_decisions WHERE emotional_charge IS NOT NULL
+           AND at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
+         GROUP BY 1 ORDER BY 1""", days)
+
+
+async def table_exists(pool: asyncpg.Pool, names: Sequence[str]) -> dict[str, bool]:
+    """Which of these tables exist (pages for parts still being built)."""
+    rows = await _fetch(pool, """
+        SELECT n AS name, to_regclass(n) IS NOT NULL AS present FROM unnest($1::text[]) AS n""", list(names))
+    return {r["name"]: r["present"] for r in rows}
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

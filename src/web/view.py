@@ -1,0 +1,28 @@
+"""What every page handler may read: the pool, settings and the mind's live facts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import asyncpg
+import numpy as np
+
+from src.recall.retrieval import Retriever
+from src.web.settings import WebSettings
+
+
+@dataclass
+class View:
+    """The web view's handle on one mind (running in this process, or stopped)."""
+
+    pool: asyncpg.Pool
+    settings: WebSettings
+    mode: str                                   # "in-process" or "standalone (mind not running)"
+    session_id: str | None = None
+    providers_report: list[str] = field(default_factory=list)
+    safety_modes: dict[str, str] = field(default_factory=dict)
+    retriever: Retriever | None = None
+    # Recall for search draws its Dirichlet blend and noise from here (tests fix it).
+    rng: Callable[[], np.random.Generator] = np.random.default_rng
+    cycles: Callable[[], int] | None = None     # this session's cycles, when the mind runs here

@@ -1,0 +1,107 @@
+"""make e2e: every page of the web view in headless Chromium, saved as PNG screenshots.
+
+Not part of `make test` (CI has no browser). Starts a real service on a fresh database
+in the embedded test server, plays a scripted conversation (hostile content included),
+then opens each page with Debian's `chromium` and writes data/e2e/<page>.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import asyncpg
+
+from src.db.embedded import start_embedded
+from tests.web_service import CONVERSATION, Service
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "data" / "e2e"
+DB = "moltbot_e2e"
+MORE = [
+    "The octopus named Olga escaped her tank again yesterday",
+    "I am worried about a presentation to the research board next week",
+    "On weekends I like to surf at Matosinhos beach",
+    "Do you remember what I drink in the morning?",
+    "The presentation is about how octopuses solve puzzles",
+    "Marta is visiting Porto next month",
+    "What is my sister's name?",
+    "ok",
+    "Thanks for listening, talk tomorrow",
+]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars", "--window-size=1280,1600"]
+
+
+async def _fresh_database(base_uri: str) -> str:
+    admin = await asyncpg.connect(base_uri)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{DB}"')
+    finally:
+        await admin.close()
+    head, _, query = base_uri.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{DB}?{query}"
+
+
+def _size(path: Path) -> int:
+    """Bytes of the PNG, 0 when Chromium wrote none."""
+    return path.stat().st_size if path.exists() else 0
+
+
+async def _screenshot(browser: str, url: str, target: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="moltbot-chromium-") as profile:
+        proc = await asyncio.create_subprocess_exec(
+            browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={target}", url,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+    if proc.returncode != 0 or _size(target) == 0:
+        raise SystemExit(f"chromium could not screenshot {url}: {err.decode()[-500:]}")
+
+
+async def main() -> int:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        print("make e2e needs Chromium: apt-get install chromium", file=sys.stderr)
+        return 1
+    base, _ = start_embedded(ROOT / "data" / "test-pg")
+    dsn = await _fresh_database(base)
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="moltbot-e2e-") as folder:
+        service = Service(dsn, Path(folder), settle=False)
+        try:
+            await service.converse(CONVERSATION + MORE)
+            await service.wait_for("SELECT count(*) >= 10 FROM memories")
+            service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
+            await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")
+            conn = await asyncpg.connect(dsn)
+            try:
+                hostile = await conn.fetchval("SELECT id FROM memories WHERE content LIKE '%owned%'")
+                recalled = await conn.fetchval(
+                    "SELECT memory_id FROM consolidation_log WHERE actor = 'retrieval' "
+                    "GROUP BY memory_id ORDER BY count(*) DESC, memory_id LIMIT 1")
+            finally:
+                await conn.close()
+            base_url = service.url.rstrip("/")
+            shots = {"overview": "/", "memories": "/memories", "search": "/memories?q=octopus+Olga",
+                     "thoughts": "/thoughts", "gates": "/gates", "consolidation": "/consolidation",
+                     "gut": "/gut"}
+            if hostile is not None:
+                shots["memory-hostile"] = f"/memories/{hostile}"
+            if recalled is not None:
+                shots["memory-recalled"] = f"/memories/{recalled}"
+            for name, path in shots.items():
+                target = OUT / f"{name}.png"
+                await _screenshot(browser, base_url + path, target)
+                print(f"{target.relative_to(ROOT)}  {path}  {_size(target):,} bytes")
+        finally:
+            service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
