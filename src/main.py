@@ -19,13 +19,12 @@ from typing import TextIO
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
-from src.config import Settings, load_settings
+from src.config import Settings
 from src.consolidation import approvals
 from src.consolidation.why import format_chain, why_do_i_believe
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
-from src.errors import ConfigError, StartupError
-from src.logging_setup import configure_logging
+from src.entry import run_entry
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, describe
 from src.mind import Mind, build_mind
@@ -349,23 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.main", description="Run the MoltBot mind.")
     parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
     args = parser.parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.logging)
-    try:
-        return asyncio.run(run(settings))
-    except ConfigError as exc:  # an explicit provider choice that cannot be honoured
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    except StartupError as exc:
-        print(f"cannot start: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-
+    return run_entry(run, config=args.config)
 
 if __name__ == "__main__":
     sys.exit(main())

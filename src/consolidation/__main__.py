@@ -14,19 +14,17 @@ Exit codes: 0 done, 1 cannot start or the pass failed, 2 bad arguments or config
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import uuid
 
-from src.config import Settings, load_settings
+from src.config import Settings
 from src.consolidation import approvals
 from src.consolidation.deep import run_deep_pass
 from src.consolidation.dirichlet_evolution import weight_history_text
 from src.consolidation.light import LightTicker
 from src.consolidation.why import format_chain, why_do_i_believe
 from src.db.database import open_database
-from src.errors import ConfigError, StartupError
-from src.logging_setup import configure_logging
+from src.entry import run_entry
 from src.providers.factory import build_providers
 from src.weights.safety import Safety
 
@@ -80,21 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         decide = sub.add_parser(verb, help=f"{verb} approval ID (see pending)")
         decide.add_argument("approval_id", metavar="ID")
     args = parser.parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.logging)
-    try:
-        return asyncio.run(_run(settings, args))
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    except StartupError as exc:
-        print(f"cannot start: {exc}", file=sys.stderr)
-        return 1
-
+    return run_entry(lambda settings: _run(settings, args), config=args.config)
 
 if __name__ == "__main__":
     sys.exit(main())

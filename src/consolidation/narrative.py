@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from src.consolidation import repository
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
-from src.consolidation.structured import Rejected, ask_batched, run_guarded
+from src.consolidation.structured import ask_batched, check_one_each, run_guarded
 
 ITEM_CHARS = 300
 MAX_PER_PASS = 12
@@ -42,12 +42,8 @@ def narrative_prompt(items: Sequence[dict]) -> str:
 
 
 def validate_narratives(items: Sequence[dict], answer: Narratives) -> None:
-    wanted = {it["id"] for it in items}
-    got = {n.insight_id for n in answer.narratives if n.narrative.strip()}
-    if got - wanted:
-        raise Rejected(f"narratives name insight ids not in the input: {sorted(got - wanted)}")
-    if wanted - got:
-        raise Rejected(f"no narrative for insight(s) {sorted(wanted - got)}")
+    check_one_each({it["id"] for it in items}, {n.insight_id for n in answer.narratives if n.narrative.strip()},
+                   answers="narratives", answer="narrative", noun="insight")
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from src.consolidation import repository
 from src.consolidation.phase import DeepPassContext, PhaseResult
-from src.consolidation.structured import Rejected, ask_batched, run_guarded
+from src.consolidation.structured import ask_batched, check_one_each, run_guarded
 from src.text import clean_text
 
 ITEM_CHARS = 400
@@ -44,12 +44,8 @@ def recompress_prompt(items: Sequence[dict]) -> str:
 
 
 def validate_recompressed(items: Sequence[dict], answer: Recompressed) -> None:
-    wanted = {it["id"] for it in items}
-    got = {c.id for c in answer.items if c.compressed.strip()}
-    if got - wanted:
-        raise Rejected(f"summaries name memory ids not in the input: {sorted(got - wanted)}")
-    if wanted - got:
-        raise Rejected(f"no summary for memory id(s) {sorted(wanted - got)}")
+    check_one_each({it["id"] for it in items}, {c.id for c in answer.items if c.compressed.strip()},
+                   answers="summaries", answer="summary", noun="memory")
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:

@@ -41,6 +41,15 @@ def check_citations(cited: Sequence[int], allowed: set[int], what: str) -> None:
         raise Rejected(f"{what} cites no memory ids")
 
 
+def check_one_each(wanted: set[int], got: set[int], *, answers: str, answer: str, noun: str) -> None:
+    """Raise Rejected unless the reply answered exactly the input's ids, one each: an id
+    the input did not have is invented, a missing one would be silently dropped."""
+    if got - wanted:
+        raise Rejected(f"{answers} name {noun} ids not in the input: {sorted(got - wanted)}")
+    if wanted - got:
+        raise Rejected(f"no {answer} for {noun} id(s) {sorted(wanted - got)}")
+
+
 async def ask_batched(
     ctx: DeepPassContext,
     items: Sequence[T],

@@ -13,11 +13,11 @@ import signal
 import sys
 import uuid
 
-from src.config import Settings, load_settings
+from src.config import Settings
 from src.db.embedded import start_embedded
 from src.db.pool import create_pool, redact_dsn
-from src.errors import ConfigError, StartupError
-from src.logging_setup import configure_logging
+from src.entry import run_entry
+from src.errors import StartupError
 from src.providers.factory import build_providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.retrieval import Retriever
@@ -86,23 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="override web.port")
     args = parser.parse_args(argv)
     over = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    try:
-        settings = load_settings(args.config, overrides={"web": over} if over else None)
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.logging)
-    try:
-        return asyncio.run(serve(settings, announce=lambda line: print(line, flush=True)))
-    except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    except StartupError as exc:
-        print(f"cannot start: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-
+    return run_entry(lambda settings: serve(settings, announce=lambda line: print(line, flush=True)),
+                     config=args.config, overrides={"web": over} if over else None)
 
 if __name__ == "__main__":
     sys.exit(main())
