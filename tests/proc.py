@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 READY = "Type /help for commands."
 
@@ -18,6 +20,21 @@ def agent_env(**extra: str) -> dict[str, str]:
            if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")}
     env.update(extra)
     return env
+
+
+def noiseless_config(tmp_path: Path) -> Path:
+    """The shipped runtime.yaml with the exit gate's noise floor at 0, written under `tmp_path`.
+
+    The noise floor defers a persisting cell to the buffer 5% of the time, drawn from a
+    generator the subprocess seeds from the OS; a test that asserts a message became a
+    memory would then fail ~5% of runs. With the floor at 0 the gate's decision is the
+    matrix cell alone; everything else is what the operator runs.
+    """
+    runtime = yaml.safe_load((ROOT / "runtime.yaml").read_text(encoding="utf-8"))
+    runtime["gates"]["exit"]["noise_floor"] = 0.0
+    path = tmp_path / "runtime.yaml"
+    path.write_text(yaml.safe_dump(runtime), encoding="utf-8")
+    return path
 
 
 def run_agent(stdin: bytes, env: dict[str, str], args: tuple[str, ...] = (), timeout: float = 60):

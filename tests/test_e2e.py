@@ -7,7 +7,7 @@ import re
 
 import asyncpg
 
-from tests.proc import agent_env, run_agent
+from tests.proc import agent_env, noiseless_config, run_agent
 
 CONVERSATION = [
     "Hi, I'm Ana and I just moved to Porto for a new job",
@@ -33,9 +33,13 @@ CONVERSATION = [
 ]
 
 
-async def test_twenty_message_conversation_leaves_an_inspectable_mind(db_dsn):
+async def test_twenty_message_conversation_leaves_an_inspectable_mind(db_dsn, tmp_path):
     stdin = ("\n".join(CONVERSATION) + "\n/cost\n/readiness\n").encode()
-    result = run_agent(stdin, agent_env(DATABASE_URL=db_dsn), timeout=180)
+    # The shipped runtime.yaml without the exit gate's noise floor: a noise draw at the
+    # shutdown flush would leave an item buffered (unflushed) and fail the check below
+    # that the buffer is empty, in a run whose RNG the test cannot fix.
+    config = noiseless_config(tmp_path)
+    result = run_agent(stdin, agent_env(DATABASE_URL=db_dsn), ("--config", str(config)), timeout=180)
     out, err = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == 0, err
     assert "Traceback" not in err

@@ -7,7 +7,7 @@ import time
 
 import asyncpg
 
-from tests.proc import READY, agent_env, run_agent, spawn_agent, wait_ready
+from tests.proc import READY, agent_env, noiseless_config, run_agent, spawn_agent, wait_ready
 
 
 async def test_help_and_quit(db_dsn):
@@ -96,16 +96,20 @@ async def test_oversized_line_is_refused_and_the_loop_goes_on(db_dsn, tmp_path):
     assert kept == ["after the big one"]
 
 
-async def test_megabyte_message_is_accepted(db_dsn):
+async def test_megabyte_message_is_accepted(db_dsn, tmp_path):
     big = ("lorem ipsum " * 83_250).encode()  # 999,000 bytes: just under the default 1,000,000 limit
-    result = run_agent(big + b"\n", agent_env(DATABASE_URL=db_dsn))
+    # Accepted means stored as a memory; without the noise floor the newborn gate's
+    # core/novel cell persists it every run instead of deferring it 5% of the time.
+    config = noiseless_config(tmp_path)
+    result = run_agent(big + b"\n", agent_env(DATABASE_URL=db_dsn), ("--config", str(config)))
     assert result.returncode == 0, result.stderr.decode()
     assert "(reflex mode — no language model is configured" in result.stdout.decode()
     conn = await asyncpg.connect(db_dsn)
     try:
         assert await conn.fetchval("SELECT length(content) FROM scratch_buffer") == len(big)
-        row = await conn.fetchrow("SELECT action, reason FROM gate_decisions WHERE gate = 'exit'")
-        assert await conn.fetchval("SELECT length(content) FROM memories WHERE NOT immutable") == len(big), dict(row)
+        row = await conn.fetchrow("SELECT action, noise_rate, reason FROM gate_decisions WHERE gate = 'exit'")
+        assert (row["action"], row["noise_rate"]) == ("persist", 0.0), dict(row)
+        assert await conn.fetchval("SELECT length(content) FROM memories WHERE NOT immutable") == len(big)
     finally:
         await conn.close()
 

@@ -2,7 +2,7 @@
 
 A row of `approvals` has a `kind` that names its apply function in `REGISTRY`
 ('promotion' here: plan §4.3, center > 0.85 while trust_level < 3; other features
-add their own kind with `register`). The operator lists them with `/pending` (or
+add their own kind with `approval_kinds.register`). The operator lists them with `/pending` (or
 `python -m src.consolidation pending`) and decides with `/approve ID` or
 `/reject ID`. Approving runs the kind's apply function in the row's lock: an
 approval is applied at most once, whoever else approves it at the same moment.
@@ -12,50 +12,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+# promotion registers its kind on import; imported here so every entry point knows it
+from src.consolidation import promotion  # noqa: F401
+from src.consolidation import promotion_repository as repo
+from src.consolidation.approval_kinds import REGISTRY, REJECT_HOOKS, ApprovalContext
 from src.consolidation.evolution_settings import EvolutionSettings
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ApprovalContext:
-    """What an apply function may use."""
-
-    pool: asyncpg.Pool
-    safety: Safety
-    settings: EvolutionSettings
-    now: datetime
-
-
-@dataclass(frozen=True)
-class Applied:
-    """An apply function's answer: `ok` False = the approval could not take effect."""
-
-    ok: bool
-    message: str
-
-
-ApplyFunction = Callable[[ApprovalContext, Mapping[str, Any]], Awaitable[Applied]]
-REGISTRY: dict[str, ApplyFunction] = {}
-
-
-def register(kind: str, apply: ApplyFunction) -> None:
-    """Make `kind` approvable: `apply(ctx, payload)` runs when the operator approves."""
-    REGISTRY[kind] = apply
-
-
-def _load_builtin_kinds() -> None:
-    # promotion registers itself on import; imported here so every entry point knows it
-    from src.consolidation import promotion  # noqa: F401
 
 
 def _printable(text: str, limit: int = 300) -> str:
@@ -91,7 +59,6 @@ async def decide_outcome(ctx: ApprovalContext, arg: str, *, approve: bool) -> tu
     approval_id = parse_id(arg)
     if approval_id is None:
         return False, f"usage: /{verb} ID — the number shown by /pending (got {_printable(arg, 40)!r})"
-    _load_builtin_kinds()
     async with ctx.pool.acquire() as conn, conn.transaction():
         row = await repo.lock_approval(conn, approval_id)
         if row is None:
@@ -118,15 +85,6 @@ async def decide_outcome(ctx: ApprovalContext, arg: str, *, approve: bool) -> tu
              result.message)
     state = "approved" if result.ok else "could not be applied"
     return result.ok, f"approval #{approval_id} ({row['kind']}) {state}: {_printable(result.message)}"
-
-
-RejectHook = Callable[[asyncpg.Connection, int, Mapping[str, Any], datetime], Awaitable[None]]
-REJECT_HOOKS: dict[str, RejectHook] = {}
-
-
-def on_reject(kind: str, hook: RejectHook) -> None:
-    """Run `hook` (in the deciding transaction) when an approval of `kind` is rejected."""
-    REJECT_HOOKS[kind] = hook
 
 
 async def cli(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, command: str, arg: str) -> int:

@@ -20,7 +20,7 @@ from datetime import datetime
 import asyncpg
 from pydantic import BaseModel, Field
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import reconsolidation_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import CallBudget, DeepPassContext, PhaseResult
 from src.errors import ProviderError

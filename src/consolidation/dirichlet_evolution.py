@@ -33,7 +33,7 @@ from datetime import datetime
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import outcomes_repository as repo
 from src.consolidation import utility
 from src.consolidation.evolution_settings import DirichletSettings, EvolutionSettings, evolution_of
 from src.consolidation.phase import DeepPassContext, PhaseResult

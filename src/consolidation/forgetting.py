@@ -20,7 +20,7 @@ from datetime import datetime
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import promotion_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.weights.apply import WeightChange, apply_weight_changes

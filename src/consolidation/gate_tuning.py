@@ -35,7 +35,7 @@ from typing import Any
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import gate_tuning_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, GateTuningSettings, evolution_of
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.errors import ProviderError

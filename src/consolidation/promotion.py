@@ -38,8 +38,8 @@ from typing import Any
 
 import asyncpg
 
-from src.consolidation import approvals
-from src.consolidation import evolution_repository as repo
+from src.consolidation import approval_kinds
+from src.consolidation import promotion_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, PromotionSettings, evolution_of
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.weights import safety_rules as rules
@@ -247,14 +247,14 @@ async def _apply_checked(conn: asyncpg.Connection, safety: Safety, change: Weigh
         return "rolled_back", f"rolled back: {exc}"
 
 
-async def apply_approved(ctx: approvals.ApprovalContext, payload: Mapping[str, Any]) -> approvals.Applied:
+async def apply_approved(ctx: approval_kinds.ApprovalContext, payload: Mapping[str, Any]) -> approval_kinds.Applied:
     """The operator approved a waiting promotion: run it now, every other check still on."""
     memory_id, tier = int(payload["memory_id"]), str(payload["tier"])
     row = await ctx.pool.fetchrow(
         "SELECT depth_weight_alpha AS a, depth_weight_beta AS b, utility_score FROM memories WHERE id = $1",
         memory_id)
     if row is None:
-        return approvals.Applied(False, f"memory {memory_id} no longer exists")
+        return approval_kinds.Applied(False, f"memory {memory_id} no longer exists")
     cfg = ctx.settings.promotion
     goal_n, identity_n = await repo.tier_occupancy(ctx.pool, cfg.goal_center, cfg.identity_center)
     state = PromotionState({"goal": goal_n, "identity": identity_n},
@@ -266,7 +266,7 @@ async def apply_approved(ctx: approvals.ApprovalContext, payload: Mapping[str, A
     after = await ctx.pool.fetchrow(
         "SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS c FROM memories WHERE id = $1",
         memory_id)
-    return approvals.Applied(status == "applied",
+    return approval_kinds.Applied(status == "applied",
                              f"{tier} promotion of memory {memory_id}: {status}, center now {after['c']:.3f}")
 
 
@@ -275,8 +275,8 @@ async def _rejected(conn: asyncpg.Connection, approval_id: int, payload: Mapping
                                 f"rejected by the operator (approval #{approval_id})", remaining=0.0)
 
 
-approvals.register("promotion", apply_approved)
-approvals.on_reject("promotion", _rejected)
+approval_kinds.register("promotion", apply_approved)
+approval_kinds.on_reject("promotion", _rejected)
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:

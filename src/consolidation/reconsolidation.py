@@ -30,7 +30,7 @@ import asyncpg
 from pydantic import BaseModel, Field
 
 from src.bootstrap.outcomes import conflict_resolved
-from src.consolidation import evolution_repository as repo
+from src.consolidation import reconsolidation_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import CallBudget, DeepPassContext, PhaseResult
 from src.errors import ProviderError

@@ -17,7 +17,7 @@ from datetime import datetime
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import reconsolidation_repository as repo
 from src.consolidation.evolution_settings import EvolutionSettings, evolution_of
 from src.consolidation.phase import DeepPassContext, PhaseResult
 

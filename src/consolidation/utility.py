@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from src.consolidation import evolution_repository as repo
+from src.consolidation import outcomes_repository as repo
 
 
 def fold_rewards(rewards: list[float], eta: float) -> tuple[float, float]:

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from src.consolidation.evolution_repository import tuned_gate_values
 from src.consolidation.gate_tuning import apply_to_settings
+from src.consolidation.gate_tuning_repository import tuned_gate_values
 from src.gates import scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource

@@ -15,8 +15,8 @@ import logging
 
 import numpy as np
 
-from src.consolidation import approvals
-from src.consolidation import evolution_repository as approvals_repo
+from src.consolidation import approval_kinds
+from src.consolidation import promotion_repository as approvals_repo
 from src.consolidation.clustering import fingerprint, leader_clusters
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.skills.proposal import (
@@ -79,14 +79,14 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     return result
 
 
-async def _apply(ctx: approvals.ApprovalContext, payload) -> approvals.Applied:
+async def _apply(ctx: approval_kinds.ApprovalContext, payload) -> approval_kinds.Applied:
     ok, message = await apply_proposal(ctx.pool, payload, ctx.now)
-    return approvals.Applied(ok, message)
+    return approval_kinds.Applied(ok, message)
 
 
 async def _reject(conn, _approval_id: int, payload, now) -> None:
     await reject_proposal(conn, payload, now)
 
 
-approvals.register(KIND, _apply)
-approvals.on_reject(KIND, _reject)
+approval_kinds.register(KIND, _apply)
+approval_kinds.on_reject(KIND, _reject)

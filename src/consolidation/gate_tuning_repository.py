@@ -1,0 +1,103 @@
+"""The SQL of gate tuning (plan §4.5): dropped decisions, later need, tuned values.
+
+Every statement is set-based with bound parameters. Times written here are the
+caller's `now` (tests fix it); rows the weight choke point writes carry `now` in
+their evidence (`evidence->>'at'`), which is what the "already done since …" rules
+compare against, so a test with a fixed clock sees its own history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pgvector import HalfVector
+
+Executor = asyncpg.Pool | asyncpg.Connection
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+# --------------------------------------------------------------------------- gate tuning
+async def dropped_decisions(db: Executor, now: datetime, window_days: float, limit: int) -> list[asyncpg.Record]:
+    """Entry skips and exit drops of the window, newest first."""
+    return await db.fetch(
+        """SELECT id, at, gate, rule, content_preview FROM gate_decisions
+            WHERE action IN ('skip', 'drop') AND at > $1::timestamptz - make_interval(secs => $2::float8) AND at <= $1
+            ORDER BY at DESC, id DESC LIMIT $3""", now, window_days * 86400.0, limit)
+
+
+async def needed_later(db: Executor, decision_ids: Sequence[int], ats: Sequence[datetime],
+                       vectors: Sequence[np.ndarray], embed_model: str, similarity: float) -> list[int]:
+    """Of these dropped items, those whose later near-duplicate memory was retrieved."""
+    rows = await db.fetch(
+        """SELECT d.id FROM unnest($1::bigint[], $2::timestamptz[], $3::halfvec[]) AS d(id, at, vec)
+            CROSS JOIN LATERAL (
+                SELECT m.access_count, 1 - (m.embedding <=> d.vec) AS sim FROM memories m
+                 WHERE m.embed_model = $4 AND m.created_at > d.at
+                 ORDER BY m.embedding <=> d.vec LIMIT 1) AS near
+            WHERE near.sim >= $5 AND near.access_count > 0""",
+        list(decision_ids), list(ats), [HalfVector(v) for v in vectors], embed_model, similarity)
+    return [r["id"] for r in rows]
+
+
+async def persisted_usage(db: Executor, now: datetime, window_days: float, min_age_days: float,
+                          limit: int) -> list[tuple[int, bool]]:
+    """Exit-gate persists old enough to judge, newest first: (decision id, never retrieved since)."""
+    rows = await db.fetch(
+        """SELECT d.id, m.access_count = 0 AS never
+             FROM gate_decisions d JOIN memories m ON m.id = d.memory_id
+            WHERE d.gate = 'exit' AND d.action IN ('persist', 'persist_flag')
+              AND d.at > $1::timestamptz - make_interval(secs => $2::float8) AND d.at <= $1::timestamptz - make_interval(secs => $3::float8)
+            ORDER BY d.at DESC, d.id DESC LIMIT $4""",
+        now, window_days * 86400.0, min_age_days * 86400.0, limit)
+    return [(r["id"], r["never"]) for r in rows]
+
+
+async def gate_values_in_force(db: Executor) -> dict[str, float]:
+    """The values the gates last used, read from their own records (absent: never used).
+
+    Entry and exit decisions carry the rate they drew against (`noise_rate`); a scratch
+    row's lifetime is its TTL. This is how consolidation knows runtime.yaml's values
+    without being handed the gates' settings.
+    """
+    row = await db.fetchrow(
+        """SELECT (SELECT noise_rate FROM gate_decisions WHERE gate = 'exit' AND noise_rate IS NOT NULL
+                    ORDER BY id DESC LIMIT 1) AS noise_floor,
+                  (SELECT noise_rate FROM gate_decisions WHERE gate = 'entry' AND rule = 'short'
+                      AND noise_rate IS NOT NULL ORDER BY id DESC LIMIT 1) AS short_skip_rate,
+                  (SELECT noise_rate FROM gate_decisions WHERE gate = 'entry' AND rule = 'mechanical'
+                      AND noise_rate IS NOT NULL ORDER BY id DESC LIMIT 1) AS mechanical_skip_rate,
+                  (SELECT extract(epoch FROM expires_at - created_at) / 3600.0 FROM scratch_buffer
+                    ORDER BY id DESC LIMIT 1)::float8 AS scratch_ttl_hours""")
+    return {k: float(v) for k, v in row.items() if v is not None}
+
+
+async def tuned_gate_values(db: Executor) -> dict[str, float]:
+    return {r["param"]: r["value"] for r in await db.fetch("SELECT param, value FROM gate_tuning")}
+
+
+async def write_gate_tuning(conn: asyncpg.Connection, now: datetime, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Log every proposal and store the applied values, in the caller's transaction."""
+    if not entries:
+        return
+    await conn.execute(
+        """INSERT INTO gate_tuning_log (at, param, before, proposed, applied, direction, reason, evidence)
+           SELECT $1, * FROM unnest($2::text[], $3::float8[], $4::float8[], $5::bool[], $6::text[],
+                                    $7::text[], $8::jsonb[])""",
+        now, [e["param"] for e in entries], [e["before"] for e in entries], [e["proposed"] for e in entries],
+        [e["applied"] for e in entries], [e["direction"] for e in entries], [e["reason"] for e in entries],
+        [_json(e["evidence"]) for e in entries])
+    applied = [e for e in entries if e["applied"]]
+    if applied:
+        await conn.execute(
+            """INSERT INTO gate_tuning (param, value, updated_at)
+               SELECT p, v, $1 FROM unnest($2::text[], $3::float8[]) AS t(p, v)
+               ON CONFLICT (param) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at""",
+            now, [e["param"] for e in applied], [e["proposed"] for e in applied])
