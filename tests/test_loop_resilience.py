@@ -3,7 +3,10 @@ budget, internal impulses dropped with a count while user messages never are."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import asyncpg
+import pytest
 
 import src.loop.cognitive_loop as cognitive_loop
 from tests.test_loop import _mind
@@ -11,7 +14,7 @@ from tests.test_loop import _mind
 
 async def test_a_database_error_after_delivery_does_not_answer_twice(pool, tmp_path, monkeypatch):
     mind, delivered = await _mind(pool, tmp_path)
-    real = cognitive_loop.log_cycle
+    real = cognitive_loop.log_answered_cycle
     failures = []
 
     async def flaky(*args, **kwargs):
@@ -20,7 +23,7 @@ async def test_a_database_error_after_delivery_does_not_answer_twice(pool, tmp_p
             raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(cognitive_loop, "log_cycle", flaky)
+    monkeypatch.setattr(cognitive_loop, "log_answered_cycle", flaky)
     await mind.loop.submit("user", "the spare key is under the blue flower pot")
     assert await mind.loop.run(burst=True) == 1
     assert len(delivered) == 1
@@ -99,3 +102,24 @@ async def test_entry_and_exit_gates_draw_from_their_own_generators(pool, tmp_pat
     # exit-gate draws (a background flush) do not shift the entry gate's sequence
     mind.gates.exit.rng.random()
     assert [mind.gates.entry.rng.random() for _ in range(3)] == [twin.gates.entry.rng.random() for _ in range(3)]
+
+
+async def test_the_answered_mark_and_the_cycle_row_commit_together(pool, tmp_path, monkeypatch):
+    """A crash (here: the row's insert failing) between marking a message answered and
+    writing its cycle must leave neither: the restart then answers it again instead of
+    the journal saying "answered" with no cycle that covers it."""
+    from src.loop import thought_log
+    from src.loop.input_journal import InputJournal
+    from src.loop.outage import Outage
+
+    journal = InputJournal(pool, "s1", tmp_path / "spill", outage=Outage(), notify=print)
+    (line_id,) = await journal._insert([type("L", (), {"kind": "message", "text": "hello"})()])
+
+    async def crash(*args, **kwargs):
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+    monkeypatch.setattr(thought_log, "log_cycle", crash)
+    with pytest.raises(asyncpg.exceptions.ConnectionDoesNotExistError):
+        await thought_log.log_answered_cycle(pool, partial(journal.answered, [line_id]), "s1", None, None, None,
+                                             since=None)
+    assert await pool.fetchval("SELECT state FROM input_journal WHERE id = $1", line_id) == "pending"

@@ -42,7 +42,7 @@ from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.parts import LoopParts
 from src.loop.prompts import frame_input, reflex_reply, system_prompt
 from src.loop.retry import requeue_failed
-from src.loop.thought_log import CycleRecord, log_cycle
+from src.loop.thought_log import CycleRecord, log_answered_cycle
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import turn_triggers
 from src.loop.turns import Turn, take_turn
@@ -99,7 +99,7 @@ class CognitiveLoop:
         self.backlog = Backlog()     # journal marks and thought_log rows waiting for the database
         # journal ids of user messages (candidate id -> id); on_answered marks them once delivered
         self._refs: dict[int, int] = {}
-        self.on_answered: Callable[[list[int]], Awaitable[None]] | None = None
+        self.on_answered: Callable[..., Awaitable[None]] | None = None   # (ids, conn=)
         self._turn: Turn | None = None
         self._failing = 0            # consecutive failed cycles (the backoff's exponent)
         self._missing: list[str] = []
@@ -290,8 +290,7 @@ class CognitiveLoop:
                               allocation, assembled, now: datetime) -> None:
         """Mark the journal, gate the answer, keep the window, log the cycle."""
         refs = [self._refs.pop(p.id) for p in turn.parts if p.id in self._refs]
-        if refs and self.on_answered is not None:
-            self.backlog.add("input journal: answered", partial(self.on_answered, refs))
+        mark = partial(self.on_answered, refs) if refs and self.on_answered is not None else None
         try:
             await after_answer(self, record.winner, record.delivered, by_model=outcome is not None)
             await keep_exchange(self, record, turn, user_text, outcome, allocation, now)
@@ -300,10 +299,11 @@ class CognitiveLoop:
                     cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path,
                     actions=record.actions, correction_id=getattr(outcome, "correction_id", None),
                     retrieval=record.retrieval, now=now)
-        finally:   # the cycle's row is written even when gating or pruning failed
+        finally:   # the row is written even when gating or pruning failed; with the journal's
+            # "answered" in one transaction, so a crash leaves both or neither
             self.backlog.add(f"thought_log cycle {record.cycle}",
-                             partial(log_cycle, self.parts.pool, self.session_id, record, allocation,
-                                     assembled, since=now))
+                             partial(log_answered_cycle, self.parts.pool, mark, self.session_id, record,
+                                     allocation, assembled, since=now))
             await self.backlog.flush()
 
     async def _assemble(self, retrieval: Retrieval | None, now: datetime):

@@ -160,18 +160,18 @@ class InputJournal:
             self.outage.up("input journal")
             return True
 
-    async def answered(self, ids: Sequence[int]) -> None:
-        """Replies to these messages were delivered."""
-        await self._finish(ids, "answered")
+    async def answered(self, ids: Sequence[int], conn: asyncpg.Connection | None = None) -> None:
+        """Replies to these messages were delivered (inside `conn`'s transaction when given)."""
+        await self._finish(ids, "answered", conn)
 
     async def done(self, line_id: int) -> None:
         """This command ran."""
         await self._finish([line_id], "done")
 
-    async def _finish(self, ids: Sequence[int], state: str) -> None:
+    async def _finish(self, ids: Sequence[int], state: str, conn: asyncpg.Connection | None = None) -> None:
         ids = [i for i in ids if i is not None]
         if ids:
-            await self.pool.execute(_FINISH, ids, state)
+            await (conn or self.pool).execute(_FINISH, ids, state)
 
     async def _insert(self, lines: Sequence[Line], session_id: str | None = None) -> list[int]:
         rows = await self.pool.fetch(_INSERT, session_id or self.session_id,

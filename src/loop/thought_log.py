@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -77,3 +77,15 @@ async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, reco
         context_summary=summary, output=record.output, actions=record.actions,
         confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
         cycle_started=since)
+
+
+async def log_answered_cycle(pool: asyncpg.Pool, mark_answered: Callable[..., Awaitable[None]] | None,
+                             session_id: str, record: CycleRecord, allocation: Allocation,
+                             assembled: AssembledContext, since: datetime) -> None:
+    """The cycle's row and the input journal's "answered" mark for its messages, in one
+    transaction: a SIGKILL between two separate writes left messages answered in the
+    journal with no cycle that covers them (or the reverse)."""
+    async with pool.acquire() as conn, conn.transaction():
+        if mark_answered is not None:
+            await mark_answered(conn=conn)
+        await log_cycle(conn, session_id, record, allocation, assembled, since=since)
