@@ -29,6 +29,7 @@ import asyncpg
 
 from bench.common import ROOT, bench_pool, dsn_for
 from src.db.embedded import start_embedded
+from tests.proc import set_outage
 
 READY = "Type /help for commands."
 BURST, FLOOD, OUTAGE_S = 2000, 1000, 10.0
@@ -147,29 +148,18 @@ async def _flood(dsn: str, tmp: Path) -> list[dict]:
     ]
 
 
-async def _set_outage(admin_uri: str, db: str, on: bool) -> None:
-    conn = await asyncpg.connect(admin_uri)
-    try:
-        await conn.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-        if on:
-            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE datname = $1 AND pid <> pg_backend_pid()", db)
-    finally:
-        await conn.close()
-
-
 async def _outage(admin_uri: str, db: str, dsn: str) -> list[dict]:
     proc = _spawn(dsn)
     try:
         await asyncio.to_thread(_wait_line, proc, READY)
-        await _set_outage(admin_uri, db, on=True)
+        await set_outage(admin_uri, db, on=True)
         try:
             proc.stdin.write(b"are you still there while the database is away?\n")
             proc.stdin.flush()
             await asyncio.to_thread(_wait_line, proc, "database unavailable: your input is held")
             await asyncio.sleep(OUTAGE_S)
         finally:
-            await _set_outage(admin_uri, db, on=False)
+            await set_outage(admin_uri, db, on=False)
         back = time.monotonic()
         answered = await asyncio.to_thread(_wait_line, proc, "(reflex mode")
     finally:

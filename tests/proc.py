@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,3 +60,16 @@ def wait_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
         if READY in line:
             return lines
     raise AssertionError(f"agent not ready in {timeout}s: {lines}")
+
+
+async def set_outage(admin_dsn: str, db: str, on: bool) -> None:
+    """An outage of one database: refuse new connections and end the open ones (or undo it).
+    Used by the durability tests and the input benchmark."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS {"false" if on else "true"}')
+        if on:
+            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = $1 AND pid <> pg_backend_pid()", db)
+    finally:
+        await conn.close()

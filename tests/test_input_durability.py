@@ -9,7 +9,7 @@ import time
 
 import asyncpg
 
-from tests.proc import agent_env, run_agent, spawn_agent, wait_ready
+from tests.proc import agent_env, run_agent, set_outage, spawn_agent, wait_ready
 
 
 def _lines(n: int, what: str) -> list[str]:
@@ -94,18 +94,6 @@ async def test_a_flood_of_a_thousand_messages_is_answered_without_eviction(db_ds
     assert "attention queue full" not in result.stderr.decode()
 
 
-async def _outage(admin_dsn: str, db: str, on: bool) -> None:
-    """Refuse new connections to the test's database and end the open ones (or undo it)."""
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-        if on:
-            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE datname = $1 AND pid <> pg_backend_pid()", db)
-    finally:
-        await conn.close()
-
-
 def _read_until(proc, needle: str, timeout: float = 60) -> list[str]:
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -128,14 +116,14 @@ async def test_database_outage_holds_input_says_so_once_and_answers_everything(d
         proc.stdin.write(("\n".join(before) + "\n").encode())
         proc.stdin.flush()
         await asyncio.sleep(1.0)
-        await _outage(pg_server, db, on=True)
+        await set_outage(pg_server, db, on=True)
         try:
             proc.stdin.write(("\n".join(during) + "\n").encode())
             proc.stdin.flush()
             held = await asyncio.to_thread(_read_until, proc, "database unavailable: your input is held")
             await asyncio.sleep(2.0)
         finally:
-            await _outage(pg_server, db, on=False)
+            await set_outage(pg_server, db, on=False)
         back = await asyncio.to_thread(_read_until, proc, "database is back: ")
         proc.stdin.write(b"/quit\n")
         proc.stdin.flush()
@@ -162,7 +150,7 @@ async def test_sigkill_during_an_outage_keeps_the_held_input(db_dsn, pg_server):
     proc = spawn_agent(agent_env(DATABASE_URL=db_dsn))
     try:
         wait_ready(proc)
-        await _outage(pg_server, db, on=True)
+        await set_outage(pg_server, db, on=True)
         try:
             proc.stdin.write(("\n".join(during) + "\n").encode())
             proc.stdin.flush()
@@ -170,7 +158,7 @@ async def test_sigkill_during_an_outage_keeps_the_held_input(db_dsn, pg_server):
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
         finally:
-            await _outage(pg_server, db, on=False)
+            await set_outage(pg_server, db, on=False)
     finally:
         proc.kill()
     result = run_agent(b"", agent_env(DATABASE_URL=db_dsn), timeout=180)
