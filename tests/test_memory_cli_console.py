@@ -24,7 +24,7 @@ def test_bar_text():
 
 def test_printable_escapes_control_characters():
     assert printable("a\x1b[31mb\nc\td\u200b") == "a\\x1b[31mb\\nc\\td\\u200b"
-    assert excerpt("one\n two   three", 9) == "one two …"
+    assert excerpt("one\n two   three", 9) == "one two…"
 
 
 class Tty(io.StringIO):

@@ -14,12 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length; zero rows stay zero (they join nothing)."""
-    v = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+from src.vectors import unit_rows  # zero rows stay zero: they join nothing
 
 
 def leader_clusters(vectors: np.ndarray, threshold: float, min_size: int = 2) -> list[list[int]]:

@@ -17,6 +17,8 @@ from datetime import datetime
 
 import numpy as np
 
+from src.text import excerpt
+
 
 @dataclass(frozen=True)
 class Sampled:
@@ -33,11 +35,6 @@ class DmnOutput:
     memory_ids: list[int]
     text: str
     detail: dict = field(default_factory=dict)
-
-
-def excerpt(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _best(vec: np.ndarray, layer: Sequence[tuple[str, np.ndarray]]) -> tuple[str, float] | None:

@@ -16,6 +16,7 @@ import numpy as np
 from src.gut import repository as repo
 from src.gut.gut import Gut, NamedAxis
 from src.gut.pca import gut_axes
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,7 @@ class DeepPassReport:
 
 
 def _excerpt(text: str | None, limit: int = 48) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return excerpt(text or "", limit)
 
 
 async def gut_deep_pass(pool, gut: Gut, embed_model: str, *, now: datetime) -> DeepPassReport:

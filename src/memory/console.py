@@ -11,6 +11,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import TextIO
 
+from src.text import excerpt as text_excerpt
+
 
 def printable(text: str) -> str:
     """`text` with control characters (newlines and tabs included) shown as escapes."""
@@ -22,8 +24,7 @@ def printable(text: str) -> str:
 
 def excerpt(text: str, limit: int = 300) -> str:
     """One printable line of at most `limit` characters."""
-    flat = printable(" ".join(text.split()))
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return printable(text_excerpt(text, limit))
 
 
 def eta_text(done: int, total: int, rate: float) -> str:
