@@ -164,3 +164,18 @@ async def test_evidence_from_one_held_out_half_only_is_refused(pool):
     assert applied == {} and counts == {"gate_params_changed": 0, "gate_proposals_refused": 2}
     reasons = {r["param"]: r["reason"] for r in await pool.fetch("SELECT param, reason FROM gate_tuning_log")}
     assert reasons["noise_floor"] == "validation margin -0.100 is below the required 0.000"
+
+
+async def test_tuning_writes_only_its_own_safety_events(pool):
+    """Another task's monitor event waiting in the shared Safety is not written by tuning's
+    transaction (it belongs to whoever raised it)."""
+    from src.weights.safety import SafetyEvent
+
+    safety = Safety()
+    foreign = SafetyEvent("entropy_monitor", "C", "collapsing", False, action={"entropy_bits": 1.0})
+    safety.pending.append(foreign)
+    await _persisted_never_used(pool, 30)
+    await _tune(pool, HashEmbedder(), safety)
+    rows = await pool.fetch("SELECT ceiling FROM safety_events")
+    assert [r["ceiling"] for r in rows] == ["two_gate"]
+    assert safety.pending == [foreign]

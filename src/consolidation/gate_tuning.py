@@ -43,7 +43,7 @@ from src.gates.settings import GateSettings
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder
 from src.weights import safety_rules as rules
-from src.weights.safety import Safety
+from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ async def run_gate_tuning(pool: asyncpg.Pool, embedder: Embedder, safety: Safety
                                             cfg.max_persists_checked)
     s = safety.settings
     entries = []
+    events: list[SafetyEvent] = []   # this pass's refusals, written by its own transaction
     for param in PARAMS:
         proposal = propose(param, values[param.name], getattr(cfg, param.name),
                            aggressive[param.evidence_class], permissive, cfg)
@@ -144,13 +145,14 @@ async def run_gate_tuning(pool: asyncpg.Pool, embedder: Embedder, safety: Safety
         passed, reason = safety.two_gate.check(
             rules.two_gate(proposal["margin"], s.two_gate_min_margin, proposal["capacity"], s.two_gate_capacity_cap),
             action={"actor": "gate_tuning", "param": param.name, "before": proposal["before"],
-                    "proposed": proposal["proposed"]})
+                    "proposed": proposal["proposed"]}, events=events)
         entries.append({**proposal, "applied": passed,
                         "reason": reason or f"two-gate passed: margin {proposal['margin']:.3f}, "
                                             f"capacity {proposal['capacity']:.3f}"})
     async with pool.acquire() as conn, conn.transaction():
         await repo.write_gate_tuning(conn, now, entries)
-        await safety.write_events(conn)
+        if events:
+            await insert_safety_events(conn, events)
     applied = {e["param"]: e["proposed"] for e in entries if e["applied"]}
     counts["gate_params_changed"] = counts.get("gate_params_changed", 0) + len(applied)
     counts["gate_proposals_refused"] = counts.get("gate_proposals_refused", 0) + len(entries) - len(applied)

@@ -44,7 +44,7 @@ from src.consolidation.evolution_settings import EvolutionSettings, PromotionSet
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.weights import safety_rules as rules
 from src.weights.apply import WeightChange, apply_weight_changes
-from src.weights.safety import Safety
+from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
 
 log = logging.getLogger(__name__)
@@ -207,13 +207,15 @@ async def promote(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSetting
         change = WeightChange(step.memory_id, "reinforce", amount, "promotion", f"{step.tier} promotion",
                               evidence, cycle_baseline_center=baseline, validation_margin=step.utility,
                               capacity_used=(occupied + (1 if joins else 0)) / capacity)
+        events: list[SafetyEvent] = []   # this promotion's, written by its own transaction
         async with conn.transaction():
-            status, reason = await _apply_checked(conn, safety, change, state)
+            status, reason = await _apply_checked(conn, safety, change, state, events)
             remaining = step.amount - amount if status == "applied" else step.amount
             await repo.record_promotion(conn, step.memory_id, step.tier, status, now, reason,
                                         remaining=max(0.0, remaining), approval_id=approval_id,
                                         evidence=evidence)
-            await safety.write_events(conn)
+            if events:
+                await insert_safety_events(conn, events)
         if status == "applied" and joins:
             state.occupancy[step.tier] += 1
         return status
@@ -224,7 +226,7 @@ class _Rollback(Exception):
 
 
 async def _apply_checked(conn: asyncpg.Connection, safety: Safety, change: WeightChange,
-                         state: PromotionState) -> tuple[str, str]:
+                         state: PromotionState, events: list[SafetyEvent]) -> tuple[str, str]:
     """Apply in a savepoint; roll it back when coherence drops beyond tolerance."""
     tolerance = safety.settings.coherence_tolerance
     try:
@@ -237,7 +239,7 @@ async def _apply_checked(conn: asyncpg.Connection, safety: Safety, change: Weigh
             dropped = rules.coherence_dropped(state.coherence.c, after.c, tolerance)
             safety.coherence.check(dropped, memory_id=change.memory_id,
                                    action={"actor": "promotion", "C_before": round(state.coherence.c, 4),
-                                           "C_after": round(after.c, 4)})
+                                           "C_after": round(after.c, 4)}, events=events)
             if not dropped.passed:
                 raise _Rollback(dropped.reason)
             state.coherence = after
