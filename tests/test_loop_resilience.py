@@ -123,3 +123,17 @@ async def test_the_answered_mark_and_the_cycle_row_commit_together(pool, tmp_pat
         await thought_log.log_answered_cycle(pool, partial(journal.answered, [line_id]), "s1", None, None, None,
                                              since=None)
     assert await pool.fetchval("SELECT state FROM input_journal WHERE id = $1", line_id) == "pending"
+
+
+async def test_a_failing_recall_still_gets_a_reply_that_says_what_is_missing(pool, tmp_path, monkeypatch):
+    mind, delivered = await _mind(pool, tmp_path)
+
+    async def broken(*args, **kwargs):
+        raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
+
+    monkeypatch.setattr(mind.loop.parts.retriever, "retrieve", broken)
+    await mind.loop.submit("user", "what did I say about the dentist?")
+    assert await mind.loop.run(burst=True) == 1
+    assert len(delivered) == 1
+    assert ("(Unavailable this cycle, answering without it: memories (CannotConnectNowError: "
+            "the database system is starting up).)") in delivered[0]

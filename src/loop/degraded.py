@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from src.text import excerpt
+
 
 @dataclass
 class NoContext:
@@ -39,8 +41,7 @@ def missing_line(missing: list[str]) -> str:
 
 def failure_note(text: str, attempts: int, reason: str, kept: bool) -> str:
     """The reply for a message no cycle could process within the retry budget."""
-    quoted = " ".join(text.split())
-    quoted = quoted if len(quoted) <= 60 else quoted[:59] + "…"
+    quoted = excerpt(text, 60)
     where = ("It is kept in the input journal and will be answered after the next start."
              if kept else "It was not kept; please send it again.")
     return (f"(I could not process your message \"{quoted}\" after {attempts} attempts: {reason}. "
