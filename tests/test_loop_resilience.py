@@ -137,3 +137,12 @@ async def test_a_failing_recall_still_gets_a_reply_that_says_what_is_missing(poo
     assert len(delivered) == 1
     assert ("(Unavailable this cycle, answering without it: memories (CannotConnectNowError: "
             "the database system is starting up).)") in delivered[0]
+    assert delivered[0].count("no language model is configured") == 1      # said once, not twice
+
+
+def test_the_reflex_reply_says_no_model_once():
+    from src.loop.prompts import reflex_reply
+
+    reply = reflex_reply([], said="no language model is configured: GEMINI_API_KEY not set")
+    assert reply.splitlines()[0] == ("(reflex mode — no language model is configured: GEMINI_API_KEY not set; "
+                                     "I cannot answer in words.)")
