@@ -17,7 +17,8 @@ from src.weights.apply import (
     WeightChange,
     apply_weight_changes,
 )
-from src.weights.safety import Safety, weight_entropy
+from src.weights.center_summary import read_summary
+from src.weights.safety import Safety
 from src.weights.safety_rules import shannon_entropy
 from src.weights.settings import SafetySettings
 from src.weights.stochastic import diminished_gain
@@ -201,10 +202,11 @@ async def test_circuit_breaker_trips_on_repetition_and_is_written(pool):
     assert outcome[0] is False
 
 
-async def test_entropy_sql_matches_pure_rule_and_monitor_alarms_on_collapse(pool):
+async def test_entropy_of_the_center_summary_matches_pure_rule_and_monitor_alarms_on_collapse(pool):
     for a, b in [(1, 4), (10, 2), (50, 2), (30, 25), (1, 1)]:
         await _memory(pool, float(a), float(b))
-    h, n = await weight_entropy(pool)
+    summary = await read_summary(pool)
+    h, n = summary.entropy_bits(), summary.memories
     assert n == 5
     assert h == pytest.approx(shannon_entropy([1 / 5, 10 / 12, 50 / 52, 30 / 55, 0.5]), rel=1e-9)
     safety = Safety()

@@ -51,6 +51,7 @@ from src.consolidation.phase import CallBudget, DeepPassContext, Phase, PhaseRes
 from src.consolidation.settings import ConsolidationSettings
 from src.providers.protocols import Embedder, LanguageModel
 from src.skills import consolidation as skills_phase
+from src.weights.center_summary import verify_summary
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,14 @@ async def _run_locked(pool, *, embedder, llm, safety, settings, trigger, now, rn
 
 
 def monitors_hook(pool: asyncpg.Pool, safety: Safety) -> AfterPass:
-    """Phase C monitors once per deep cycle."""
+    """Phase C monitors once per deep cycle, after checking their input.
+
+    The center summary the monitors read is kept by triggers; once a pass it is compared
+    with a full scan of memories and rebuilt if they differ (a write that bypassed the
+    triggers), so a wrong summary lives at most until the next pass."""
     async def hook(report: PassReport) -> None:
         if report.status == "done":
+            await verify_summary(pool)
             await run_monitors(pool, safety, "consolidation")
     return hook
 

@@ -15,8 +15,9 @@ each has its own minimum interval, so none can thrash:
 - pattern detection: the newest memories embedded with CLUSTERING and clustered at
   the model's `theme` threshold; emerging themes recorded for the deep pass;
 - monitors: Phase C (circuit breaker, entropy, coherence) once per consolidation cycle
-  (`monitors_interval_s`, and after every deep pass); Phase B's rate limit rides on each
-  decay change (`cycle_baseline_center`).
+  (every tick by default, `monitors_interval_s`, and after every deep pass; they read the
+  trigger-kept center summary, not memories); Phase B's rate limit rides on each decay
+  change (`cycle_baseline_center`).
 
 The mind does not notice: priorities shift, the next identity render picks it up.
 """

@@ -53,10 +53,10 @@ class LightSettings(_Section):
     pattern_interval_s: float = Field(600.0, ge=0)
     pattern_recent: int = Field(200, ge=2)
     pattern_min_size: int = Field(3, ge=2)
-    # Phase C monitors once per consolidation cycle: every `monitors_interval_s` (each is a
-    # full scan of the weights) and after every deep pass
+    # Phase C monitors once per consolidation cycle: every tick (0; they read the center
+    # summary of sql/080, a few ms at any size) and after every deep pass
     monitors: bool = True
-    monitors_interval_s: float = Field(300.0, ge=0)
+    monitors_interval_s: float = Field(0.0, ge=0)
 
 
 class DeepSettings(_Section):

@@ -11,8 +11,9 @@ from src.web import svg
 from src.web.escape import esc
 from src.web.html import Page, kv, memory_link, plots, section, table
 from src.web.view import View
+from src.weights.center_summary import CENTER_BINS
 
-HIST_BINS = 20
+HIST_BINS = CENTER_BINS     # the bins the center summary keeps (sql/080)
 
 
 def _by_day(rows: list[dict], key: str) -> tuple[list[str], dict[str, list[float]]]:
@@ -36,8 +37,10 @@ async def overview(view: View) -> Page:
     per_day = await q.cost_per_day(view.pool, cfg.plot_days)
     events = await q.safety_events(view.pool, 20)
     models = await q.models_in_use(view.pool, 20)
-    hist = await q.center_histogram(view.pool, HIST_BINS)
-    shapes = await q.shape_counts(view.pool)
+    if (await q.table_exists(view.pool, ["memory_center_summary"]))["memory_center_summary"]:
+        hist, shapes = await q.center_histogram(view.pool, HIST_BINS), await q.shape_counts(view.pool)
+    else:   # a mind not started since sql/080: scan, as before
+        hist, shapes = await q.center_histogram_scan(view.pool, HIST_BINS), await q.shape_counts_scan(view.pool)
     shape_days = await q.shape_changes_per_day(view.pool, cfg.plot_days)
     cycles_session = view.cycles() if view.cycles is not None else man.get("cycles_session")
     facts = {

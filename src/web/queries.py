@@ -13,6 +13,8 @@ from typing import Any
 
 import asyncpg
 
+from src.weights.center_summary import CENTER_BINS
+
 Rows = list[dict[str, Any]]
 
 # contested: alpha > 5 and beta > 5; uninformed: alpha < 2 and beta < 2 (plan §2.3,
@@ -87,7 +89,28 @@ async def safety_events(pool: asyncpg.Pool, limit: int) -> Rows:
 
 
 async def center_histogram(pool: asyncpg.Pool, bins: int) -> Rows:
-    """How many memories fall in each of `bins` equal bins of center = alpha / (alpha + beta)."""
+    """How many memories fall in each of `bins` equal bins of center = alpha / (alpha + beta).
+
+    Read from the summary the triggers of sql/080 keep (`bins` must be its CENTER_BINS):
+    ~20 rows, not a scan of every memory."""
+    if bins != CENTER_BINS:
+        raise ValueError(f"the center summary keeps {CENTER_BINS} bins, not {bins}")
+    return await _fetch(pool, """
+        SELECT b.bin, COALESCE(sum(s.memories), 0)::bigint AS n
+          FROM generate_series(1, $1) AS b(bin)
+          LEFT JOIN memory_center_summary s ON s.bucket = b.bin
+         GROUP BY b.bin ORDER BY b.bin""", bins)
+
+
+async def shape_counts(pool: asyncpg.Pool) -> dict[str, Any]:
+    """Contested and uninformed memories now (from the same summary)."""
+    return await _fetchrow(pool, """
+        SELECT COALESCE(sum(contested), 0)::bigint AS contested, COALESCE(sum(uninformed), 0)::bigint AS uninformed,
+               COALESCE(sum(memories), 0)::bigint AS total FROM memory_center_summary""") or {}
+
+
+async def center_histogram_scan(pool: asyncpg.Pool, bins: int) -> Rows:
+    """`center_histogram` by scanning memories: for a mind not yet migrated to sql/080."""
     return await _fetch(pool, """
         SELECT b.bin, COALESCE(h.n, 0) AS n
           FROM generate_series(1, $1) AS b(bin)
@@ -97,8 +120,8 @@ async def center_histogram(pool: asyncpg.Pool, bins: int) -> Rows:
          ORDER BY b.bin""", bins)
 
 
-async def shape_counts(pool: asyncpg.Pool) -> dict[str, Any]:
-    """Contested and uninformed memories now."""
+async def shape_counts_scan(pool: asyncpg.Pool) -> dict[str, Any]:
+    """`shape_counts` by scanning memories: for a mind not yet migrated to sql/080."""
     cond = {"a": "depth_weight_alpha", "b": "depth_weight_beta"}
     return await _fetchrow(pool, f"""
         SELECT count(*) FILTER (WHERE {_CONTESTED % cond}) AS contested,

@@ -13,9 +13,12 @@ have done before anyone turns it on.
         CBA coherence.
 
 The rules themselves are pure (src/weights/safety_rules.py). This module owns
-which are enforced, the in-process state of the monitors, and the monitors' pending
-events. The weight choke point keeps each batch's events in a list of its own and
-writes them in the batch's transaction (concurrent batches never swap events).
+which are enforced and the in-process state of the monitors. Every writer of events
+keeps them in a list of its own and writes it in its own transaction: the weight
+choke point per batch, promotion per step, gate tuning per pass, the Phase C monitors
+per pass (src/consolidation/monitors.py) — so no task writes another's events. A
+check given no list lands in the shared `pending` list (`write_events` flushes it).
+The distribution the entropy monitor reads is src/weights/center_summary.py's.
 """
 
 from __future__ import annotations
@@ -115,18 +118,25 @@ class Safety:
 
     # -- Phase C monitors (called per consolidation cycle, not per weight change) --
     def observe_pattern(self, actor: str, pattern_key: Hashable | None,
-                        evidence_ids: Iterable[Hashable] = ()) -> tuple[bool, str]:
-        """Circuit breaker: one call per cycle per actor; False = pause reinforcing that pattern."""
+                        evidence_ids: Iterable[Hashable] = (), *,
+                        events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
+        """Circuit breaker: one call per cycle per actor; False = pause reinforcing that pattern.
+
+        `events`: the caller's own list (a monitor pass writes exactly its own events);
+        without it, the shared pending list (as for every observe_*)."""
         breaker = self._breakers.setdefault(actor, rules.CircuitBreaker(self.settings.circuit_breaker_cycles))
         result = breaker.observe(pattern_key, evidence_ids)
-        return self.circuit.check(result, action={"actor": actor, "pattern": repr(pattern_key)})
+        return self.circuit.check(result, action={"actor": actor, "pattern": repr(pattern_key)}, events=events)
 
-    def observe_entropy(self, entropy_bits: float, *, memories: int) -> tuple[bool, str]:
+    def observe_entropy(self, entropy_bits: float, *, memories: int,
+                        events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
         """Entropy monitor: False = the distribution is collapsing; broaden sampling."""
         result = self._entropy_monitor.observe(entropy_bits)
-        return self.entropy.check(result, action={"entropy_bits": entropy_bits, "memories": memories})
+        return self.entropy.check(result, action={"entropy_bits": entropy_bits, "memories": memories},
+                                  events=events)
 
-    def observe_coherence(self, epistemic: float, action: float, value: float) -> tuple[float, bool, str]:
+    def observe_coherence(self, epistemic: float, action: float, value: float, *,
+                          events: list[SafetyEvent] | None = None) -> tuple[float, bool, str]:
         """CBA coherence C; (C, passed, reason) where a drop beyond tolerance fails."""
         c = rules.cba_coherence(epistemic, action, value)
         previous, self._last_coherence = self._last_coherence, c
@@ -134,7 +144,7 @@ class Safety:
             return c, True, ""
         passed, reason = self.coherence.check(
             rules.coherence_dropped(previous, c, self.settings.coherence_tolerance),
-            action={"epistemic": epistemic, "action": action, "value": value, "C": c})
+            action={"epistemic": epistemic, "action": action, "value": value, "C": c}, events=events)
         return c, passed, reason
 
     # -- writing the audit -----------------------------------------------------------
@@ -160,15 +170,3 @@ async def insert_safety_events(conn: asyncpg.Connection | asyncpg.Pool,
         [e.enforced for e in events],
     )
 
-
-async def weight_entropy(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[float, int]:
-    """Shannon entropy (bits) of the distribution of memory centers, in one pass of SQL."""
-    row = await conn.fetchrow(
-        """WITH c AS (SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS w
-                        FROM memories),
-                t AS (SELECT sum(w) AS total, count(*) AS n FROM c)
-           SELECT COALESCE(-sum((w / t.total) * log(2.0, (w / t.total)::numeric)), 0)::float8 AS h,
-                  max(t.n) AS n
-             FROM c, t WHERE w > 0 AND t.total > 0"""
-    )
-    return float(row["h"] or 0.0), int(row["n"] or 0)
