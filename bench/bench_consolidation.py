@@ -3,7 +3,10 @@
     python -m bench consolidation
 
 - One light tick with every operation due (decay, co-access upkeep, contradiction scan,
-  pattern detection, monitors), p50 / max over 5 ticks, and each operation alone.
+  pattern detection, monitors), p50 / max over 5 ticks, and each operation alone; a tick
+  of the default schedule, where the Phase C monitors are due every tick.
+- The center summary (sql/080): monitors and overview queries against the pre-080 scans,
+  the triggers' cost on the choke point, check and rebuild (bench/center_summary_costs.py).
 - One deep pass with an instant fake model (answers at once from what it is sent):
   time, LLM calls, tokens, what it wrote. 100 new memories, a fifth of them near-duplicates.
 - The loop's cycle time p50 / p95 idle vs while deep passes and light ticks run back to back.
@@ -21,6 +24,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench import center_summary_costs
 from bench.bench_loop import InstantLLM, _mind
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
@@ -108,8 +112,23 @@ async def _light(pool, embedder) -> list[dict]:
             t1 = time.perf_counter()
             await op(now + timedelta(hours=12))
             per_op[name].append((time.perf_counter() - t1) * 1000)
+    # the default schedule: the tick after one that ran everything has only the monitors due
+    plain = LightTicker(pool, embedder=embedder, llm=None, safety=Safety(), settings=ConsolidationSettings(),
+                        rng=random.Random(1))
+    start = datetime.now(UTC) + timedelta(days=30)
+    await plain.tick(start)
+    monitor_ticks = []
+    for i in range(1, 11):
+        t0 = time.perf_counter()
+        did = await plain.tick(start + timedelta(seconds=5 * i))   # before any other interval
+        monitor_ticks.append((time.perf_counter() - t0) * 1000)
+        assert did == {"monitors": 1}, did
     rows = [{"name": "100k: light tick, all operations due, p50", "value": _p(ticks)[0], "unit": "ms"},
-            {"name": "100k: light tick, all operations due, max", "value": max(ticks), "unit": "ms"}]
+            {"name": "100k: light tick, all operations due, max", "value": max(ticks), "unit": "ms"},
+            {"name": "100k: light tick, default schedule (monitors due every tick) p50",
+             "value": _p(monitor_ticks)[0], "unit": "ms"},
+            {"name": "100k: light tick, default schedule (monitors due every tick) max",
+             "value": max(monitor_ticks), "unit": "ms"}]
     rows += [{"name": f"100k: light op {k} p50", "value": _p(v)[0], "unit": "ms"} for k, v in per_op.items()]
     decayed = await pool.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'light_consolidation'")
     rows.append({"name": "100k: decay changes written in 10 decay runs", "value": int(decayed), "unit": "rows"})
@@ -194,6 +213,8 @@ async def run() -> list[dict]:
         await _age(pool)            # before the HNSW build: 100k non-HOT updates would re-insert into it
         await build_hnsw(pool)
         rows += await _light(pool, embedder)
+        rows.append(await center_summary_costs.differing_buckets(pool, "100k"))
+        rows += await center_summary_costs.measure(pool, "100k")
         rows += await _deep(pool, embedder, store, maker)
         with tempfile.TemporaryDirectory() as tmp:
             rows += await _cycles(pool, embedder, store, maker, tmp)

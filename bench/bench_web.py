@@ -7,7 +7,9 @@ view served in the same process and event loop: idle, while a client in another
 process requests one page a second (a guardian's browser), idle again, and while it
 requests every page (overview, memories, a search, one memory, thoughts, gates,
 consolidation, gut) back to back. A 5 ms heartbeat on the loop measures how long the
-loop is held up (lag). Also each page's latency under back-to-back load.
+loop is held up (lag). Also each page's latency under back-to-back load, and the
+overview's histogram and shape counts from the center summary against the pre-080 scans
+(bench/center_summary_costs.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 
 import aiohttp
 
+from bench import center_summary_costs
 from bench.bench_loop import InstantLLM, _mind, _p
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
@@ -77,6 +80,7 @@ async def run() -> list[dict]:
         embedder = WordVectorEmbedder(maker.words)
         await _load(MemoryStore(pool, embedder), maker, N_MEMORIES)
         await build_hnsw(pool)
+        summary_rows = await center_summary_costs.measure(pool, "10k")
         with tempfile.TemporaryDirectory() as tmp:
             mind = await _mind(pool, embedder, InstantLLM(), tmp, "bench-web")
             server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="bench",
@@ -101,6 +105,7 @@ async def run() -> list[dict]:
                  {"name": f"10k: loop lag, {name}, max", "value": max(lags), "unit": "ms"}]
         if polled is not None:
             rows.append({"name": f"requests served, {name}", "value": polled["requests"], "unit": "requests"})
+    rows += summary_rows
     for page, (p50, p95) in pages["latency"].items():
         rows.append({"name": f"10k: page {page} p50 / p95", "value": p50, "unit": f"ms (p95 {p95:.1f})"})
     return rows

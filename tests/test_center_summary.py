@@ -332,3 +332,16 @@ async def test_overview_of_a_mind_not_yet_migrated_scans(pool):
         await server.stop()
     assert [r["n"] for r in data["center_histogram"]][15] == 1         # center 0.75: bin 16
     assert data["shapes_now"] == {"contested": 0, "uninformed": 0, "total": 1}
+
+
+async def test_the_ticker_folds_the_summary_even_with_the_monitors_off(pool):
+    await MemoryStore(pool, HashEmbedder()).store_many([NewMemory(f"m {i}", alpha=1.0 + i, beta=2.0) for i in range(40)])
+    for k in range(3):                                              # three statements: more rows than buckets
+        await pool.execute("UPDATE memories SET depth_weight_beta = depth_weight_beta + 0.5 WHERE id % 3 = $1", k)
+    assert await pool.fetchval("SELECT count(*) FROM memory_center_summary") > CENTER_BINS
+    ticker = LightTicker(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                         settings=ConsolidationSettings(light={"monitors": False}), rng=random.Random(1))
+    assert await ticker.monitors(datetime(2026, 6, 1, tzinfo=UTC)) == 0
+    assert await pool.fetchval("SELECT count(*) FROM memory_center_summary") <= CENTER_BINS
+    assert await pool.fetchval("SELECT count(*) FROM safety_events") == 0
+    await _assert_matches(pool)

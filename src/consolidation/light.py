@@ -49,6 +49,7 @@ from src.gates.contradiction import (
 )
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.apply import WeightChange, apply_weight_changes
+from src.weights.center_summary import fold_summary
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,11 @@ class LightTicker:
         return did
 
     async def monitors(self, now: datetime) -> int:
-        """Phase C monitors for this consolidation cycle (1 when they ran)."""
+        """Phase C monitors for this consolidation cycle (1 when they ran).
+
+        With the monitors off the center summary is still folded: its rows would only grow."""
         if not self.settings.light.monitors:
+            await fold_summary(self.pool)
             return 0
         await run_monitors(self.pool, self.safety, ACTOR)
         return 1
