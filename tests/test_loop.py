@@ -182,6 +182,23 @@ async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
                             "reason": "reading its own docs is read-only"}]
 
 
+async def test_system1_lists_its_files_then_reads_one(pool, tmp_path):
+    s1 = ScriptedLLM().say("LIST_DOCS: src/loop", "READ_DOC: src/loop/turns.py",
+                           "Turns are combined in src/loop/turns.py. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "which file holds your loop code?")
+    await mind.loop.cycle()
+    first, second, third = s1.of("generate")
+    assert "`LIST_DOCS: <relative directory, or . for all>`" in first.system
+    listing = second.messages[-1].content
+    assert listing.startswith("[LIST_DOCS src/loop]\n") and "src/loop/cognitive_loop.py (" in listing
+    assert third.messages[-1].content.startswith('[READ_DOC src/loop/turns.py]\n"""')
+    assert "__pycache__" not in listing and delivered == ["Turns are combined in src/loop/turns.py."]
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert [(a["verb"], a["action_kind"], a["allowed"], a["refused"]) for a in actions[1:]] == [
+        ("LIST_DOCS", "read_doc", True, False), ("READ_DOC", "read_doc", True, False)]
+
+
 async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, tmp_path):
     """Issue 18: a small model answered with `READ_DOC:` lines; none may be delivered, and the
     refusal must not be what the next cycle answers."""

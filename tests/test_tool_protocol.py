@@ -44,6 +44,14 @@ async def _rounds(tools: ToolProtocol, model: Model, focus: str = "what is in no
     return await tools.rounds(model, lambda text: text, USER, system="SYSTEM", focus=focus)
 
 
+def test_each_verb_declares_its_action_kind_and_an_undeclared_one_is_an_external_effect():
+    tools = ToolProtocol(2)
+    tools.register(ToolVerb("READ_DOC", str, "READ_DOC: <path>", "For code.", kind="read_doc"))
+    tools.register(ToolVerb("SEND_MAIL", str, "SEND_MAIL: <to>", "Never."))
+    assert [tools.kind(v) for v in ("READ_DOC", "SEND_MAIL", "NEVER_REGISTERED")] == [
+        "read_doc", "external_effect", "external_effect"]
+
+
 def test_protocol_lines_are_found_anywhere_in_a_reply():
     tools, _ = _protocol()
     assert tools.find_calls("READ_DOC: notes.md") == [ToolCall("READ_DOC", "notes.md")]

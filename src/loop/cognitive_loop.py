@@ -45,7 +45,7 @@ from src.loop.thought_log import CycleRecord, log_answered_cycle
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.turns import Turn, take_turn
 from src.recall.layers import identity_vectors
-from src.tools.docs_verb import read_doc_verb
+from src.tools.docs_verb import docs_verbs
 
 if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
     from src.config import Settings
@@ -70,7 +70,8 @@ class CognitiveLoop:
         self.actions = ActionPolicy(settings.loop.actions)
         self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
         self.tools = ToolProtocol(self.cfg.max_tool_calls)   # more verbs: self.tools.register(...)
-        self.tools.register(read_doc_verb(self.docs))
+        for verb in docs_verbs(self.docs):
+            self.tools.register(verb)
         if parts.inner is not None:   # GOAL_ACHIEVED: <goal> (plan §5.2 milestone 9)
             self.tools.register(parts.inner.goal_verb())
         if parts.skills is not None:
@@ -241,7 +242,7 @@ class CognitiveLoop:
         kind = "communicate"
         allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
         actions = [{"kind": kind, "allowed": allowed, "reason": why},
-                   *checked_tool_actions(self.actions, thought.tool_actions, winner.source_tag,
+                   *checked_tool_actions(self.actions, thought.tool_actions, self.tools.kind, winner.source_tag,
                                          winner.source_confidence, confidence)]
         if answer and allowed:
             result = self.deliver(turn.frame_reply(answer))

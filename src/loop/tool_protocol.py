@@ -65,6 +65,10 @@ class ToolVerb:
     usage: str                                  # e.g. "READ_DOC: <relative path>"
     when: str                                   # one sentence: when (only) to use it
     offered: Callable[[str], bool] = _always    # is it offered for this focus?
+    # the action check's kind (src/loop/actions.py): read_doc | internal | external_effect.
+    # A verb that does not say is an external effect: the strictest check, and offering it
+    # sends the turn to System 2 (the irreversibility trigger, src/loop/triggers.py).
+    kind: str = "external_effect"
     refused: Callable[[str], bool] = _error_result
 
     def __post_init__(self) -> None:
@@ -134,6 +138,11 @@ class ToolProtocol:
     @property
     def verbs(self) -> list[str]:
         return list(self._verbs)
+
+    def kind(self, verb: str) -> str:
+        """The action kind of a registered verb; an unknown verb is an external effect."""
+        found = self._verbs.get(verb)
+        return found.kind if found is not None else "external_effect"
 
     def offered(self, focus: str) -> list[ToolVerb]:
         """The verbs offered for this focus (none when the budget is 0)."""

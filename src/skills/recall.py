@@ -107,7 +107,8 @@ class SkillRecall:
 
     def verb(self) -> ToolVerb:
         """`RECALL_SKILL: <label>` for the loop's tool protocol."""
-        return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered,
+        # reading a learned procedure changes only the mind's own counters
+        return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered, kind="internal",
                         when="When one of the skills listed under [PROCEDURAL MEMORY] fits the task: "
                              "read its steps.")
 
