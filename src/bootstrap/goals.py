@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from src.text import excerpt
+
 _GOAL_MEMORIES = """
 SELECT id, content, embedding FROM memories
  WHERE metadata->>'kind' = 'goal' AND embedding IS NOT NULL AND embed_model = $1
@@ -55,5 +57,4 @@ async def goal_memories(db, embed_model: str) -> list[tuple[int, str, np.ndarray
 
 
 def reflection_prompt(goal: str) -> str:
-    flat = " ".join(goal.split())[:200]
-    return f"I achieved my goal '{flat}'. Looking back: what did it take, and what does it teach me?"
+    return f"I achieved my goal '{excerpt(goal, 200)}'. Looking back: what did it take, and what does it teach me?"
