@@ -56,6 +56,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
+from src.db.sql import Executor
 from src.recall.hit import SearchHit
 from src.recall.rerank import RankedHit, RerankResult, normalise_scores, rerank_hits
 from src.recall.store import EMBEDDING_DIMENSIONS
@@ -68,7 +69,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 
 #: The question $1 as an OR of its own lexemes (NULL when it has none); see above.
 QUESTION_TSQUERY = r"""(
