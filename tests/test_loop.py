@@ -17,7 +17,7 @@ import pytest
 
 from src.config import load_settings
 from src.db.manifest import record_start
-from src.loop.tool_protocol import NO_TOOLS_NOTE
+from src.loop.tool_protocol import NO_TOOLS_NOTE, ToolVerb
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
@@ -342,3 +342,19 @@ async def test_the_reflex_reply_lists_recalled_content_once_each(pool, tmp_path)
         "  - Hello! My name is Dana and I keep a lighthouse on the northern cliffs.",   # content, not "Hello!"
         "  - The lighthouse lamp is lit every evening at dusk.",                         # once, not twice
     ]
+
+
+async def test_a_verb_of_external_effect_from_a_self_generated_thought_is_refused_before_it_runs(pool, tmp_path):
+    sent: list[str] = []
+    s1 = ScriptedLLM().say("SEND_MAIL: guardian@example.com", "I keep this to myself. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    mind.loop.tools.register(ToolVerb("SEND_MAIL", lambda to: sent.append(to) or "sent", "SEND_MAIL: <to>",
+                                      "When a mail must go out."))       # no kind: an external effect
+    await mind.loop.submit("dmn", "I could write to my guardian about the garden")
+    record = await mind.loop.cycle()
+    assert sent == [] and record.escalated                  # offering it already sent the turn to System 2
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert (tool["verb"], tool["refused"], tool["action_kind"], tool["allowed"]) == (
+        "SEND_MAIL", True, "external_effect", False)
+    assert tool["error"].startswith("error: the action check refused SEND_MAIL: external effect from "
+                                    "internal_dmn refused: confidence ")

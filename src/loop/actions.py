@@ -10,6 +10,9 @@ Processing is source-agnostic; acting is not. An output may be:
 
 Externally prompted actions (source tag `external_*`) pass on ordinary confidence;
 self-generated impulses (`internal_*`: DMN, consolidation, gut, scheduled) need more.
+A tool call is checked before it runs (src/loop/thinking.py passes the check to the tool
+protocol as `permit`, on the confidence of the reply that carries the call); the
+thought_log row repeats the verdict for every call of the cycle.
 """
 
 from __future__ import annotations

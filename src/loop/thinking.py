@@ -72,8 +72,14 @@ async def think(loop, winner: Candidate, messages: list[ChatMessage], system: st
             metacognition=loop.settings.metacognition, keep_corrections=not loop.parts.gates.mode.off,
             fok_source=fok)
 
+    def permit(verb, reply) -> str | None:   # the action check before a tool runs, on the reply's confidence
+        allowed, why = loop.actions.allows(verb.kind, winner.source_tag, winner.source_confidence,
+                                           reply.confidence.composite)
+        return None if allowed else why
+
     try:
-        rounds = await loop.tools.rounds(answer, lambda o: o.answer, messages, system=system, focus=winner.text)
+        rounds = await loop.tools.rounds(answer, lambda o: o.answer, messages, system=system, focus=winner.text,
+                                         permit=permit)
     except ProviderError as exc:
         # rate limit, outage, open breaker, malformed output: say so, keep the loop going
         log.warning("System 1 failed this cycle: %s", exc)
