@@ -22,6 +22,7 @@ from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 
@@ -323,3 +324,21 @@ async def test_one_maturity_setting_reaches_recall_the_exit_gate_and_the_thresho
     assert 2 <= reading.total_memories < 1000       # (seeding may have stored some already)
     # §3.5 on the 4-memory clock: the store counts as mature already
     assert reading.threshold == pytest.approx(0.3 + 0.5 * (1.0 + reading.identity_density) / 2)
+
+
+async def test_the_reflex_reply_lists_recalled_content_once_each(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    await MemoryStore(pool, HashEmbedder()).store_many([
+        NewMemory("Hello! My name is Dana and I keep a lighthouse on the northern cliffs.", compressed="Hello!"),
+        NewMemory("The lighthouse lamp is lit every evening at dusk."),
+        NewMemory("The lighthouse   lamp is lit every evening at dusk."),      # the same sentence again
+    ])
+    await mind.loop.submit("user", "tell me about the lighthouse lamp and the cliffs")
+    await mind.loop.cycle()
+    lines = delivered[0].splitlines()
+    assert lines[0].startswith("(reflex mode — no language model is configured")
+    recalled = lines[lines.index("What this brings back:") + 1:]
+    assert sorted(recalled) == [
+        "  - Hello! My name is Dana and I keep a lighthouse on the northern cliffs.",   # content, not "Hello!"
+        "  - The lighthouse lamp is lit every evening at dusk.",                         # once, not twice
+    ]

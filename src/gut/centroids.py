@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from src.vectors import has_direction, unit
+from src.vectors import has_direction, unit, unit_rows
 
 
 def direction(vec: np.ndarray | None) -> np.ndarray | None:
@@ -115,10 +115,7 @@ def alignment(vecs: np.ndarray, reading: GutReading | None) -> np.ndarray:
     out = np.full(matrix.shape[0], 0.5)
     if reading is None or reading.direction is None or not matrix.size:
         return out
-    norms = np.linalg.norm(matrix, axis=1)
-    ok = norms > 0
-    cos = np.zeros(matrix.shape[0])
-    cos[ok] = (matrix[ok] @ reading.direction) / norms[ok]
+    cos = unit_rows(matrix) @ reading.direction       # a zero row: cosine 0, alignment 0.5
     return np.clip(0.5 + 0.5 * reading.intensity * cos, 0.0, 1.0)
 
 

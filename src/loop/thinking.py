@@ -94,9 +94,11 @@ async def think(loop, winner: Candidate, messages: list[ChatMessage], system: st
 
 def reflex_answer(loop, retrieval: Retrieval | None, because: str | None = None) -> str:
     """The reply without a model: why, what is missing, and what recall brings back."""
-    # the immutable boundaries are in every context anyway: they are not "brought back"
-    learned = [r for r in retrieval.memories if not r.hit.immutable] if retrieval else []
-    recalled = learned[: loop.cfg.reflex_recall_lines]
-    return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
+    # the immutable boundaries are in every context anyway: they are not "brought back".
+    # The content, not the one-line `compressed` ("Hello!" says nothing); the same text
+    # recalled twice (two memories of one sentence) is shown once.
+    learned = [r.hit.content for r in retrieval.memories if not r.hit.immutable] if retrieval else []
+    recalled = list(dict.fromkeys(" ".join(text.split()) for text in learned))[: loop.cfg.reflex_recall_lines]
+    return reflex_reply(recalled,
                         said=getattr(loop.parts.providers.system1, "reason", None), because=because,
                         missing=missing_line(loop._missing))
