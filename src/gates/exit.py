@@ -45,7 +45,6 @@ from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import (
     PERSISTING,
     bootstrap_floor,
-    compress_fallback,
     decide_cell,
     novelty_band,
     novelty_cell,
@@ -60,12 +59,15 @@ from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
 from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
+from src.text import first_sentence
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
 #: Memory type of everything the gate persists: it was experienced, not yet abstracted.
 GATE_MEMORY_TYPE = "episodic"
+#: Characters of the first-sentence `compressed` written when the model gave none.
+COMPRESSED_FALLBACK_CHARS = 120
 
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
 
@@ -269,7 +271,7 @@ class ExitGate:
                              round_=e.round, max_rounds=cfg.max_buffer_rounds,
                              expired=e.item.expires_at <= self.clock())
         if e.compressed is None:
-            e.compressed = compress_fallback(e.item.content)
+            e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 
     async def _write(self, evaluations: list[Evaluation], reason: str) -> FlushReport:
         model = self.embedder.model_name
