@@ -69,6 +69,13 @@ class InstantConsolidationLLM:
                                   for i in re.findall(r"Memory \[(\d+)\]", question)])
         elif name == "TensionAnswer":
             value = schema(contradicts=False, contradicting_ids=[], aligned_ids=[], explanation="")
+        elif name == "ContextBatch":        # contextual retrieval (issue 14)
+            value = schema(contexts=[{"id": int(i), "context": "said by the user during a session about work"}
+                                     for i in re.findall(r'<memory id="(\d+)"', question)])
+        elif name == "ConflictAnswer":      # conflict-aware reconsolidation (issue 14)
+            value = schema(verdict="no_conflict", explanation="they agree")
+        elif name == "ReevaluationAnswer":
+            value = schema(verdict="keep", explanation="the sources still support it")
         else:
             value = schema(contradicts=False, summary_a=question[:40])
         text = value.model_dump_json()
