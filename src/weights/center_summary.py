@@ -59,8 +59,10 @@ SELECT memory_center_bucket(depth_weight_alpha, depth_weight_beta) AS bucket, co
        count(*) FILTER (WHERE depth_weight_alpha > 5 AND depth_weight_beta > 5) AS contested
   FROM memories GROUP BY 1"""
 
+# The DELETE runs although nothing reads it (a data-modifying WITH always does), in the
+# scan's snapshot: a writer that has not committed yet keeps its rows and is not scanned.
 _REBUILD = f"""
-WITH gone AS (DELETE FROM memory_center_summary RETURNING 1),
+WITH gone AS (DELETE FROM memory_center_summary),
      fresh AS ({_FRESH})
 INSERT INTO memory_center_summary ({_COLUMNS})
 SELECT {_COLUMNS} FROM fresh"""
