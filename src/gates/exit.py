@@ -54,6 +54,7 @@ from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
@@ -249,7 +250,9 @@ class ExitGate:
                 return await ask_llm(self.llm, e.item.content, e.verdicts[k][0].content,
                                      e.verdicts[k][1].opposition)
 
-        answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
+        # a rate limit hits these calls together: they share one retry budget
+        with shared_retries(self.settings.exit.llm_shared_retries):
+            answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
         for (e, k), verdict in zip(asks, answers, strict=True):
             e.verdicts[k] = (e.verdicts[k][0], verdict)
             if verdict.layer == "llm":
