@@ -87,7 +87,9 @@ class Agent:
                              self.settings.skills, session_id=self.session_id)
 
     async def _pending(self, _: str) -> str:
-        return await approvals.pending_text(self.db.pool)
+        held = len(self.mind.gates.exit.confirmations)     # copilot's items wait elsewhere: point there
+        return (await approvals.pending_text(self.db.pool)
+                + (f"\n{held} memory item(s) held for your decision (copilot): /held lists them" if held else ""))
 
     async def _approve(self, arg: str, approve: bool = True) -> str:
         ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from src.gates import held_repository, scratch
-from src.gates.copilot import QUESTION
+from src.gates.copilot import QUESTION, split
+from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.held import listing
+from src.gates.matrix import CellDecision
 from src.memory.__main__ import run_cli
+from src.recall.activation import ActivationResult
 from tests.test_memory_modes import SAID, TOPICS, _mind, _settle_background_flush, _turn
 
 
@@ -191,3 +195,35 @@ def test_listing_of_nothing_and_of_a_flagged_item():
         "  scratch #7, held 2 days ago [contradiction judged by the language model] (kept, it is stored "
         "flagged as a contradiction): the sky is green\\u202e\n"
         "I ask about them after my next answer (Keep these? y/n/numbers)")
+
+
+def _evaluation(item, k: int, action: str, cell_action: str, nearest=None):
+    vec = np.zeros(768, dtype=np.float32)
+    vec[k] = 1.0
+    cell = CellDecision("peripheral", "novel", cell_action, action, 0.5, 0.0, False, "moderate",
+                        f"peripheral x novel -> {cell_action}")
+    return Evaluation(item, vec, ActivationResult(0.1, 0.4, 0.0, 0.0, 0.5), 0.0, 0.4, nearest, "novel",
+                      0.0, 0.5, cell=cell, compressed=item.content)
+
+
+async def test_in_chunk_neighbours_name_the_right_memory_when_part_of_the_chunk_is_held(pool, tmp_path):
+    """Item indices in a chunk count the held items too: a reinforce of an earlier item of the
+    chunk reaches that item's new memory, and a held item's in-chunk neighbour is stored as
+    the memory it became."""
+    mind, _, _ = await _mind(pool, tmp_path, "copilot", turns=1)
+    ids = await scratch.buffer_pruned(pool, ["held item", "first kept", "second kept", "first kept again"],
+                                      "external_user", timedelta(hours=1), 100)
+    items = await scratch.pending(pool, limit=10, ids=ids)
+    chunk = [_evaluation(items[0], 0, "buffer", "buffer", Neighbour(0.7, "second kept", batch_index=2)),
+             _evaluation(items[1], 1, "persist", "persist"),
+             _evaluation(items[2], 2, "persist", "persist"),
+             _evaluation(items[3], 1, "reinforce", "reinforce", Neighbour(0.99, "first kept", batch_index=1))]
+    report = await mind.gates.exit._write(chunk, "test", held=split(chunk)[1])
+    assert report.actions == {"held": 1, "persist": 2, "reinforce": 1}
+    memory = {r["sid"]: r["id"] for r in await pool.fetch(
+        "SELECT id, (metadata->>'scratch_id')::bigint AS sid FROM memories WHERE metadata ? 'scratch_id'")}
+    assert await pool.fetchval("SELECT memory_id FROM gate_decisions WHERE scratch_id = $1 AND gate = 'exit'",
+                               ids[3]) == memory[ids[1]]
+    assert await pool.fetchval("SELECT depth_weight_alpha FROM memories WHERE id = $1", memory[ids[1]]) > 1.0
+    stored = json.loads(await pool.fetchval("SELECT evaluation FROM held_memories WHERE scratch_id = $1", ids[0]))
+    assert stored["nearest"] == {"similarity": 0.7, "memory_id": memory[ids[2]]}

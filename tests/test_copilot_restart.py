@@ -92,6 +92,9 @@ async def test_held_items_survive_sigkill_and_are_asked_again_in_autopilot(db_ds
             assert listed[0] == f"{held} memories held for your decision:"
             assert re.fullmatch(r"  scratch #\d+, held \d+ s ago \[undecided\]: " + re.escape(TOPICS[0]),
                                 listed[1]), listed[1]
+            _send(proc, "/pending")          # the approval queue points at them, without listing them twice
+            assert _read_until(proc, lambda line: "held for your decision" in line)[-2:] == [
+                "no approvals pending", f"{held} memory item(s) held for your decision (copilot): /held lists them"]
             _send(proc, TOPICS[6])
             asked = _read_until(proc, lambda line: line == QUESTION)
             first = asked.index("Memories I am unsure of:")
