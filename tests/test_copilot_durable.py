@@ -194,7 +194,7 @@ def test_listing_of_nothing_and_of_a_flagged_item():
         "1 memory held for your decision:\n"
         "  scratch #7, held 2 days ago [contradiction judged by the language model] (kept, it is stored "
         "flagged as a contradiction): the sky is green\\u202e\n"
-        "I ask about them after my next answer (Keep these? y/n/numbers)")
+        "I ask about it after my next answer (Keep these? y/n/numbers)")
 
 
 def _evaluation(item, k: int, action: str, cell_action: str, nearest=None):

@@ -114,9 +114,10 @@ def listing(rows: Sequence[Mapping[str, Any]], now: datetime, *, mode: str | Non
     lines = [f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'} held for your decision:"]
     lines += [f"  scratch #{r['scratch_id']}, held {age_text((now - r['held_at']).total_seconds())} ago "
               f"[{escape(r['why'])}]{KEEPS[r['action']]}: {preview(r['content'])}" for r in rows]
+    they, them = ("it is", "it") if len(rows) == 1 else ("they are", "them")
     if mode == "off":
-        lines.append("memory mode is off: they are kept, not written, and asked about once the mode "
+        lines.append(f"memory mode is off: {they} kept, not written, and asked about once the mode "
                      "is copilot or autopilot (/memory-mode)")
     elif mode is not None:
-        lines.append("I ask about them after my next answer (Keep these? y/n/numbers)")
+        lines.append(f"I ask about {them} after my next answer (Keep these? y/n/numbers)")
     return "\n".join(lines)

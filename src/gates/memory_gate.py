@@ -146,9 +146,10 @@ class Gates:
         n = self.held_at_start
         if not n:
             return None
-        when = ("memory mode is off, so they are kept, not written, and asked about once the mode is "
-                "copilot or autopilot" if self.mode.off else "I ask about them after my next answer")
-        return f"{n} memor{'y' if n == 1 else 'ies'} held for your decision before the restart; {when} (/held lists them)"
+        they, them = ("it is", "it") if n == 1 else ("they are", "them")
+        when = (f"memory mode is off, so {they} kept, not written, and asked about once the mode is "
+                f"copilot or autopilot" if self.mode.off else f"I ask about {them} after my next answer")
+        return f"{n} memor{'y' if n == 1 else 'ies'} held for your decision before the restart; {when} (/held lists {them})"
 
     async def shutdown(self) -> FlushReport:
         """Graceful shutdown: flush everything still buffered."""
