@@ -16,7 +16,8 @@ from datetime import datetime
 import asyncpg
 import numpy as np
 
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
+
 
 def _vector_text(v: np.ndarray) -> str:
     """pgvector's text form; exact for float32 (repr of each value round-trips)."""
