@@ -51,6 +51,7 @@ from src.gates.matrix import (
     novelty_cell,
 )
 from src.gates.modes import MemoryMode
+from src.gates.novelty import check_novelty_many
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
@@ -58,7 +59,6 @@ from src.providers.protocols import Embedder, LanguageModel
 from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
-from src.recall.search import check_novelty_many
 from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
 from src.text import first_sentence
