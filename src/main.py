@@ -64,6 +64,8 @@ class Agent:
         self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
         self.commands.add("memory-mode", "/memory-mode [autopilot|copilot|off]: how eagerly the mind writes",
                           self._memory_mode)
+        self.commands.add("held", "memories held for your decision (copilot), oldest first",
+                          lambda _: self.mind.gates.held_text())
         self.commands.add("protect", "/protect ID: decay, demotion and near-miss suppression skip it",
                           lambda args: protect_command(self.db.pool, args, True))
         self.commands.add("unprotect", "/unprotect ID: let a protected memory fade again",
@@ -86,7 +88,9 @@ class Agent:
                              self.settings.skills, session_id=self.session_id)
 
     async def _pending(self, _: str) -> str:
-        return await approvals.pending_text(self.db.pool)
+        held = len(self.mind.gates.exit.confirmations)     # copilot's items wait elsewhere: point there
+        return (await approvals.pending_text(self.db.pool)
+                + (f"\n{held} memory item(s) held for your decision (copilot): /held lists them" if held else ""))
 
     async def _approve(self, arg: str, approve: bool = True) -> str:
         ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
@@ -155,7 +159,8 @@ class Agent:
             f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
             f"skills: {row['skills']}\n"
             f"memory mode: {mind.gates.mode.current}"
-            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)" if mind.gates.mode.copilot else "")
+            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)"
+               if mind.gates.mode.copilot or len(mind.gates.exit.confirmations) else "")
             + "\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
@@ -302,9 +307,11 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
         report = await agent.mind.gates.recover()
     except Exception:  # the items stay buffered; the next flush retries them
         log.exception("scratch recovery failed; buffered items stay for the next flush")
-        return
-    if report.evaluated:
+        report = None
+    if report is not None and report.evaluated:
         say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}", out)
+    if (notice := agent.mind.gates.held_notice()) is not None:
+        say(notice, out)
 
 
 async def _open_journal(agent: Agent, out: TextIO) -> None:
