@@ -9,8 +9,9 @@ The cognitive loop calls four hooks; this object owns the rest:
                         readiness milestones 1, 2, 5, 9, 10; gut signals above the
                         threshold become `gut` input (never from a gut-won cycle)
     cycle_writes        the cycle's gut delta, written by the loop in the transaction of
-                        the cycle's thought_log row: no commit of its own (that commit
-                        cost more than the whole gut), and a crash keeps both or neither
+                        the cycle's thought_log row: no commit and pool round trips of
+                        its own per cycle (they cost more than the gut's arithmetic, many
+                        times more on a loaded machine), and a crash keeps both or neither
 """
 
 from __future__ import annotations
