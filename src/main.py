@@ -32,6 +32,7 @@ from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
 from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
 from src.skills.commands import SkillCommands
+from src.text import excerpt
 from src.web.serve import start_beside_mind
 from src.weights.protection import protect_command
 
@@ -126,7 +127,7 @@ class Agent:
         if not result.memories:
             return "nothing recalled" + (f" ({'; '.join(result.degraded)})" if result.degraded else "")
         lines = [f"#{r.id} [{r.hit.memory_type}, center {r.hit.alpha / (r.hit.alpha + r.hit.beta):.2f}, "
-                 f"score {r.final:.3f}] {' '.join(r.hit.content.split())[:200]}" for r in result.memories]
+                 f"score {r.final:.3f}] {excerpt(r.hit.content, 200)}" for r in result.memories]
         if result.rerank_skipped_reason:
             lines.append(f"(rerank skipped: {result.rerank_skipped_reason})")
         return "\n".join(lines)

@@ -7,6 +7,7 @@ reports what it changed so the user is told instead of silently corrected.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -51,14 +52,49 @@ def storable(text: str, notes: list[str] | None = None) -> str:
     return text
 
 
-def excerpt(text: str, limit: int) -> str:
-    """`text` on one line (whitespace runs collapsed to one space), at most `limit` characters.
-
-    A cut drops the trailing space and ends with "…" inside the limit, so the reader
-    sees that something was left out. The one helper for excerpts in prompts, reports
-    and error lines.
-    """
+def cut(text: str, limit: int) -> str:
+    """`text` at most `limit` characters; a cut drops the trailing space and ends with "…"
+    inside the limit, so the reader sees that something was left out. Lines are kept."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit!r}")
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def excerpt(text: str, limit: int) -> str:
+    """`text` on one line (whitespace runs collapsed to one space), `cut` to `limit`.
+
+    The one helper for excerpts in prompts, reports and error lines. Control characters
+    stay: text for the operator goes through src/terminal.escape (which shows them), text
+    for a model through `without_controls`.
+    """
+    return cut(" ".join(text.split()), limit)
+
+
+def without_controls(text: str) -> str:
+    """`text` without control and format characters (escape sequences, bidi overrides):
+    whitespace stays. For text a model reads, where a visible escape would be noise."""
+    return "".join(ch for ch in text if ch.isprintable() or ch.isspace())
+
+
+_SENTENCE_END = re.compile(r"[.!?…](?=\s|$)|\n")
+
+
+def first_sentence(text: str, max_chars: int) -> str:
+    """A one-line summary without a language model: the first sentence, at most `max_chars`.
+
+    Whitespace runs become single spaces. A sentence longer than `max_chars` is cut at
+    the last space before the limit (when that keeps at least half of it) and gets "…".
+    The deterministic stand-in for `compressed` (exit gate, context assembly).
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars!r}")
+    text = text.strip()
+    end = _SENTENCE_END.search(text)
+    sentence = " ".join((text[: end.end()] if end else text).split())
+    if len(sentence) <= max_chars:
+        return sentence
+    head = sentence[: max_chars - 1]
+    space = head.rfind(" ")
+    if not sentence[max_chars - 1].isspace() and space >= (max_chars - 1) // 2:
+        head = head[:space]                    # the limit fell inside a word: drop it
+    return head.rstrip(" ,;:-") + "…"

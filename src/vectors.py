@@ -31,3 +31,15 @@ def has_direction(vector: np.ndarray | Sequence[float]) -> bool:
     """True when `vector` is finite and not all zeros, so `unit` gives a direction."""
     v = np.asarray(vector, dtype=np.float64)
     return bool(np.all(np.isfinite(v)) and np.any(v))
+
+
+def closest(query: np.ndarray | Sequence[float],
+            candidates: np.ndarray | Sequence[Sequence[float]] | Iterable[np.ndarray]) -> tuple[int, float] | None:
+    """(index, cosine) of the candidate most similar to `query`; None when there are none.
+    Zero vectors follow the rule above: cosine 0 with anything."""
+    listed = candidates if isinstance(candidates, np.ndarray) else list(candidates)
+    if not len(listed):
+        return None
+    cosines = unit_rows(listed) @ unit(query)
+    best = int(np.argmax(cosines))
+    return best, float(cosines[best])

@@ -37,7 +37,6 @@ from src.context.tracks import (
     Candidate,
     blend_attention,
     fill_situational,
-    first_sentence,
     roll_identity,
     section_tokens,
     session_stats_line,
@@ -46,6 +45,7 @@ from src.db.manifest import Manifest
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
+from src.text import first_sentence
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 

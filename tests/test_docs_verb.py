@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src.tools.docs_verb import about_self_or_code, read_doc_verb
+from src.tools.docs_verb import about_self_or_code, docs_verbs, list_docs_verb, read_doc_verb
 from src.tools.read_docs import DocsTool, DocsToolSettings
 
 ABOUT_SELF = [
@@ -87,3 +87,23 @@ def test_without_a_docs_tool_the_verb_is_never_offered_and_refuses():
         verb = read_doc_verb(docs)
         assert not verb.offered("What does your README say?")
         assert verb.handler("README.md") == "error: the docs tool is disabled (docs_tool.enabled: false)"
+
+
+def test_list_docs_lists_what_read_doc_may_read(tmp_path: Path):
+    (tmp_path / "src" / "loop").mkdir(parents=True)
+    (tmp_path / "src" / "loop" / "fifo.py").write_text("x = 1\n")
+    (tmp_path / "notes.md").write_text("# n\n")
+    docs = DocsTool(DocsToolSettings(roots=["src", "notes.md"]), tmp_path)
+    verb = list_docs_verb(docs)
+    assert (verb.verb, verb.usage, verb.kind) == ("LIST_DOCS", "LIST_DOCS: <relative directory, or . for all>",
+                                                  "read_doc")
+    assert verb.offered("Which files hold your memory code?") and not verb.offered("Hello! I am Dana.")
+    assert verb.handler(".") == verb.handler("") == "src/loop/fifo.py (6 bytes)\nnotes.md (4 bytes)"
+    assert verb.handler("src/loop") == "src/loop/fifo.py (6 bytes)"
+    assert verb.handler("../") .startswith("error: '..' is not allowed")
+    # READ_DOC on a directory points at LIST_DOCS, which now exists
+    assert read_doc_verb(docs).handler("src") == "error: 'src' is a directory (LIST_DOCS shows what it holds)"
+    assert [v.verb for v in docs_verbs(docs)] == ["READ_DOC", "LIST_DOCS"]
+    assert [v.kind for v in docs_verbs(None)] == ["read_doc", "read_doc"]
+    assert not list_docs_verb(None).offered("What does your README say?")
+    assert list_docs_verb(None).handler(".") == "error: the docs tool is disabled (docs_tool.enabled: false)"

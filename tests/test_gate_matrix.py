@@ -8,17 +8,18 @@ import random
 import pytest
 from pydantic import ValidationError
 
+from src.gates.exit import COMPRESSED_FALLBACK_CHARS
 from src.gates.matrix import (
     MATRIX,
     NOISE_ALTERNATIVE,
     bootstrap_floor,
-    compress_fallback,
     decide_cell,
     novelty_band,
     novelty_cell,
     relevance_cell,
 )
 from src.gates.settings import ExitGateSettings, GateSettings, GateThresholds
+from src.text import first_sentence
 
 TH = GateThresholds()
 
@@ -141,13 +142,15 @@ def test_bootstrap_floor_checks_maturity():
 @pytest.mark.parametrize(("text", "summary"), [
     ("I love coffee.", "I love coffee."),
     ("I love coffee. It keeps me going.", "I love coffee."),
-    ("  many\n\nlines   of   text ", "many lines of text"),
-    ("word " * 40, ("word " * 23).strip() + "…"),
+    ("  many   spaced\twords ", "many spaced words"),
+    ("  a line\n\nthen more", "a line"),                # a line break ends the sentence
+    ("word " * 40, ("word " * 24).strip() + "…"),    # the limit fell on a space: the word is whole
+    ("word " * 23 + "wordy " * 5, ("word " * 23).strip() + "…"),   # inside a word: dropped
     ("x" * 200, "x" * 119 + "…"),
 ])
-def test_compressed_fallback(text, summary):
-    assert compress_fallback(text) == summary
-    assert len(compress_fallback(text)) <= 120
+def test_compressed_fallback_is_the_first_sentence_within_120_chars(text, summary):
+    assert first_sentence(text, COMPRESSED_FALLBACK_CHARS) == summary
+    assert len(summary) <= COMPRESSED_FALLBACK_CHARS == 120
 
 
 def test_thresholds_per_embed_model():

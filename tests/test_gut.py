@@ -58,6 +58,13 @@ def test_attention_centroid_weighs_recent_focus_more_and_delta_has_magnitude_and
     assert c.read_gut(e(1), e(1), 2.0).direction is None              # no delta, no direction
 
 
+def test_the_gut_uses_the_one_unit_rule_and_reads_no_direction_as_nothing_felt():
+    assert np.allclose(c.direction(np.array([3.0, 4.0])), [0.6, 0.8])
+    assert c.direction(np.zeros(3)) is None and c.direction(np.array([np.nan, 1.0])) is None
+    assert c.weighted_mean([(np.zeros(3), 1.0), (np.array([0.0, 2.0, 0.0]), 1.0)]).tolist() == [0, 1, 0]
+    assert c.charge(np.zeros(768), c.read_gut(e(0), e(1))) == 0.0       # a zero embedding stirs nothing
+
+
 def test_charge_and_alignment_on_hand_made_vectors():
     reading = c.read_gut(e(0), e(1), magnitude_scale=2.0)             # delta e0 - e1, |.| √2
     inten = np.sqrt(2) / 2

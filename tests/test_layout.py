@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-MAX_LINES = 450
+MAX_LINES = 400
 # Known offenders, to be split by their owners (none now: approvals↔promotion and the long
 # evolution_repository were fixed); listed by name so that nothing new can join them unseen.
 KNOWN_CYCLES: list[list[str]] = []

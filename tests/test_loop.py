@@ -17,11 +17,12 @@ import pytest
 
 from src.config import load_settings
 from src.db.manifest import record_start
-from src.loop.tool_protocol import NO_TOOLS_NOTE
+from src.loop.tool_protocol import NO_TOOLS_NOTE, ToolVerb
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 
@@ -182,6 +183,23 @@ async def test_system1_reads_its_own_docs_read_only(pool, tmp_path):
                             "reason": "reading its own docs is read-only"}]
 
 
+async def test_system1_lists_its_files_then_reads_one(pool, tmp_path):
+    s1 = ScriptedLLM().say("LIST_DOCS: src/loop", "READ_DOC: src/loop/turns.py",
+                           "Turns are combined in src/loop/turns.py. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "which file holds your loop code?")
+    await mind.loop.cycle()
+    first, second, third = s1.of("generate")
+    assert "`LIST_DOCS: <relative directory, or . for all>`" in first.system
+    listing = second.messages[-1].content
+    assert listing.startswith("[LIST_DOCS src/loop]\n") and "src/loop/cognitive_loop.py (" in listing
+    assert third.messages[-1].content.startswith('[READ_DOC src/loop/turns.py]\n"""')
+    assert "__pycache__" not in listing and delivered == ["Turns are combined in src/loop/turns.py."]
+    actions = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))
+    assert [(a["verb"], a["action_kind"], a["allowed"], a["refused"]) for a in actions[1:]] == [
+        ("LIST_DOCS", "read_doc", True, False), ("READ_DOC", "read_doc", True, False)]
+
+
 async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, tmp_path):
     """Issue 18: a small model answered with `READ_DOC:` lines; none may be delivered, and the
     refusal must not be what the next cycle answers."""
@@ -306,3 +324,37 @@ async def test_one_maturity_setting_reaches_recall_the_exit_gate_and_the_thresho
     assert 2 <= reading.total_memories < 1000       # (seeding may have stored some already)
     # §3.5 on the 4-memory clock: the store counts as mature already
     assert reading.threshold == pytest.approx(0.3 + 0.5 * (1.0 + reading.identity_density) / 2)
+
+
+async def test_the_reflex_reply_lists_recalled_content_once_each(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    await MemoryStore(pool, HashEmbedder()).store_many([
+        NewMemory("Hello! My name is Dana and I keep a lighthouse on the northern cliffs.", compressed="Hello!"),
+        NewMemory("The lighthouse lamp is lit every evening at dusk."),
+        NewMemory("The lighthouse   lamp is lit every evening at dusk."),      # the same sentence again
+    ])
+    await mind.loop.submit("user", "tell me about the lighthouse lamp and the cliffs")
+    await mind.loop.cycle()
+    lines = delivered[0].splitlines()
+    assert lines[0].startswith("(reflex mode — no language model is configured")
+    recalled = lines[lines.index("What this brings back:") + 1:]
+    assert sorted(recalled) == [
+        "  - Hello! My name is Dana and I keep a lighthouse on the northern cliffs.",   # content, not "Hello!"
+        "  - The lighthouse lamp is lit every evening at dusk.",                         # once, not twice
+    ]
+
+
+async def test_a_verb_of_external_effect_from_a_self_generated_thought_is_refused_before_it_runs(pool, tmp_path):
+    sent: list[str] = []
+    s1 = ScriptedLLM().say("SEND_MAIL: guardian@example.com", "I keep this to myself. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    mind.loop.tools.register(ToolVerb("SEND_MAIL", lambda to: sent.append(to) or "sent", "SEND_MAIL: <to>",
+                                      "When a mail must go out."))       # no kind: an external effect
+    await mind.loop.submit("dmn", "I could write to my guardian about the garden")
+    record = await mind.loop.cycle()
+    assert sent == [] and record.escalated                  # offering it already sent the turn to System 2
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert (tool["verb"], tool["refused"], tool["action_kind"], tool["allowed"]) == (
+        "SEND_MAIL", True, "external_effect", False)
+    assert tool["error"].startswith("error: the action check refused SEND_MAIL: external effect from "
+                                    "internal_dmn refused: confidence ")

@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 import src.loop.cognitive_loop as cognitive_loop
+import src.loop.prompting as prompting
 from tests.test_loop import _mind
 
 
@@ -51,7 +52,7 @@ async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_
         raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
 
     monkeypatch.setattr(mind.loop, "_pause", pause)
-    monkeypatch.setattr(mind.loop, "_cost_line", broken)     # fails after the message was taken
+    monkeypatch.setattr(prompting, "cost_line", broken)      # fails after the message was taken
     await mind.loop.submit("user", "please remember the dentist on Friday", ref=None)
     assert await mind.loop.run(burst=True) == 3
     assert pauses == [0.01, 0.02]                             # doubling, capped

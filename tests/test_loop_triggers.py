@@ -16,17 +16,17 @@ def _hit(similarity, *, alpha=1.0, beta=1.0, immutable=False, **metadata):
                                                metadata=metadata))
 
 
-def _fired(*hits, verbs=(), focus=None, goals=()):
-    trig = cycle_triggers(SimpleNamespace(memories=list(hits)), offered_verbs=verbs, focus_vec=focus,
+def _fired(*hits, kinds=(), focus=None, goals=()):
+    trig = cycle_triggers(SimpleNamespace(memories=list(hits)), offered_kinds=kinds, focus_vec=focus,
                           goal_vecs=list(goals), touch_similarity=0.75, identity_center=0.8)
     return trig.fired()
 
 
 def test_each_trigger_comes_from_what_the_cycle_knows():
-    assert _fired(_hit(0.9), _hit(0.2, alpha=9.0, immutable=True), verbs=["READ_DOC", "GOAL_ACHIEVED"]) == []
+    assert _fired(_hit(0.9), _hit(0.2, alpha=9.0, immutable=True), kinds=["read_doc", "internal"]) == []
     assert _fired(_hit(0.3, flag="contradiction")) == ["contradiction"]
     assert _fired(_hit(0.3, contradicts=[4])) == ["contradiction"]
-    assert _fired(verbs=["READ_DOC", "SEND_MAIL"]) == ["irreversibility"]       # unknown verb: external effect
+    assert _fired(kinds=["read_doc", "external_effect"]) == ["irreversibility"]
     assert _fired(_hit(0.8, immutable=True)) == ["identity_touched"]
     assert _fired(_hit(0.8, alpha=8.0, beta=2.0)) == ["identity_touched"]       # identity tier: center 0.8
     assert _fired(_hit(0.8, alpha=7.0, beta=3.0)) == []                         # center 0.7: not identity
@@ -35,7 +35,7 @@ def test_each_trigger_comes_from_what_the_cycle_knows():
     goal = np.array([1.0, 0.0, 0.0])
     assert _fired(focus=np.array([3.0, 1.0, 0.0]), goals=[goal]) == ["goal_modification"]   # cos 0.949
     assert _fired(focus=np.array([1.0, 1.0, 0.0]), goals=[goal]) == []                      # cos 0.707
-    assert cycle_triggers(None, offered_verbs=[], focus_vec=None, goal_vecs=[], touch_similarity=0.75,
+    assert cycle_triggers(None, offered_kinds=[], focus_vec=None, goal_vecs=[], touch_similarity=0.75,
                           identity_center=0.8).fired() == []
 
 

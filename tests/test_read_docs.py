@@ -85,7 +85,7 @@ def test_refuses_directories_fifos_and_missing_files(project):
     os.mkfifo(project / "src" / "pipe")
     tool = _tool(project)
     assert tool.read("src/context") == ("error: 'src/context' is a directory "
-                                       "(use list_docs to see what it holds)")
+                                       "(LIST_DOCS shows what it holds)")
     assert tool.read("src/pipe") == "error: 'src/pipe' is not a regular file"   # and did not block
     assert tool.read("src/nope.py") == "error: 'src/nope.py' does not exist"
     assert tool.read("") == "error: give a file path, e.g. 'notes.md' or 'src/loop/cognitive_loop.py'"

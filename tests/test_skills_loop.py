@@ -84,8 +84,23 @@ async def test_recall_skill_with_a_misspelt_label_through_the_loop(pool, tmp_pat
     skill = await repo.get(pool, "csv_summary")
     assert (skill.recommended, skill.used) == (1, 1)                        # credited to the resolved label
     [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
-    assert {k: tool[k] for k in ("kind", "verb", "argument", "refused")} == {
-        "kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False}
+    assert tool == {"kind": "tool", "verb": "RECALL_SKILL", "argument": "csv_sumary", "refused": False,
+                    "action_kind": "internal", "allowed": True,
+                    "reason": "internal actions change only the mind's own state"}
+
+
+async def test_offering_a_skill_does_not_send_a_confident_turn_to_system2(pool, tmp_path):
+    """RECALL_SKILL only reads a procedure: offering it is no irreversible action (it was
+    once unlisted, so every turn with a skill in the prompt escalated)."""
+    await repo.create(pool, **CSV)
+    system1 = ScriptedLLM().say("Sure, send me the file. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, system1)
+    await mind.loop.submit("user", "please summarise sales.csv for me")
+    record = await mind.loop.cycle()
+    assert "RECALL_SKILL" in system1.of("generate")[0].system               # offered this turn
+    assert (record.escalated, record.path, delivered) == (False, "system1", ["Sure, send me the file."])
+    assert {v: mind.loop.tools.kind(v) for v in mind.loop.tools.verbs} == {
+        "READ_DOC": "read_doc", "LIST_DOCS": "read_doc", "GOAL_ACHIEVED": "internal", "RECALL_SKILL": "internal"}
 
 
 async def test_an_unknown_label_gets_the_list_and_the_model_asks_again(pool, tmp_path):

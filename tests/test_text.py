@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.text import clean_text, excerpt, storable
+from src.text import clean_text, cut, excerpt, first_sentence, storable, without_controls
 
 
 def test_clean_text_table():
@@ -51,3 +51,25 @@ def test_storable_removes_only_what_postgres_refuses():
     assert storable("a\x00b\ud800c\r\n", notes) == "ab?c\r\n"
     assert notes == ["NUL bytes were removed", "unpaired surrogates were replaced"]
     assert storable("e\u0301 plain") == "e\u0301 plain"      # no NFC, no stripping: only the refused
+
+
+@pytest.mark.parametrize(("text", "limit", "expected"), [
+    ("line one\nline two", 40, "line one\nline two"),         # lines are kept
+    ("line one\nline two", 10, "line one…"),                  # the newline before the cut is dropped
+    ("abcdef", 6, "abcdef"),
+    ("abcdef", 4, "abc…"),
+])
+def test_cut_keeps_lines_and_marks_the_cut(text, limit, expected):
+    assert cut(text, limit) == expected
+    assert len(cut(text, limit)) <= limit
+
+
+def test_without_controls_drops_escapes_and_bidi_but_keeps_whitespace():
+    assert without_controls("a\x1b[31mb\x07\tc\nd\u202ee\u00e9") == "a[31mb\tc\nde\u00e9"
+
+
+@given(st.text(max_size=300), st.integers(min_value=1, max_value=120))
+def test_first_sentence_is_one_line_within_the_limit(text, limit):
+    out = first_sentence(text, limit)
+    assert len(out) <= limit and "\n" not in out
+    assert out == " ".join(out.split())

@@ -44,6 +44,14 @@ async def _rounds(tools: ToolProtocol, model: Model, focus: str = "what is in no
     return await tools.rounds(model, lambda text: text, USER, system="SYSTEM", focus=focus)
 
 
+def test_each_verb_declares_its_action_kind_and_an_undeclared_one_is_an_external_effect():
+    tools = ToolProtocol(2)
+    tools.register(ToolVerb("READ_DOC", str, "READ_DOC: <path>", "For code.", kind="read_doc"))
+    tools.register(ToolVerb("SEND_MAIL", str, "SEND_MAIL: <to>", "Never."))
+    assert [tools.kind(v) for v in ("READ_DOC", "SEND_MAIL", "NEVER_REGISTERED")] == [
+        "read_doc", "external_effect", "external_effect"]
+
+
 def test_protocol_lines_are_found_anywhere_in_a_reply():
     tools, _ = _protocol()
     assert tools.find_calls("READ_DOC: notes.md") == [ToolCall("READ_DOC", "notes.md")]
@@ -160,3 +168,23 @@ async def test_an_async_handler_is_awaited():
     rounds = await tools.rounds(model, str, USER, system="S", focus="x")
     assert rounds.answer == "First preheat."
     assert model.sent[1][0][-1] == ChatMessage("user", "[RECALL_SKILL baking]\nsteps of baking")
+
+
+async def test_the_action_check_runs_before_a_call_and_a_refused_call_never_runs():
+    sent: list[str] = []
+    tools = ToolProtocol(2)
+    tools.register(ToolVerb("SEND_MAIL", lambda to: sent.append(to) or "sent", "SEND_MAIL: <to>", "Never."))
+    tools.register(ToolVerb("READ_DOC", lambda path: "# notes", "READ_DOC: <path>", "For notes.", kind="read_doc"))
+    checked: list[tuple[str, str]] = []
+
+    def permit(verb: ToolVerb, reply: str) -> str | None:
+        checked.append((verb.kind, reply))
+        return "confidence 0.40 < 0.95" if verb.kind == "external_effect" else None
+
+    model = Model("READ_DOC: notes.md", "SEND_MAIL: boss@example.com", "I did not send it.")
+    out = await tools.rounds(model, lambda text: text, USER, system="SYSTEM", focus="notes", permit=permit)
+    assert sent == [] and out.answer == "I did not send it." and out.ended == "answered_without_tools"
+    assert checked == [("read_doc", "READ_DOC: notes.md"), ("external_effect", "SEND_MAIL: boss@example.com")]
+    assert [(r.call.verb, r.refused, r.text) for r in out.results] == [
+        ("READ_DOC", False, "# notes"),
+        ("SEND_MAIL", True, "error: the action check refused SEND_MAIL: confidence 0.40 < 0.95")]

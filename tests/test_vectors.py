@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.vectors import has_direction, unit, unit_rows
+from src.vectors import closest, has_direction, unit, unit_rows
 
 
 def test_unit_scales_to_length_one_and_keeps_a_zero_vector_zero():
@@ -35,3 +35,12 @@ def test_unit_is_length_one_or_all_zero(values):
     v = unit(values)
     norm = float(np.linalg.norm(v))
     assert norm == pytest.approx(1.0) or not np.any(v)
+
+
+def test_closest_gives_the_index_and_cosine_of_the_most_similar_candidate():
+    query = np.array([1.0, 1.0, 0.0])
+    found = closest(query, [np.array([0.0, 0.0, 5.0]), np.array([2.0, 0.0, 0.0]), np.array([3.0, 3.0, 0.0])])
+    assert found[0] == 2 and found[1] == pytest.approx(1.0)
+    assert closest(query, [np.zeros(3), np.array([0.0, -1.0, 0.0])]) == (0, 0.0)   # zero: cosine 0, not NaN
+    assert closest(query, []) is None and closest(query, iter([])) is None
+    assert closest(query, (v for v in [np.array([1.0, 0.0, 0.0])]))[1] == pytest.approx(2 ** -0.5)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from src.vectors import closest
+
 IDENTITY_CENTER = 0.8
 
 _SELF_FORMED = """
@@ -35,12 +37,8 @@ async def self_formed_values(db, embed_model: str) -> list[tuple[int, str, np.nd
 def best_aligned(answer_vec: np.ndarray, values: list[tuple[int, str, np.ndarray]],
                  threshold: float) -> tuple[int, str, float] | None:
     """(value id, text, cosine) of the closest self-formed value at or above `threshold`."""
-    v = np.asarray(answer_vec, np.float64)
-    v = v / (np.linalg.norm(v) or 1.0)
-    best = None
-    for vid, text, vec in values:
-        g = np.asarray(vec, np.float64)
-        sim = float(v @ g / (np.linalg.norm(g) or 1.0))
-        if best is None or sim > best[2]:
-            best = (vid, text, sim)
-    return best if best is not None and best[2] >= threshold else None
+    found = closest(answer_vec, [vec for _, _, vec in values])
+    if found is None or found[1] < threshold:
+        return None
+    vid, text, _ = values[found[0]]
+    return vid, text, found[1]

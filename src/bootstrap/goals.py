@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from src.text import excerpt
+from src.vectors import closest
+
 _GOAL_MEMORIES = """
 SELECT id, content, embedding FROM memories
  WHERE metadata->>'kind' = 'goal' AND embedding IS NOT NULL AND embed_model = $1
@@ -38,15 +41,12 @@ class GoalMatch:
 def match_goal(declared_vec: np.ndarray, l1: Sequence[tuple[str, np.ndarray]],
                memories: Sequence[tuple[int, str, np.ndarray]], threshold: float) -> GoalMatch | None:
     """The held goal closest to the declared one, if at least `threshold` cosine."""
-    v = np.asarray(declared_vec, np.float64)
-    v = v / (np.linalg.norm(v) or 1.0)
-    best: GoalMatch | None = None
-    for mid, text, vec in [(None, t, g) for t, g in l1] + list(memories):
-        g = np.asarray(vec, np.float64)
-        sim = float(v @ g / (np.linalg.norm(g) or 1.0))
-        if best is None or sim > best.similarity:
-            best = GoalMatch(text, sim, mid)
-    return best if best is not None and best.similarity >= threshold else None
+    held = [(None, t, g) for t, g in l1] + list(memories)
+    found = closest(declared_vec, [vec for _, _, vec in held])
+    if found is None or found[1] < threshold:
+        return None
+    mid, text, _ = held[found[0]]
+    return GoalMatch(text, found[1], mid)
 
 
 async def goal_memories(db, embed_model: str) -> list[tuple[int, str, np.ndarray]]:
@@ -55,5 +55,4 @@ async def goal_memories(db, embed_model: str) -> list[tuple[int, str, np.ndarray
 
 
 def reflection_prompt(goal: str) -> str:
-    flat = " ".join(goal.split())[:200]
-    return f"I achieved my goal '{flat}'. Looking back: what did it take, and what does it teach me?"
+    return f"I achieved my goal '{excerpt(goal, 200)}'. Looking back: what did it take, and what does it teach me?"

@@ -15,6 +15,7 @@ from datetime import datetime
 import asyncpg
 
 from src.bootstrap.milestones import TITLES, reached
+from src.text import cut
 
 KEYS: tuple[str, ...] = (
     "memory_formation", "retrieval_success", "consolidation_cycle", "goal_promotion", "dmn_acted_upon",
@@ -39,7 +40,7 @@ async def readiness(db: asyncpg.Pool | asyncpg.Connection) -> list[Achievement]:
 
 def _event_text(event: dict, limit: int = 90) -> str:
     text = json.dumps(event, ensure_ascii=True, sort_keys=True, default=str)   # control chars escaped
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(text, limit)
 
 
 def format_readiness(achievements: list[Achievement]) -> str:

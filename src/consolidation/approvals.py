@@ -21,6 +21,8 @@ from src.consolidation import promotion  # noqa: F401
 from src.consolidation import promotion_repository as repo
 from src.consolidation.approval_kinds import REGISTRY, REJECT_HOOKS, ApprovalContext
 from src.consolidation.evolution_settings import EvolutionSettings
+from src.terminal import escape
+from src.text import excerpt
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
@@ -28,8 +30,7 @@ log = logging.getLogger(__name__)
 
 def _printable(text: str, limit: int = 300) -> str:
     """Operator-facing text: control characters escaped, cut to `limit`."""
-    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return escaped if len(escaped) <= limit else escaped[:limit - 1] + "…"
+    return escape(excerpt(text, limit))
 
 
 async def pending_text(pool: asyncpg.Pool, limit: int = 50) -> str:

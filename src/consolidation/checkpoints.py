@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 
 async def running_pass(conn: Executor) -> asyncpg.Record | None:

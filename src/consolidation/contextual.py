@@ -27,7 +27,7 @@ from src.errors import ProviderError
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall.store import EMBED_MAX_CHARS
-from src.text import clean_text
+from src.text import clean_text, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
         by_id = {r["id"]: r for r in batch}
         texts: dict[int, str] = {}
         for item in out.value.contexts:
-            context = " ".join(clean_text(item.context).text.split())[:cfg.context_chars]
+            context = excerpt(clean_text(item.context).text, cfg.context_chars)
             if item.id in by_id and context:
                 texts[item.id] = f"{context}\n\n{by_id[item.id]['content']}"
         if not texts:

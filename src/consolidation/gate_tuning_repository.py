@@ -8,7 +8,6 @@ compare against, so a test with a fixed clock sees its own history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,11 +16,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
-Executor = asyncpg.Pool | asyncpg.Connection
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
+from src.db.sql import Executor, json_param
 
 
 # --------------------------------------------------------------------------- gate tuning
@@ -93,7 +88,7 @@ async def write_gate_tuning(conn: asyncpg.Connection, now: datetime, entries: Se
                                     $7::text[], $8::jsonb[])""",
         now, [e["param"] for e in entries], [e["before"] for e in entries], [e["proposed"] for e in entries],
         [e["applied"] for e in entries], [e["direction"] for e in entries], [e["reason"] for e in entries],
-        [_json(e["evidence"]) for e in entries])
+        [json_param(e["evidence"]) for e in entries])
     applied = [e for e in entries if e["applied"]]
     if applied:
         await conn.execute(

@@ -27,6 +27,7 @@ from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.errors import ProviderError
 from src.recall.search import search_hybrid
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Insights(BaseModel):
 
 
 def _line(mid: int, text: str) -> str:
-    return f"[{mid}] {' '.join(text.split())[:ITEM_CHARS]}"
+    return f"[{mid}] {excerpt(text, ITEM_CHARS)}"
 
 
 def questions_prompt(memories: Sequence, themes: Sequence[str], n: int) -> str:

@@ -47,6 +47,7 @@ from src.gates.contradiction import (
     screen,
 )
 from src.providers.protocols import Embedder, LanguageModel
+from src.text import excerpt
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety
 
@@ -211,7 +212,7 @@ class LightTicker:
         for group in groups:
             ids = sorted(rows[i]["id"] for i in group)
             central = rows[group[most_central(vecs[group])]]
-            label = " ".join(central["content"].split())[:LABEL_CHARS]
+            label = excerpt(central["content"], LABEL_CHARS)
             new += await repository.insert_finding(self.pool, "theme", fingerprint(ids), ids,
                                                    {"label": label, "size": len(ids), "central_id": central["id"]})
         return new

@@ -32,6 +32,7 @@ from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.errors import ProviderError
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def merge_question(clusters: Sequence[Cluster]) -> str:
              "beyond any one occasion. Cite the memory ids it rests on (only ids from that cluster)."]
     for c in clusters:
         parts.append(f"Cluster {c.index}:")
-        parts += [f"  [{mid}] {' '.join(t.split())[:ITEM_CHARS]}" for mid, t in zip(c.ids, c.texts, strict=True)]
+        parts += [f"  [{mid}] {excerpt(t, ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
     return "\n".join(parts)
 
 

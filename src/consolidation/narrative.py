@@ -17,6 +17,7 @@ from src.consolidation import repository
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import ask_batched, check_one_each, run_guarded
+from src.text import excerpt
 
 ITEM_CHARS = 300
 MAX_PER_PASS = 12
@@ -36,8 +37,8 @@ def narrative_prompt(items: Sequence[dict]) -> str:
              "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
              "One or two sentences each; use only what the experiences say."]
     for it in items:
-        parts.append(f"Insight [{it['id']}]: {' '.join(it['content'].split())[:ITEM_CHARS]}")
-        parts += [f"  experience: {' '.join(t.split())[:ITEM_CHARS]}" for t in it["sources"]]
+        parts.append(f"Insight [{it['id']}]: {excerpt(it['content'], ITEM_CHARS)}")
+        parts += [f"  experience: {excerpt(t, ITEM_CHARS)}" for t in it["sources"]]
     return "\n".join(parts)
 
 

@@ -8,18 +8,13 @@ compare against, so a test with a fixed clock sees its own history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-Executor = asyncpg.Pool | asyncpg.Connection
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
+from src.db.sql import Executor, json_param
 
 
 # --------------------------------------------------------------------------- outcomes, utility, Dirichlet
@@ -87,7 +82,7 @@ async def write_dirichlet(conn: asyncpg.Connection, now: datetime, before: Mappi
         now, list(after), [float(v) for v in after.values()])
     await conn.execute(
         "INSERT INTO dirichlet_history (at, before, after, evidence) VALUES ($1, $2::jsonb, $3::jsonb, $4::jsonb)",
-        now, _json(dict(before)), _json(dict(after)), _json(dict(evidence)))
+        now, json_param(dict(before)), json_param(dict(after)), json_param(dict(evidence)))
 
 
 async def pathological_weights(db: Executor, limit_evidence: float, limit: int = 20) -> tuple[int, list[asyncpg.Record]]:

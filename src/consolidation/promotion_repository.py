@@ -8,19 +8,13 @@ compare against, so a test with a fixed clock sees its own history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-Executor = asyncpg.Pool | asyncpg.Connection
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
-
+from src.db.sql import Executor, json_param
 
 # --------------------------------------------------------------------------- promotion
 _SIGHTINGS = """
@@ -116,7 +110,7 @@ async def record_promotion(conn: asyncpg.Connection, memory_id: int, tier: str, 
                   approval_id = COALESCE(EXCLUDED.approval_id, promotions.approval_id),
                   reason = EXCLUDED.reason, remaining = EXCLUDED.remaining,
                   evidence = promotions.evidence || EXCLUDED.evidence""",
-        memory_id, tier, status, at, approval_id, reason, remaining, _json(dict(evidence or {})))
+        memory_id, tier, status, at, approval_id, reason, remaining, json_param(dict(evidence or {})))
 
 
 # --------------------------------------------------------------------------- approvals
@@ -124,7 +118,7 @@ async def insert_approval(conn: Executor, kind: str, payload: Mapping[str, Any],
                           now: datetime) -> int:
     return await conn.fetchval(
         "INSERT INTO approvals (kind, payload, reason, created_at) VALUES ($1, $2::jsonb, $3, $4) RETURNING id",
-        kind, _json(dict(payload)), reason, now)
+        kind, json_param(dict(payload)), reason, now)
 
 
 async def pending_approvals(db: Executor, limit: int = 50) -> list[asyncpg.Record]:

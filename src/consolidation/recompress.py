@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from src.consolidation import repository
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import ask_batched, check_one_each, run_guarded
-from src.text import clean_text
+from src.text import clean_text, excerpt
 
 ITEM_CHARS = 400
 CONTEXT_MEMBERS = 4
@@ -37,9 +37,9 @@ def recompress_prompt(items: Sequence[dict]) -> str:
              "general (what it says about the agent or the subject), not tied to one conversation. "
              "At most 15 words per line."]
     for it in items:
-        parts.append(f"Memory [{it['id']}]: {' '.join(it['content'].split())[:ITEM_CHARS]}")
+        parts.append(f"Memory [{it['id']}]: {excerpt(it['content'], ITEM_CHARS)}")
         parts.append(f"  current summary: {it['compressed']}")
-        parts += [f"  related: {' '.join(t.split())[:ITEM_CHARS]}" for t in it["related"]]
+        parts += [f"  related: {excerpt(t, ITEM_CHARS)}" for t in it["related"]]
     return "\n".join(parts)
 
 

@@ -8,7 +8,6 @@ compare against, so a test with a fixed clock sees its own history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,11 +16,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
-Executor = asyncpg.Pool | asyncpg.Connection
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
+from src.db.sql import Executor, json_param
 
 
 # --------------------------------------------------------------------------- reconsolidation
@@ -109,7 +104,7 @@ async def insert_insight(conn: asyncpg.Connection, content: str, embedding: np.n
     new_id = await conn.fetchval(
         """INSERT INTO memories (content, memory_type, embedding, embed_model, source_tag, created_at, metadata)
            VALUES ($1, 'reflection', $2, $3, 'consolidation', $4, $5::jsonb) RETURNING id""",
-        content, None if embedding is None else HalfVector(embedding), embed_model, at, _json(dict(metadata)))
+        content, None if embedding is None else HalfVector(embedding), embed_model, at, json_param(dict(metadata)))
     await conn.execute(
         """INSERT INTO memory_supersedes (insight_id, source_id, created_at)
            SELECT $1, s, $3 FROM unnest($2::bigint[]) AS s WHERE s <> $1 ON CONFLICT DO NOTHING""",
@@ -120,7 +115,7 @@ async def insert_insight(conn: asyncpg.Connection, content: str, embedding: np.n
 async def mark_metadata(conn: Executor, memory_ids: Sequence[int], patch: Mapping[str, Any]) -> None:
     """Merge `patch` into the metadata of these memories (not a weight column)."""
     await conn.execute("UPDATE memories SET metadata = metadata || $2::jsonb WHERE id = ANY($1::bigint[])",
-                       list(memory_ids), _json(dict(patch)))
+                       list(memory_ids), json_param(dict(patch)))
 
 
 async def superseded_ids(db: Executor, ids: Sequence[int]) -> list[int]:

@@ -16,8 +16,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
-Executor = asyncpg.Pool | asyncpg.Connection
-
+from src.db.sql import Executor
 
 # -- light: decay, co-access, findings -------------------------------------------------------
 

@@ -25,6 +25,7 @@ from src.consolidation import repository
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import Rejected, ask_batched, run_guarded
+from src.text import excerpt
 
 ITEM_CHARS = 300
 
@@ -37,8 +38,8 @@ class TensionAnswer(BaseModel):
 
 
 def tension_question(value: str, behaviours: Sequence) -> str:
-    lines = [f"[{b['id']}] {' '.join(b['content'].split())[:ITEM_CHARS]}" for b in behaviours]
-    return (f"The agent claims to value: {' '.join(value.split())[:ITEM_CHARS]}\n"
+    lines = [f"[{b['id']}] {excerpt(b['content'], ITEM_CHARS)}" for b in behaviours]
+    return (f"The agent claims to value: {excerpt(value, ITEM_CHARS)}\n"
             "Here are recent behavioural examples:\n" + "\n".join(lines)
             + "\nDo any contradict this value? Give the ids of contradicting examples, the ids of "
               "examples that act in line with it, and one sentence on the contradiction if there is one.")
@@ -84,7 +85,7 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
         open_row = await repository.open_tension(ctx.pool, value["id"])
         if open_row is None and answer.contradicts:
             why = " ".join(answer.explanation.split()) or "recent behaviour goes against it"
-            text = f"I claim to value \"{' '.join(value['content'].split())[:ITEM_CHARS]}\", yet {why}"
+            text = f"I claim to value \"{excerpt(value['content'], ITEM_CHARS)}\", yet {why}"
             new_id = await write_derived(
                 ctx, key=key, content=text, memory_type="tension", sources=[], via="insight",
                 inherit_weight=False, contradict_sources=False,

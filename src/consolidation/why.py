@@ -8,7 +8,8 @@ from datetime import datetime
 import asyncpg
 
 from src.consolidation import repository
-from src.text import clean_text
+from src.terminal import escape
+from src.text import clean_text, excerpt
 
 PREVIEW_CHARS = 160
 
@@ -41,9 +42,7 @@ async def why_do_i_believe(db: asyncpg.Pool | asyncpg.Connection, memory_id: int
 
 def _safe(text: str) -> str:
     """One line, control characters escaped (operator-facing)."""
-    one = " ".join(clean_text(text).text.split())
-    one = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in one)
-    return one if len(one) <= PREVIEW_CHARS else one[:PREVIEW_CHARS - 1] + "…"
+    return escape(excerpt(clean_text(text).text, PREVIEW_CHARS))
 
 
 def format_chain(memory_id: int, chain: list[ChainLink]) -> str:

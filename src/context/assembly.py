@@ -53,12 +53,12 @@ import numpy as np
 
 from src.context import tracks
 from src.context.settings import ContextBudget, ContextSettings
+from src.db.sql import Executor
 from src.recall.co_access import record_co_access
 from src.recall.retrieval import Recalled, Retrieval
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 
 IMMUTABLE_HEADER = "Boundaries (always hold):"
 IDENTITY_HEADER = "Who I am (what surfaced this cycle):"

@@ -38,7 +38,6 @@ geometrically (0.3, 0.09, 0.027 … of it) instead of vanishing after one cycle.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,16 +47,13 @@ from typing import Literal, Protocol
 import numpy as np
 
 from src.context.tokens import count_tokens
+from src.text import first_sentence
 from src.vectors import has_direction, unit
 from src.weights.stochastic import observe_many
 
 Track = Literal["immutable", "identity", "situational"]
 Form = Literal["full", "compressed"]
 
-#: Where the first sentence ends: terminal punctuation before a space or the end,
-#: or a line break.
-_SENTENCE_END = re.compile(r"[.!?…](?=\s|$)|\n")
-_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -146,31 +142,10 @@ def render_line(memory_type: str, text: str) -> str:
     return f"- [{memory_type}] {text}"
 
 
-def first_sentence(text: str, max_chars: int = 200) -> str:
-    """Deterministic stand-in for a missing `compressed`: the first sentence, at most `max_chars`.
-
-    Whitespace runs become single spaces so the entry stays on one line. A
-    sentence longer than `max_chars` is cut at the last space before the limit
-    (when that keeps at least half of it) and gets "…".
-    """
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be >= 1, got {max_chars!r}")
-    text = text.strip()
-    end = _SENTENCE_END.search(text)
-    sentence = _SPACES.sub(" ", text[: end.end()] if end else text).strip()
-    if len(sentence) <= max_chars:
-        return sentence
-    cut = sentence[: max_chars - 1]
-    space = cut.rfind(" ")
-    if not sentence[max_chars - 1].isspace() and space >= (max_chars - 1) // 2:
-        cut = cut[:space]                    # the limit fell inside a word: drop it
-    return cut.rstrip(" ,;:-") + "…"
-
-
 def compressed_form(candidate: Candidate, max_chars: int) -> str:
     """The stored `compressed` text when there is one, else `first_sentence`."""
     stored = (candidate.compressed or "").strip()
-    return _SPACES.sub(" ", stored) if stored else first_sentence(candidate.content, max_chars)
+    return " ".join(stored.split()) if stored else first_sentence(candidate.content, max_chars)
 
 
 def injection_scores(candidates: Sequence[Candidate], rng: np.random.Generator) -> np.ndarray:

@@ -18,6 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from src.text import excerpt
+from src.vectors import closest
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,8 @@ class DmnOutput:
 
 
 def _best(vec: np.ndarray, layer: Sequence[tuple[str, np.ndarray]]) -> tuple[str, float] | None:
-    if not layer:
-        return None
-    sims = [(text, float(vec @ v / (np.linalg.norm(v) or 1.0))) for text, v in layer]
-    return max(sims, key=lambda s: s[1])
+    found = closest(vec, [v for _, v in layer])
+    return None if found is None else (layer[found[0]][0], found[1])
 
 
 def goal_prompts(samples: Sequence[Sampled], goals: Sequence[tuple[str, np.ndarray]], threshold: float,

@@ -16,6 +16,7 @@ from collections import Counter, deque
 import numpy as np
 
 from src.dmn.settings import EntropyGuard as GuardSettings
+from src.vectors import has_direction, unit
 from src.weights.safety_rules import EntropyMonitor, shannon_entropy
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,9 @@ class EntropyGuard:
         if self.broaden_left:
             self.broaden_left -= 1
         for v in vectors:
-            n = float(np.linalg.norm(v))
-            if n > 0:
-                unit = np.asarray(v, float) / n
-                self._recent.append((self._topic_of(unit), unit))
+            if has_direction(v):
+                u = unit(v)
+                self._recent.append((self._topic_of(u), u))
         if len(self._recent) < self.settings.window // 2:
             return None
         counts = Counter(t for t, _ in self._recent)

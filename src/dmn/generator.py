@@ -31,6 +31,7 @@ from src.dmn.entropy_guard import EntropyGuard
 from src.dmn.sampling import PoolFeatures, bias_weights, draw
 from src.dmn.settings import DmnSettings
 from src.dmn.suppression import activity
+from src.vectors import unit_rows
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,7 @@ class DmnGenerator:
     def _draw(self, rows) -> list[ch.Sampled]:
         cfg = self.settings
         vecs = np.stack([r["embedding"].to_numpy().astype(np.float64) for r in rows])
-        norms = np.linalg.norm(vecs, axis=1)
-        units = vecs / np.where(norms > 0, norms, 1.0)[:, None]
+        units = unit_rows(vecs)
         features = PoolFeatures(
             center=np.array([r["center"] for r in rows], float),
             hours_unseen=np.array([max(0.0, float(r["hours_unseen"])) for r in rows]),

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 _BOUNDS = "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM memories"
 

@@ -45,7 +45,6 @@ from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import (
     PERSISTING,
     bootstrap_floor,
-    compress_fallback,
     decide_cell,
     novelty_band,
     novelty_cell,
@@ -55,17 +54,21 @@ from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.search import check_novelty_many
 from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
+from src.text import first_sentence
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
 #: Memory type of everything the gate persists: it was experienced, not yet abstracted.
 GATE_MEMORY_TYPE = "episodic"
+#: Characters of the first-sentence `compressed` written when the model gave none.
+COMPRESSED_FALLBACK_CHARS = 120
 
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
 
@@ -247,7 +250,9 @@ class ExitGate:
                 return await ask_llm(self.llm, e.item.content, e.verdicts[k][0].content,
                                      e.verdicts[k][1].opposition)
 
-        answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
+        # a rate limit hits these calls together: they share one retry budget
+        with shared_retries(self.settings.exit.llm_shared_retries):
+            answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
         for (e, k), verdict in zip(asks, answers, strict=True):
             e.verdicts[k] = (e.verdicts[k][0], verdict)
             if verdict.layer == "llm":
@@ -269,7 +274,7 @@ class ExitGate:
                              round_=e.round, max_rounds=cfg.max_buffer_rounds,
                              expired=e.item.expires_at <= self.clock())
         if e.compressed is None:
-            e.compressed = compress_fallback(e.item.content)
+            e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 
     async def _write(self, evaluations: list[Evaluation], reason: str) -> FlushReport:
         model = self.embedder.model_name

@@ -142,19 +142,3 @@ def decide_cell(relevance: float, novelty: str, th: GateThresholds, noise_rate: 
         reason += f"; undecided for too long ({why}) -> persist"
     return CellDecision(rel, novelty, cell_action, action, draw, noise_rate, noise,
                         PRIORITY[(rel, novelty)], reason)
-
-
-def compress_fallback(text: str, limit: int = 120) -> str:
-    """A one-line summary without a language model: the first sentence, whitespace
-    collapsed, cut at a word boundary with an ellipsis when longer than `limit`."""
-    flat = " ".join(text.split())
-    for stop in (". ", "? ", "! "):
-        cut = flat.find(stop)
-        if 0 < cut < limit:
-            flat = flat[: cut + 1]
-            break
-    if len(flat) <= limit:
-        return flat
-    head = flat[: limit - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"

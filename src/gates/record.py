@@ -19,6 +19,7 @@ from dataclasses import replace
 import asyncpg
 import numpy as np
 
+from src.db.sql import Executor
 from src.gates.entry import PREVIEW_CHARS
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import PERSISTING
@@ -36,7 +37,6 @@ from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 
 _DECISION_COLUMNS = (
     "gate", "scratch_id", "memory_id", "source_tag", "content_preview", "cell_relevance",

@@ -33,11 +33,11 @@ from typing import Any, Protocol
 import asyncpg
 
 from src.db.pool import DB_ERRORS
+from src.db.sql import Executor
 from src.gates.settings import ScratchSettings
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 
 
 @dataclass(frozen=True)

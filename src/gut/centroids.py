@@ -33,19 +33,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from src.vectors import has_direction, unit, unit_rows
 
-def unit(vec: np.ndarray) -> np.ndarray | None:
-    """`vec` scaled to length 1 (float64), or None for a zero vector."""
-    v = np.asarray(vec, dtype=np.float64).ravel()
-    n = float(np.linalg.norm(v))
-    return None if n == 0.0 or not np.isfinite(n) else v / n
+
+def direction(vec: np.ndarray | None) -> np.ndarray | None:
+    """`vec` as a unit vector (src/vectors' one rule), or None when it has no direction
+    (zero or not finite): the gut reads "no direction" as "nothing felt", not as zeros."""
+    return unit(vec) if vec is not None and has_direction(vec) else None
 
 
 def weighted_mean(pairs: Sequence[tuple[np.ndarray, float]]) -> np.ndarray | None:
     """Weighted mean of unit vectors; None when empty or all weights are 0."""
     rows, weights = [], []
     for vec, w in pairs:
-        u = unit(vec)
+        u = direction(vec)
         if u is not None and w > 0:
             rows.append(u)
             weights.append(float(w))
@@ -92,14 +93,14 @@ def read_gut(attention: np.ndarray | None, subconscious: np.ndarray | None,
         return None
     delta = np.asarray(attention, np.float64) - np.asarray(subconscious, np.float64)
     magnitude = float(np.linalg.norm(delta))
-    return GutReading(delta, magnitude, min(1.0, magnitude / magnitude_scale), unit(delta),
-                      unit(subconscious))
+    return GutReading(delta, magnitude, min(1.0, magnitude / magnitude_scale), direction(delta),
+                      direction(subconscious))
 
 
 def charge(vec: np.ndarray, reading: GutReading | None, subconscious: np.ndarray | None = None) -> float:
     """Emotional charge of one item in [0, 1] (see the module docstring); 0.0 with no gut."""
-    u = unit(vec)
-    sub = reading.subconscious if reading is not None else unit(subconscious) if subconscious is not None else None
+    u = direction(vec)
+    sub = reading.subconscious if reading is not None else direction(subconscious)
     if u is None or sub is None:
         return 0.0
     value = abs(float(u @ sub))
@@ -114,10 +115,7 @@ def alignment(vecs: np.ndarray, reading: GutReading | None) -> np.ndarray:
     out = np.full(matrix.shape[0], 0.5)
     if reading is None or reading.direction is None or not matrix.size:
         return out
-    norms = np.linalg.norm(matrix, axis=1)
-    ok = norms > 0
-    cos = np.zeros(matrix.shape[0])
-    cos[ok] = (matrix[ok] @ reading.direction) / norms[ok]
+    cos = unit_rows(matrix) @ reading.direction       # a zero row: cosine 0, alignment 0.5
     return np.clip(0.5 + 0.5 * reading.intensity * cos, 0.0, 1.0)
 
 

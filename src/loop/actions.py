@@ -10,10 +10,14 @@ Processing is source-agnostic; acting is not. An output may be:
 
 Externally prompted actions (source tag `external_*`) pass on ordinary confidence;
 self-generated impulses (`internal_*`: DMN, consolidation, gut, scheduled) need more.
+A tool call is checked before it runs (src/loop/thinking.py passes the check to the tool
+protocol as `permit`, on the confidence of the reply that carries the call); the
+thought_log row repeats the verdict for every call of the cycle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from src.loop.settings import ActionSettings
@@ -51,17 +55,13 @@ class ActionPolicy:
         return False, f"external effect from {source_tag} refused: confidence {conf:.2f} < {need:.2f}"
 
 
-#: The action kind of each protocol verb (src/loop/tool_protocol.py); a verb not listed
-#: here is treated as an external effect, the strictest check.
-VERB_KINDS: dict[str, ActionKind] = {"READ_DOC": "read_doc", "GOAL_ACHIEVED": "internal"}
-
-
-def checked_tool_actions(policy: ActionPolicy, tool_actions: list[dict], source_tag: str,
-                         source_confidence: float, confidence: float | None) -> list[dict]:
-    """The cycle's tool calls with the action check's verdict on each (kind by verb)."""
+def checked_tool_actions(policy: ActionPolicy, tool_actions: list[dict], kind_of: Callable[[str], str],
+                         source_tag: str, source_confidence: float, confidence: float | None) -> list[dict]:
+    """The cycle's tool calls with the action check's verdict on each. `kind_of` gives a
+    verb's action kind (each protocol verb declares its own: `ToolVerb.kind`)."""
     out = []
     for action in tool_actions:
-        kind = VERB_KINDS.get(action.get("verb", ""), "external_effect")
+        kind = kind_of(action.get("verb", ""))
         allowed, why = policy.allows(kind, source_tag, source_confidence, confidence)
         out.append({**action, "action_kind": kind, "allowed": allowed, "reason": why})
     return out

@@ -60,3 +60,15 @@ async def after_answer(loop, winner, delivered: bool, *, by_model: bool) -> None
             result = loop.deliver(question)
             if asyncio.iscoroutine(result):
                 await result
+
+
+async def gate_pruned(loop, messages) -> None:
+    """Pruned messages get the exit gate before they leave the window (§3.3)."""
+    by_tag: dict[str, list] = {}
+    for m in messages:
+        if not m.metadata.get("gated"):  # a retry after a partial failure skips what passed
+            by_tag.setdefault(m.source_tag, []).append(m)
+    for tag, group in by_tag.items():
+        await loop.parts.gates.prune([m.content for m in group], source_tag=tag)
+        for m in group:
+            m.metadata["gated"] = True

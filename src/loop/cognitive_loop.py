@@ -31,35 +31,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from src.context.fifo import AdaptiveFifo
-from src.context.tokens import count_tokens
 from src.errors import ProviderError
 from src.loop.actions import ActionPolicy, checked_tool_actions
-from src.loop.aftermath import after_answer, keep_exchange
+from src.loop.aftermath import after_answer, gate_pruned, keep_exchange
 from src.loop.attention import Candidate, cognitive_state_report
 from src.loop.backlog import Backlog
-from src.loop.degraded import NoContext, missing_line
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.loop.parts import LoopParts
-from src.loop.prompts import frame_input, reflex_reply, system_prompt
+from src.loop.prompting import build_prompt
 from src.loop.retry import requeue_failed
+from src.loop.thinking import think_within_deadline
 from src.loop.thought_log import CycleRecord, log_answered_cycle
 from src.loop.tool_protocol import ToolProtocol
-from src.loop.triggers import turn_triggers
 from src.loop.turns import Turn, take_turn
-from src.metacognition.calls import FokSource, fok_once
-from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
-from src.metacognition.reflection import corrections_for, reflection_block
-from src.providers.protocols import ChatMessage
 from src.recall.layers import identity_vectors
-from src.recall.retrieval import Retrieval
-from src.tools.docs_verb import read_doc_verb
+from src.tools.docs_verb import docs_verbs
 
 if TYPE_CHECKING:   # the loop reads its sections; config never imports the loop
     from src.config import Settings
 
 log = logging.getLogger(__name__)
 
-_DB_ERRORS = DB_ERRORS
 
 Deliver = Callable[[str], Awaitable[None] | None]
 
@@ -73,11 +65,13 @@ class CognitiveLoop:
         self.settings = settings
         self.cfg = settings.loop
         self.queue = parts.attention
-        self.fifo = AdaptiveFifo(settings.context.budget.conversation_tokens, self._on_pruned, settings.fifo)
+        self.fifo = AdaptiveFifo(settings.context.budget.conversation_tokens, partial(gate_pruned, self),
+                                 settings.fifo)
         self.actions = ActionPolicy(settings.loop.actions)
         self.docs = parts.docs if parts.docs is not None and parts.docs.settings.enabled else None
         self.tools = ToolProtocol(self.cfg.max_tool_calls)   # more verbs: self.tools.register(...)
-        self.tools.register(read_doc_verb(self.docs))
+        for verb in docs_verbs(self.docs):
+            self.tools.register(verb)
         if parts.inner is not None:   # GOAL_ACHIEVED: <goal> (plan §5.2 milestone 9)
             self.tools.register(parts.inner.goal_verb())
         if parts.skills is not None:
@@ -129,7 +123,7 @@ class CognitiveLoop:
                 admitted = await self.parts.gates.admit(text, source_tag=candidate.source_tag,
                                                         source_confidence=candidate.source_confidence,
                                                         exchange=source == "user", metadata=self._meta(candidate))
-        except _DB_ERRORS as exc:
+        except DB_ERRORS as exc:
             # The database is away (restarting?): hold the input in memory, offer it to the
             # gate again before the next cycle, and let it compete for attention meanwhile.
             self.outage.down("entry gate", exc)
@@ -172,7 +166,7 @@ class CognitiveLoop:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one bad cycle must not end the mind
-                if isinstance(exc, _DB_ERRORS):
+                if isinstance(exc, DB_ERRORS):
                     self.outage.down("cognitive cycle", exc)   # expected: no traceback
                 else:
                     log.exception("cognitive cycle failed; the loop goes on")
@@ -232,41 +226,24 @@ class CognitiveLoop:
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self._active_ids, hops=self.cfg.dmn_hops if winner.source == "dmn" else 1,
                 query_vec=winner.embedding)
-        except (ProviderError, *_DB_ERRORS) as exc:
-            self._degraded("memories", exc)
+        except (ProviderError, *DB_ERRORS) as exc:
+            self.degraded("memories", exc)
         timings["recall"] = _ms(t)
 
         t = time.perf_counter()
-        assembled = await self._assemble(retrieval, now)
-        block, cost = await self._reflection(winner), await self._cost_line()
-        memories = "\n\n".join(x for x in (assembled.text, missing_line(self._missing)) if x)
-        skills = await self.parts.skills.section() if self.parts.skills is not None else ""
-        system = system_prompt(self.settings.agent.name, memories, report, block, cost,
-                               gut=self.inner.gut_summary() if self.inner is not None else "", skills=skills)
-        user_text = frame_input(winner.source, winner.text)
-        history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
-                   # the skills section lives inside the context budget: the conversation gives way
-                   for m in self.fifo.window(assembled.conversation_budget - count_tokens(skills))]
-        messages = [*history, ChatMessage("user", user_text)]
+        prompt = await build_prompt(self, winner, retrieval, report, now)
         timings["assembly"] = _ms(t)
 
         t = time.perf_counter()
-        try:   # one deadline for all model work of the cycle, retries included
-            async with asyncio.timeout(self.cfg.cycle_deadline_s):
-                answer, confidence, escalated, path, outcome, tool_actions = await self._think(
-                    winner, messages, system, retrieval)
-        except TimeoutError:
-            log.warning("model work exceeded the cycle deadline of %g s", self.cfg.cycle_deadline_s)
-            because = f"the language model did not answer within {self.cfg.cycle_deadline_s:g} s"
-            answer, confidence, escalated, path, outcome, tool_actions = (
-                self._reflex_reply(retrieval, because=because), None, False, "deadline", None, [])
+        thought = await think_within_deadline(self, winner, prompt.messages, prompt.system, retrieval)
         timings["think"] = _ms(t)
 
+        answer, confidence = thought.answer, thought.confidence
         kind = "communicate"
         allowed, why = self.actions.allows(kind, winner.source_tag, winner.source_confidence, confidence)
         actions = [{"kind": kind, "allowed": allowed, "reason": why},
-                   *checked_tool_actions(self.actions, tool_actions, winner.source_tag, winner.source_confidence,
-                                         confidence)]
+                   *checked_tool_actions(self.actions, thought.tool_actions, self.tools.kind, winner.source_tag,
+                                         winner.source_confidence, confidence)]
         if answer and allowed:
             result = self.deliver(turn.frame_reply(answer))
             if asyncio.iscoroutine(result):
@@ -277,10 +254,11 @@ class CognitiveLoop:
         for part in turn.parts:
             self._failed.pop(part.id, None)
         record = CycleRecord(self.cycles, winner, answer, bool(answer and allowed), actions, confidence,
-                             escalated, path, retrieval, _ms(started), timings)
+                             thought.escalated, thought.path, retrieval, _ms(started), timings)
         try:
-            await self._after_delivery(record, turn, user_text, outcome, allocation, assembled, now)
-        except (ProviderError, *_DB_ERRORS) as exc:
+            await self._after_delivery(record, turn, prompt.user_text, thought.outcome, allocation,
+                                       prompt.assembled, now)
+        except (ProviderError, *DB_ERRORS) as exc:
             self.outage.down("after delivery (gating the answer, FIFO, thought_log)", exc)
         else:
             self.outage.up("cognitive cycle")
@@ -306,49 +284,13 @@ class CognitiveLoop:
                                      assembled, since=now, also=self.inner.cycle_writes(record) if self.inner else ()))
             await self.backlog.flush()
 
-    async def _assemble(self, retrieval: Retrieval | None, now: datetime):
-        """Context assembly; when it fails the cycle goes on without memories (said so)."""
-        try:
-            assembled = await self.parts.assembler.assemble(
-                retrieval, rng=self.rng, now=now, session=self.parts.manifest,
-                refresh_identity=self.fifo.needs_identity_reinjection)
-        except _DB_ERRORS as exc:
-            self._degraded("context assembly", exc)
-            return NoContext(self.settings.context.budget, missing_line(self._missing))
-        if self.fifo.needs_identity_reinjection:
-            self.fifo.identity_reinjected()
-        self._active_ids = assembled.ids_by_track.get("situational", [])
-        return assembled
-
-    async def _reflection(self, winner: Candidate) -> str:
-        reflection = self.settings.escalation.reflection
-        try:
-            corrections = await corrections_for(self.parts.pool, self.parts.providers.embedder, winner.text,
-                                                focus_vec=winner.embedding, settings=reflection)
-        except (ProviderError, *_DB_ERRORS) as exc:
-            self._degraded("reflection corrections", exc)
-            return ""
-        return reflection_block(corrections, field_chars=reflection.block_field_chars) if corrections else ""
-
-    def _degraded(self, what: str, exc: BaseException) -> None:
+    def degraded(self, what: str, exc: BaseException) -> None:
         """Something the cycle needs is unavailable: note it for the reply, warn once."""
         self._missing.append(f"{what} ({describe(exc)})")
-        if isinstance(exc, _DB_ERRORS):
+        if isinstance(exc, DB_ERRORS):
             self.outage.down(what, exc)
         else:
             log.warning("%s unavailable this cycle: %s", what, exc)
-
-    async def _cost_line(self) -> str:
-        """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
-        every `cost_line_refresh_s`, not every cycle."""
-        now = time.monotonic()
-        if self._cost_cache is None or now - self._cost_cache[0] >= self.cfg.cost_line_refresh_s:
-            try:
-                self._cost_cache = (now, await self.parts.providers.ledger.summary_line())
-            except _DB_ERRORS as exc:
-                self._degraded("cost line", exc)
-                return self._cost_cache[1] if self._cost_cache else "[COST] unavailable this cycle"
-        return self._cost_cache[1]
 
     async def _rebuffer(self) -> None:
         """Inputs that arrived while the database was away go through the entry gate now."""
@@ -358,7 +300,7 @@ class CognitiveLoop:
                 admitted = await self.parts.gates.admit(c.text, source_tag=c.source_tag,
                                                         source_confidence=c.source_confidence,
                                                         exchange=c.source == "user", metadata=self._meta(c))
-            except _DB_ERRORS as exc:
+            except DB_ERRORS as exc:
                 self.outage.down("entry gate", exc)
                 return
             if admitted.scratch_id is not None:
@@ -381,70 +323,6 @@ class CognitiveLoop:
                         len(pending), exc)
             return
         self.queue.attach_embeddings({c.id: v for c, v in zip(pending, vecs, strict=True)})
-
-    async def _think(self, winner: Candidate, messages: list[ChatMessage], system: str,
-                     retrieval: Retrieval | None):
-        """(answer, confidence, escalated, path, outcome, tool actions). Tool calls run in
-        src/loop/tool_protocol.py; a protocol line is never the answer."""
-        system1 = self.parts.providers.system1
-        if not system1.configured:
-            return self._reflex_reply(retrieval), None, False, "reflex", None, []
-        reading = await self.parts.threshold.current()
-
-        fok = fok_once(self.parts.providers.meta or system1, winner.text, settings=self.settings.metacognition)
-
-        triggers = turn_triggers(self, winner, retrieval)   # §3.6, once per turn
-
-        async def answer(msgs: list[ChatMessage], prompt: str):   # tool rounds share the FOK call
-            return await self._escalating_answer(winner, msgs, prompt, reading.threshold, fok, triggers)
-
-        try:
-            rounds = await self.tools.rounds(answer, lambda o: o.answer, messages, system=system,
-                                             focus=winner.text)
-        except ProviderError as exc:
-            # rate limit, outage, open breaker, malformed output: say so, keep the loop going
-            log.warning("System 1 failed this cycle: %s", exc)
-            return (self._reflex_reply(retrieval, because=f"the language model failed: {exc}"),
-                    None, False, "system1_failed", None, [])
-        tool_actions = [r.action() for r in rounds.results]
-        outcome = rounds.answer
-        if outcome is None:
-            return (self._reflex_reply(retrieval, because="the language model answered with a tool call "
-                                       "instead of words, even when asked to answer without tools"),
-                    None, False, "tool_protocol_failed", None, tool_actions)
-        if outcome.escalated:
-            self._last_system2 = datetime.now(UTC)
-        return (outcome.answer, outcome.confidence.composite, outcome.escalated, outcome.path, outcome,
-                tool_actions)
-
-    async def _escalating_answer(self, winner: Candidate, messages: list[ChatMessage], system: str,
-                                 threshold: float, fok: FokSource, triggers: EscalationTriggers):
-        return await loop_before_escalate(
-            self.parts.providers.system1, self.parts.providers.system2, messages, focus=winner.text, threshold=threshold,
-            meta=self.parts.providers.meta, system=system, triggers=triggers,
-            store=self.parts.store, source_tag=winner.source_tag, settings=self.settings.escalation,
-            metacognition=self.settings.metacognition, keep_corrections=not self.parts.gates.mode.off,
-            fok_source=fok)
-
-    def _reflex_reply(self, retrieval: Retrieval | None, because: str | None = None) -> str:
-        # the immutable boundaries are in every context anyway: they are not "brought back"
-        learned = [r for r in retrieval.memories if not r.hit.immutable] if retrieval else []
-        recalled = learned[: self.cfg.reflex_recall_lines]
-        return reflex_reply([r.hit.compressed or r.hit.content for r in recalled],
-                            said=getattr(self.parts.providers.system1, "reason", None), because=because,
-                            missing=missing_line(self._missing))
-
-    async def _on_pruned(self, messages) -> None:
-        """Pruned messages get the exit gate before they leave the window (§3.3)."""
-        by_tag: dict[str, list] = {}
-        for m in messages:
-            if not m.metadata.get("gated"):  # a retry after a partial failure skips what passed
-                by_tag.setdefault(m.source_tag, []).append(m)
-        for tag, group in by_tag.items():
-            await self.parts.gates.prune([m.content for m in group], source_tag=tag)
-            for m in group:
-                m.metadata["gated"] = True
-
 
 def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000.0

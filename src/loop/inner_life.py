@@ -187,7 +187,7 @@ class InnerLife:
             return any(words & set(_WORDS.findall(text.lower())) for text, _ in self.goal_layer)
         return ToolVerb(verb="GOAL_ACHIEVED", handler=self.declare_goal, usage="GOAL_ACHIEVED: <the goal>",
                         when="Only when this message shows that one of your goals has just been achieved: "
-                             "declare which.", offered=offered)
+                             "declare which.", offered=offered, kind="internal")
 
     async def declare_goal(self, text: str) -> str:
         """The verb's handler: match a held goal, record the outcome, queue the reflection."""

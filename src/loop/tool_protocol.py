@@ -65,6 +65,10 @@ class ToolVerb:
     usage: str                                  # e.g. "READ_DOC: <relative path>"
     when: str                                   # one sentence: when (only) to use it
     offered: Callable[[str], bool] = _always    # is it offered for this focus?
+    # the action check's kind (src/loop/actions.py): read_doc | internal | external_effect.
+    # A verb that does not say is an external effect: the strictest check, and offering it
+    # sends the turn to System 2 (the irreversibility trigger, src/loop/triggers.py).
+    kind: str = "external_effect"
     refused: Callable[[str], bool] = _error_result
 
     def __post_init__(self) -> None:
@@ -135,6 +139,11 @@ class ToolProtocol:
     def verbs(self) -> list[str]:
         return list(self._verbs)
 
+    def kind(self, verb: str) -> str:
+        """The action kind of a registered verb; an unknown verb is an external effect."""
+        found = self._verbs.get(verb)
+        return found.kind if found is not None else "external_effect"
+
     def offered(self, focus: str) -> list[ToolVerb]:
         """The verbs offered for this focus (none when the budget is 0)."""
         if not self.max_calls:
@@ -164,22 +173,30 @@ class ToolProtocol:
         """Whether `text` holds a protocol line (and so must not be delivered)."""
         return bool(self.find_calls(text))
 
-    async def call(self, call: ToolCall, offered: Sequence[str] | None = None) -> ToolResult:
-        """Run one call; a verb not offered this time is refused without running."""
+    async def call(self, call: ToolCall, offered: Sequence[str] | None = None,
+                   refusal: str | None = None) -> ToolResult:
+        """Run one call; a verb not offered this time, or one the action check refused
+        (`refusal`: its reason), is refused without running."""
         verb = self._verbs[call.verb]
         if offered is not None and call.verb not in offered:
             return ToolResult(call, f"error: {call.verb} is not available for this message", True)
+        if refusal is not None:
+            return ToolResult(call, f"error: the action check refused {call.verb}: {refusal}", True)
         text = verb.handler(call.argument)
         if inspect.isawaitable(text):
             text = await text
         return ToolResult(call, text, verb.refused(text))
 
     async def rounds(self, answer: Answer[T], text_of: Callable[[T], str], messages: Sequence[ChatMessage],
-                     *, system: str, focus: str) -> ToolRounds[T]:
+                     *, system: str, focus: str,
+                     permit: Callable[[ToolVerb, T], str | None] | None = None) -> ToolRounds[T]:
         """Answer `messages`, running tool calls within the budget (see the module doc).
 
         `answer(messages, system)` asks the model; `text_of` gives the reply's text.
         `system` is the prompt without tool lines: they are added here when offered.
+        `permit(verb, reply)` is the action check BEFORE a call runs: None allows it,
+        a reason refuses it (plan §3.4: acting checks source tags; a verb of external
+        effect must not run first and be judged after).
         """
         offered = self.offered(focus)
         names = [v.verb for v in offered]
@@ -196,7 +213,8 @@ class ToolProtocol:
             if len(results) >= self.max_calls:
                 why = f"the tool budget ({self.max_calls}) is spent"
                 break
-            result = await self.call(call, names)
+            refusal = permit(self._verbs[call.verb], reply) if permit is not None else None
+            result = await self.call(call, names, refusal)
             results.append(result)
             if result.refused:
                 why = f"{call.verb} refused: {result.text[:200]}"

@@ -3,7 +3,8 @@
     contradiction      a recalled memory the gates flagged as contradicting another
                        (metadata `flag: contradiction` or a `contradicts` key)
     irreversibility    a verb of external effect is offered for this focus (the answer
-                       could change the world outside; src/loop/actions.py VERB_KINDS)
+                       could change the world outside; each verb declares its kind,
+                       `ToolVerb.kind`, and one that does not is an external effect)
     identity_touched   a recalled identity memory — immutable, or of the identity tier
                        (center ≥ `identity_center`, the track-2 candidates of plan §3.2) —
                        that the input is close to (similarity ≥ `touch_similarity`)
@@ -22,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from src.loop.actions import VERB_KINDS
 from src.loop.attention import Candidate
 from src.metacognition.escalation import EscalationTriggers
 from src.recall.retrieval import Retrieval
+from src.vectors import unit
 
 
-def cycle_triggers(retrieval: Retrieval | None, *, offered_verbs: Iterable[str],
+def cycle_triggers(retrieval: Retrieval | None, *, offered_kinds: Iterable[str],
                    focus_vec: np.ndarray | None, goal_vecs: Sequence[np.ndarray],
                    touch_similarity: float, identity_center: float) -> EscalationTriggers:
     """The loop's four triggers for one turn (see the module doc)."""
@@ -38,9 +39,9 @@ def cycle_triggers(retrieval: Retrieval | None, *, offered_verbs: Iterable[str],
     identity = any(h.immutable or h.alpha / (h.alpha + h.beta) >= identity_center for h in close)
     goal = any(h.metadata.get("kind") == "goal" for h in close)
     if not goal and focus_vec is not None and len(goal_vecs):
-        unit = focus_vec / (np.linalg.norm(focus_vec) or 1.0)
-        goal = max(float(np.dot(unit, g / (np.linalg.norm(g) or 1.0))) for g in goal_vecs) >= touch_similarity
-    irreversible = any(VERB_KINDS.get(v, "external_effect") == "external_effect" for v in offered_verbs)
+        focus = unit(focus_vec)
+        goal = max(float(focus @ unit(g)) for g in goal_vecs) >= touch_similarity
+    irreversible = any(kind == "external_effect" for kind in offered_kinds)
     return EscalationTriggers(contradiction=contradiction, irreversibility=irreversible,
                               identity_touched=identity, goal_modification=goal)
 
@@ -48,6 +49,6 @@ def cycle_triggers(retrieval: Retrieval | None, *, offered_verbs: Iterable[str],
 def turn_triggers(loop: Any, winner: Candidate, retrieval: Retrieval | None) -> EscalationTriggers:
     """cycle_triggers with the CognitiveLoop's offered verbs, goal vectors and settings
     (`loop` untyped: this module must not import the loop that imports it)."""
-    return cycle_triggers(retrieval, offered_verbs=[v.verb for v in loop.tools.offered(winner.text)],
+    return cycle_triggers(retrieval, offered_kinds=[v.kind for v in loop.tools.offered(winner.text)],
                           focus_vec=winner.embedding, goal_vecs=loop.goal_vecs,
                           touch_similarity=loop.cfg.trigger_similarity, identity_center=loop.cfg.identity_center)

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import asyncpg
-
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 _INSERT = """
 INSERT INTO escalations (at, attention_focus, source_tag, threshold, confidence_before,

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-import asyncpg
-
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 # A pair seen n times is associated with strength n / (n + 2): 1 → 0.33, 2 → 0.5,
 # 8 → 0.8. Saturating, so one chance co-retrieval is weak and habits approach 1.

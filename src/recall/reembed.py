@@ -38,6 +38,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
+from src.db.sql import Executor
 from src.errors import ProviderError, ProviderSkipped
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder
@@ -45,7 +46,6 @@ from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 Progress = Callable[[int, int, float], object]
 
 _STALE = "(embedding IS NULL OR embed_model IS DISTINCT FROM $1::text)"

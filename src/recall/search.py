@@ -48,6 +48,7 @@ import json
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -55,6 +56,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
+from src.db.sql import Executor
 from src.recall.hit import SearchHit
 from src.recall.rerank import RankedHit, RerankResult, normalise_scores, rerank_hits
 from src.recall.store import EMBEDDING_DIMENSIONS
@@ -62,12 +64,11 @@ from src.text import clean_text
 
 __all__ = [
     "Executor", "RankedHit", "RerankResult", "SearchHit", "SimilarMemory", "check_novelty",
-    "fetch_hits", "hybrid_arguments", "normalise_scores", "rerank_hits", "search_hybrid",
+    "HybridTuning", "fetch_hits", "hybrid_arguments", "normalise_scores", "rerank_hits", "search_hybrid",
 ]
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
 
 #: The question $1 as an OR of its own lexemes (NULL when it has none); see above.
 QUESTION_TSQUERY = r"""(
@@ -179,34 +180,40 @@ def _query_vector(query_vec: np.ndarray | Sequence[float] | None) -> HalfVector 
     return HalfVector(vec)
 
 
-def hybrid_arguments(
-    query_text: str | bytes,
-    query_vec: np.ndarray | Sequence[float] | None,
-    *,
-    embed_model: str,
-    limit: int = 20,
-    k: float = 60,
-    w_vector: float = 1.0,
-    w_fulltext: float = 1.0,
-    w_recency: float = 0.1,
-    candidates: int = 50,
-    now: datetime | None = None,
-) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $10), in order."""
-    for name, value in (("k", k), ("w_vector", w_vector), ("w_fulltext", w_fulltext),
-                        ("w_recency", w_recency)):
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    if limit < 1 or candidates < 1:
-        raise ValueError(f"limit and candidates must be >= 1, got {limit} and {candidates}")
+@dataclass(frozen=True)
+class HybridTuning:
+    """The knobs of one hybrid search, checked once: result `limit`, RRF `k`, the arm
+    weights and the candidates each arm contributes (retrieval.* in runtime.yaml)."""
+
+    limit: int = 20
+    k: float = 60
+    w_vector: float = 1.0
+    w_fulltext: float = 1.0
+    w_recency: float = 0.1
+    candidates: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("k", "w_vector", "w_fulltext", "w_recency"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.limit < 1 or self.candidates < 1:
+            raise ValueError(f"limit and candidates must be >= 1, got {self.limit} and {self.candidates}")
+
+
+def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
+                     embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $10), in order.
+    `tuning`: the fields of HybridTuning."""
+    t = HybridTuning(**tuning)
     vec = _query_vector(query_vec)
-    if (w_vector if vec is not None else 0.0) + w_fulltext <= 0:
+    if (t.w_vector if vec is not None else 0.0) + t.w_fulltext <= 0:
         raise ValueError("no active search arm has a positive weight "
-                         f"(w_vector={w_vector}, w_fulltext={w_fulltext}, "
+                         f"(w_vector={t.w_vector}, w_fulltext={t.w_fulltext}, "
                          f"query vector {'given' if vec is not None else 'absent'})")
     text = clean_text(query_text).text
-    return (text, vec, embed_model, candidates, float(k), float(w_vector), float(w_fulltext),
-            float(w_recency), now, limit)
+    return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
+            float(t.w_recency), now, t.limit)
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:
@@ -233,23 +240,17 @@ async def search_hybrid(
     query_vec: np.ndarray | Sequence[float] | None,
     *,
     embed_model: str,
-    limit: int = 20,
-    k: float = 60,
-    w_vector: float = 1.0,
-    w_fulltext: float = 1.0,
-    w_recency: float = 0.1,
-    candidates: int = 50,
     now: datetime | None = None,
+    **tuning: Any,
 ) -> list[SearchHit]:
     """The best `limit` memories for a question, best first (see the module docstring).
 
     `query_vec` is the question embedded with RETRIEVAL_QUERY by the model named
     `embed_model`; None (embedder down) searches with the full-text arm alone.
-    `now` defaults to the database clock; tests pass it to pin recency.
+    `now` defaults to the database clock; tests pass it to pin recency. `tuning`: the
+    fields of HybridTuning (limit, k, arm weights, candidates).
     """
-    args = hybrid_arguments(query_text, query_vec, embed_model=embed_model, limit=limit, k=k,
-                            w_vector=w_vector, w_fulltext=w_fulltext, w_recency=w_recency,
-                            candidates=candidates, now=now)
+    args = hybrid_arguments(query_text, query_vec, embed_model=embed_model, now=now, **tuning)
     if not args[0].strip() and args[1] is None:
         return []
     rows = await executor.fetch(HYBRID_SQL, *args)

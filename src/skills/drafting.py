@@ -19,6 +19,7 @@ from src.providers.protocols import ChatMessage, LanguageModel
 from src.skills import repository as repo
 from src.skills.labels import slugify
 from src.skills.repository import SkillError
+from src.text import cut
 
 OFFLINE_REFUSAL = ("cannot draft a skill: no language model is configured (reflex mode). Drafting needs "
                    "System 1 — set GEMINI_API_KEY, or providers.llm.base_url for a local "
@@ -43,14 +44,10 @@ class SkillDraft(BaseModel):
                                        "instructions for a future agent (not a retrospective)")
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int) -> str:
     """The last `max_messages` messages as `role: text` lines (objects with role/content)."""
     recent = list(messages)[-max_messages:]
-    return "\n\n".join(f"{m.role}: {_cut(m.content, message_chars)}" for m in recent)
+    return "\n\n".join(f"{m.role}: {cut(m.content, message_chars)}" for m in recent)
 
 
 async def draft(llm: LanguageModel, material: str, *, purpose: str, hint: str = "",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from src.context.tokens import count_tokens
 from src.skills.repository import SkillSummary
+from src.text import excerpt, without_controls
 
 HEADER = "[PROCEDURAL MEMORY — skills available]"
 INSTRUCTION = ("Procedures you have learned, one per line: label — when to use it. Recall one "
@@ -20,9 +21,8 @@ CUE_CHARS = 200
 
 
 def one_line(text: str, limit: int) -> str:
-    """Whitespace (newlines included) collapsed, control characters dropped, cut to `limit`."""
-    flat = " ".join("".join(ch for ch in text if ch.isprintable() or ch.isspace()).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """For the model's prompt: control characters dropped, then an `excerpt`."""
+    return excerpt(without_controls(text), limit)
 
 
 def skill_line(skill: SkillSummary) -> str:

@@ -21,6 +21,7 @@ from src.skills import repository as repo
 from src.skills.labels import closest_label
 from src.skills.prompt import one_line, skills_section
 from src.skills.settings import SkillsSettings
+from src.text import cut
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,7 @@ async def resolve(db: repo.Executor, requested: str, *, cutoff: float) -> Resolu
 
 def format_procedure(skill: repo.Skill, max_chars: int) -> str:
     """The procedure as the model reads it (cut to `max_chars`)."""
-    procedure = skill.procedure if len(skill.procedure) <= max_chars else (
-        skill.procedure[: max_chars - 1] + "…")
+    procedure = cut(skill.procedure, max_chars)
     return (f"Skill `{skill.label}` — {skill.name} (version {skill.version})\n"
             f"When to use: {one_line(skill.when_to_use, 300)}\n"
             f"Procedure (follow it as guidance for this answer):\n{procedure}")
@@ -107,7 +107,8 @@ class SkillRecall:
 
     def verb(self) -> ToolVerb:
         """`RECALL_SKILL: <label>` for the loop's tool protocol."""
-        return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered,
+        # reading a learned procedure changes only the mind's own counters
+        return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered, kind="internal",
                         when="When one of the skills listed under [PROCEDURAL MEMORY] fits the task: "
                              "read its steps.")
 

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import asyncpg
 
+from src.db.sql import Executor
 from src.skills.labels import LABEL_PATTERN, make_unique_label
 
-Executor = asyncpg.Pool | asyncpg.Connection
 Counter = Literal["recommended", "used", "succeeded", "failed"]
 COUNTERS: tuple[Counter, ...] = ("recommended", "used", "succeeded", "failed")
 

@@ -1,4 +1,5 @@
-"""The docs tool as a protocol verb, `READ_DOC: <path>`, and when it is offered.
+"""The docs tool as protocol verbs, `READ_DOC: <path>` and `LIST_DOCS: <directory>`,
+and when they are offered.
 
 The verb is offered only when the focus is about the mind itself or its code
 (`about_self_or_code`). A tool line in every prompt invited a small local model to
@@ -10,8 +11,8 @@ you decide") or a file of the project (README, notes.md, src/…, *.py). "my cod
 (advice, not self) do not match. Measured on a labelled set of 44 messages
 (tests/test_docs_verb.py, numbers in notes.md).
 
-The verb is registered even when the docs tool is disabled: it is then never offered
-and refuses, but a reply carrying it is still recognised and never delivered.
+The verbs are registered even when the docs tool is disabled: they are then never
+offered and refuse, but a reply carrying one is still recognised and never delivered.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def read_doc_verb(docs: DocsTool | None) -> ToolVerb:
 
     With no docs tool (or a disabled one) the verb is never offered and refuses."""
     if docs is None or not docs.settings.enabled:
-        return ToolVerb(verb="READ_DOC", usage="READ_DOC: <relative path>", when="",
+        return ToolVerb(verb="READ_DOC", usage="READ_DOC: <relative path>", when="", kind="read_doc",
                         handler=lambda _path: "error: the docs tool is disabled (docs_tool.enabled: false)",
                         offered=lambda _focus: False)
     readable = ", ".join(docs.readable())
@@ -56,4 +57,27 @@ def read_doc_verb(docs: DocsTool | None) -> ToolVerb:
         usage="READ_DOC: <relative path>",
         when=("Only when the message asks how you work or about your own code or notes: read one of "
               f"your files (read-only). Readable: {readable}."),
-        offered=about_self_or_code)
+        offered=about_self_or_code,
+        kind="read_doc")
+
+
+def list_docs_verb(docs: DocsTool | None) -> ToolVerb:
+    """`LIST_DOCS: <relative directory>` (empty or "." lists every root): the files the model
+    may read, so READ_DOC is not guessed. Offered with READ_DOC, for self/code questions."""
+    usage = "LIST_DOCS: <relative directory, or . for all>"
+    if docs is None or not docs.settings.enabled:
+        return ToolVerb(verb="LIST_DOCS", usage=usage, when="", kind="read_doc",
+                        handler=lambda _dir: "error: the docs tool is disabled (docs_tool.enabled: false)",
+                        offered=lambda _focus: False)
+    return ToolVerb(
+        verb="LIST_DOCS",
+        handler=lambda subdir: docs.call("list_docs", {"subdir": "" if subdir.strip() in ("", ".") else subdir}),
+        usage=usage,
+        when="Only with READ_DOC, when you do not know which file to read: list your readable files.",
+        offered=about_self_or_code,
+        kind="read_doc")
+
+
+def docs_verbs(docs: DocsTool | None) -> list[ToolVerb]:
+    """Both docs verbs, for the loop's ToolProtocol."""
+    return [read_doc_verb(docs), list_docs_verb(docs)]

@@ -112,7 +112,7 @@ def read_doc(path: str, *, allowed_roots: Sequence[Path], base: Path = PROJECT_R
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            hint = " (use list_docs to see what it holds)" if stat.S_ISDIR(info.st_mode) else ""
+            hint = " (LIST_DOCS shows what it holds)" if stat.S_ISDIR(info.st_mode) else ""
             return _error(f"{path!r} is {kind}{hint}")
         chunks, size = [], 0
         while size <= max_bytes:
@@ -181,7 +181,7 @@ def _walk(start: Path, roots: Sequence[Path]):
 
 class DocsTool:
     """`read_doc` and `list_docs` bound to the configured roots; `call` is the seam the
-    `READ_DOC:` verb goes through (src/tools/docs_verb.py)."""
+    `READ_DOC:` and `LIST_DOCS:` verbs go through (src/tools/docs_verb.py)."""
 
     def __init__(self, settings: DocsToolSettings | None = None, project_root: Path = PROJECT_ROOT):
         self.settings = settings or DocsToolSettings()

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import asyncpg
-
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 _SET = """
 WITH target AS (
