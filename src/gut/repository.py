@@ -12,7 +12,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 # One GROUP BY: per bucket of depth-weight center, the mean embedding, the row count and
 # the summed centers. Σ_b mean_b·Σw_b / Σw is the importance-weighted mean, exact up to
