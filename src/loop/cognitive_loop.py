@@ -280,8 +280,8 @@ class CognitiveLoop:
         finally:   # the row is written even when gating or pruning failed; with the journal's
             # "answered" in one transaction, so a crash leaves both or neither
             self.backlog.add(f"thought_log cycle {record.cycle}",
-                             partial(log_answered_cycle, self.parts.pool, mark, self.session_id, record,
-                                     allocation, assembled, since=now))
+                             partial(log_answered_cycle, self.parts.pool, mark, self.session_id, record, allocation,
+                                     assembled, since=now, also=self.inner.cycle_writes(record) if self.inner else ()))
             await self.backlog.flush()
 
     def degraded(self, what: str, exc: BaseException) -> None:
