@@ -112,11 +112,11 @@ class Agent:
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
 
-    async def _quit(self, _: str) -> str:
+    async def _quit(self, _: str) -> str | None:
+        # "shutting down" is said once the loop has drained (serve), after the last answer
         self.quitting.set()
-        waiting = self.mind.loop.queue.counts()["user"] if self.mind is not None else 0
-        return (f"shutting down after answering {waiting} waiting message(s)" if waiting
-                else "shutting down")
+        waiting = self.mind.loop.user_messages_waiting() if self.mind is not None else 0
+        return f"answering {waiting} waiting message(s) before shutting down" if waiting else None
 
     async def _cost(self, _: str) -> str:
         return format_cost_table(await self.providers.ledger.totals())
@@ -248,6 +248,7 @@ class Agent:
             await _finish(thinking)
             if dmn is not None:
                 await _finish(dmn)
+            say("shutting down", self.out)   # last: every answer to what came before is out
 
 
 async def _finish(task: asyncio.Task) -> None:
