@@ -7,10 +7,15 @@
   `dmn.interval_s` of simulated time, the loop drains what it queued; counted are DMN items
   (and by channel), cycles, LLM calls of an instant fake model, memories created, gut
   signals. No consolidation runs here (its scheduler is its own task).
-- The gut per cycle at 100k memories: one reading (attention centroid, delta), the charge
-  of 5 candidates, the emotional alignment of 20 recalled memories, p50 / p95 — the work
-  the loop adds each cycle — and the same with the delta log insert; plus the deep pass's
-  full L2 rebuild (one GROUP BY over 100k rows), which the cycle never pays.
+- The gut per cycle at 100k memories, split: the arithmetic (one reading — attention
+  centroid, delta —, the charge of 5 candidates, the emotional alignment of 20 recalled
+  memories) and the delta log, both ways: in a transaction of its own (how the loop wrote it
+  until issue 15's follow-up) and inside the cycle's thought_log transaction (how it writes it
+  now); plus the deep pass's full L2 rebuild (one GROUP BY over 100k rows), which the cycle
+  never pays.
+- The delta log both ways again on a throw-away server with default durability (fsync on,
+  as the service runs; the test server has fsync off): there a commit of its own is a WAL
+  flush per cycle.
 
 Own database on the embedded test server, dropped at the end.
 """
@@ -26,11 +31,13 @@ import numpy as np
 
 from bench.bench_loop import InstantLLM, _mind
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
-from bench.common import bench_pool, build_hnsw
+from bench.common import bench_pool, build_hnsw, durable_pool
 from src.dmn.generator import DmnGenerator
 from src.dmn.settings import DmnSettings
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
+from src.gut.repository import DeltaRow
+from src.loop.thought_log import record_cycle
 from src.recall.store import MemoryStore
 
 IDLE_S = 600
@@ -76,33 +83,91 @@ async def _idle(pool, embedder, tmp: str) -> list[dict]:
     return rows
 
 
+def _delta_row(i: int, delta: np.ndarray, magnitude: float) -> DeltaRow:
+    return DeltaRow(session_id="bench", cycle=i, delta=delta, magnitude=magnitude, context="bench focus",
+                    action=[{"kind": "communicate"}], source_tag="external_user", at=datetime.now(UTC))
+
+
+async def _thought_row(conn, i: int) -> None:
+    await record_cycle(conn, session_id="bench", cycle=i, source_tag="external_user", attention_focus="bench focus",
+                       candidates=[], winner={"source": "user"}, context_summary={}, output="ok",
+                       actions=[{"kind": "communicate"}], confidence=None, escalated=False, duration_ms=1.0,
+                       cycle_started=datetime.now(UTC))
+
+
+async def _log_once(pool, i: int, delta: np.ndarray, magnitude: float) -> tuple[float, float, float, float]:
+    """One cycle's delta log both ways, ms: (its own transaction — how the loop wrote it before;
+    inside the cycle's thought_log transaction — how it does now; that whole transaction;
+    the same transaction without the delta)."""
+    t = time.perf_counter()
+    await gut_repo.write_delta(pool, _delta_row(i, delta, magnitude))   # on the pool: commits alone
+    own = _ms(t)
+    t = time.perf_counter()
+    async with pool.acquire() as conn, conn.transaction():             # as log_answered_cycle does
+        await _thought_row(conn, i)
+        t_in = time.perf_counter()
+        await gut_repo.write_delta(conn, _delta_row(i, delta, magnitude))
+        inside = _ms(t_in)
+    with_delta = _ms(t)
+    t = time.perf_counter()
+    async with pool.acquire() as conn, conn.transaction():
+        await _thought_row(conn, i)
+    return own, inside, with_delta, _ms(t)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _log_rows(label: str, samples: list[tuple[float, ...]]) -> list[dict]:
+    own, inside, with_delta, without = (list(x) for x in zip(*samples, strict=True))
+    rows = []
+    for name, xs in [("delta log, own transaction (before)", own),
+                     ("delta log, in the cycle's thought_log transaction (after)", inside)]:
+        p50, p95 = _p(xs)
+        rows += [{"name": f"{label}: {name} p50", "value": p50, "unit": "ms"},
+                 {"name": f"{label}: {name} p95", "value": p95, "unit": "ms"}]
+    return rows + [{"name": f"{label}: the cycle's transaction with the delta p50", "value": _p(with_delta)[0],
+                    "unit": "ms"},
+                   {"name": f"{label}: the cycle's transaction without it p50", "value": _p(without)[0],
+                    "unit": "ms"}]
+
+
 async def _gut(pool, embedder, maker: TextMaker) -> list[dict]:
     gut = Gut()
     started = time.perf_counter()
     rows_seen = await gut.recompute_l2(pool, embedder.model_name)
-    rebuild = (time.perf_counter() - started) * 1000
+    rebuild = _ms(started)
     focus = await embedder.embed(maker.texts(5), "RETRIEVAL_QUERY")
     candidates = await embedder.embed(maker.texts(5), "RETRIEVAL_QUERY")
     recalled = np.asarray(await embedder.embed(maker.texts(20), "RETRIEVAL_DOCUMENT"))
-    compute, with_log = [], []
+    compute, logs = [], []
     for i in range(300):
         t = time.perf_counter()
         gut.read([focus[i % 5], *focus[:4]])
         [gut.charge(c) for c in candidates]
         gut.alignment(recalled)
-        compute.append((time.perf_counter() - t) * 1000)
-        r = gut.reading
-        await gut_repo.log_delta(pool, session_id="bench", cycle=i, delta=r.delta, magnitude=r.magnitude,
-                                 context="bench focus", action=[{"kind": "communicate"}], source_tag="external_user",
-                                 at=datetime.now(UTC))
-        with_log.append((time.perf_counter() - t) * 1000)
+        compute.append(_ms(t))
+        logs.append(await _log_once(pool, i, gut.reading.delta, gut.reading.magnitude))
     c50, c95 = _p(compute)
-    l50, l95 = _p(with_log)
-    return [{"name": f"100k: gut deep-pass L2 rebuild ({rows_seen:,} rows)", "value": rebuild, "unit": "ms"},
-            {"name": "100k: gut per cycle (reading + 5 charges + 20 alignments) p50", "value": c50, "unit": "ms"},
-            {"name": "100k: gut per cycle p95", "value": c95, "unit": "ms"},
-            {"name": "100k: gut per cycle incl. delta log insert p50", "value": l50, "unit": "ms"},
-            {"name": "100k: gut per cycle incl. delta log insert p95", "value": l95, "unit": "ms"}]
+    rows = [{"name": f"100k: gut deep-pass L2 rebuild ({rows_seen:,} rows)", "value": rebuild, "unit": "ms"},
+            {"name": "100k: gut arithmetic per cycle (reading + 5 charges + 20 alignments) p50", "value": c50,
+             "unit": "ms"},
+            {"name": "100k: gut arithmetic per cycle p95", "value": c95, "unit": "ms"}]
+    rows += _log_rows("100k", logs)
+    for when, k in (("before", 0), ("after", 1)):
+        p50, p95 = _p([c + log[k] for c, log in zip(compute, logs, strict=True)])
+        rows += [{"name": f"100k: gut per cycle, arithmetic + delta log ({when}) p50", "value": p50, "unit": "ms"},
+                 {"name": f"100k: gut per cycle, arithmetic + delta log ({when}) p95", "value": p95, "unit": "ms"}]
+    return rows
+
+
+async def _durable_log() -> list[dict]:
+    """The delta log on a server with default durability: each commit is a WAL flush."""
+    delta = np.random.default_rng(15).normal(size=768) / 28
+    async with durable_pool("bench-durable") as pool:
+        logs = [await _log_once(pool, i, delta, float(np.linalg.norm(delta))) for i in range(300)]
+    return _log_rows("fsync on", logs)
 
 
 async def run() -> list[dict]:
@@ -125,4 +190,4 @@ async def run() -> list[dict]:
         total = await pool.fetchval("SELECT count(*) FROM memories")
         await _load(store, maker, 100_000 - total)
         rows += await _gut(pool, embedder, maker)
-    return rows
+    return rows + await _durable_log()

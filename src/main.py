@@ -64,6 +64,8 @@ class Agent:
         self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
         self.commands.add("memory-mode", "/memory-mode [autopilot|copilot|off]: how eagerly the mind writes",
                           self._memory_mode)
+        self.commands.add("held", "memories held for your decision (copilot), oldest first",
+                          lambda _: self.mind.gates.held_text())
         self.commands.add("protect", "/protect ID: decay, demotion and near-miss suppression skip it",
                           lambda args: protect_command(self.db.pool, args, True))
         self.commands.add("unprotect", "/unprotect ID: let a protected memory fade again",
@@ -86,7 +88,9 @@ class Agent:
                              self.settings.skills, session_id=self.session_id)
 
     async def _pending(self, _: str) -> str:
-        return await approvals.pending_text(self.db.pool)
+        held = len(self.mind.gates.exit.confirmations)     # copilot's items wait elsewhere: point there
+        return (await approvals.pending_text(self.db.pool)
+                + (f"\n{held} memory item(s) held for your decision (copilot): /held lists them" if held else ""))
 
     async def _approve(self, arg: str, approve: bool = True) -> str:
         ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
@@ -108,11 +112,11 @@ class Agent:
     async def _help(self, _: str) -> str:
         return self.commands.help_text()
 
-    async def _quit(self, _: str) -> str:
+    async def _quit(self, _: str) -> str | None:
+        # "shutting down" is said once the loop has drained (serve), after the last answer
         self.quitting.set()
-        waiting = self.mind.loop.queue.counts()["user"] if self.mind is not None else 0
-        return (f"shutting down after answering {waiting} waiting message(s)" if waiting
-                else "shutting down")
+        waiting = self.mind.loop.user_messages_waiting() if self.mind is not None else 0
+        return f"answering {waiting} waiting message(s) before shutting down" if waiting else None
 
     async def _cost(self, _: str) -> str:
         return format_cost_table(await self.providers.ledger.totals())
@@ -155,7 +159,8 @@ class Agent:
             f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
             f"skills: {row['skills']}\n"
             f"memory mode: {mind.gates.mode.current}"
-            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)" if mind.gates.mode.copilot else "")
+            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)"
+               if mind.gates.mode.copilot or len(mind.gates.exit.confirmations) else "")
             + "\n"
             f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
@@ -243,6 +248,7 @@ class Agent:
             await _finish(thinking)
             if dmn is not None:
                 await _finish(dmn)
+            say("shutting down", self.out)   # last: every answer to what came before is out
 
 
 async def _finish(task: asyncio.Task) -> None:
@@ -302,9 +308,11 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
         report = await agent.mind.gates.recover()
     except Exception:  # the items stay buffered; the next flush retries them
         log.exception("scratch recovery failed; buffered items stay for the next flush")
-        return
-    if report.evaluated:
+        report = None
+    if report is not None and report.evaluated:
         say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}", out)
+    if (notice := agent.mind.gates.held_notice()) is not None:
+        say(notice, out)
 
 
 async def _open_journal(agent: Agent, out: TextIO) -> None:

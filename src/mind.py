@@ -21,6 +21,7 @@ from src.config import Settings
 from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
 from src.db.manifest import Manifest
+from src.db.pool import DB_ERRORS
 from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
@@ -62,6 +63,10 @@ class Mind:
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate."""
+        try:   # cycle rows (with their gut deltas) still waiting for the database: last chance
+            await self.loop.backlog.flush()
+        except DB_ERRORS as exc:
+            log.warning("shutdown: %d cycle writes not written, the database is away (%s)", len(self.loop.backlog), exc)
         if self.consolidation is not None:
             await self.consolidation.stop()
         if self.reembed is not None:

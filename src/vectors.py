@@ -18,6 +18,10 @@ def unit_rows(vectors: np.ndarray | Sequence[Sequence[float]] | Iterable[np.ndar
     rows = vectors if isinstance(vectors, np.ndarray) else [np.asarray(v, dtype=np.float64).ravel()
                                                              for v in vectors]
     m = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    # scale each row by its largest component first: the squares of tiny components
+    # underflow (a row of 5e-162 came out 4% too long) and of huge ones overflow
+    peak = np.max(np.abs(m), axis=1, keepdims=True) if m.size else np.zeros((m.shape[0], 1))
+    m = np.divide(m, peak, out=np.zeros_like(m), where=peak > 0)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from src.gates.contradiction import ContradictionAnswer
 from src.gates.matrix import NOISE_ALTERNATIVE
 from src.gates.memory_gate import Gates
 from src.providers.embedding import embed_memories
+from src.providers.resilience import current_shared_retries
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
@@ -272,13 +274,16 @@ async def test_emotional_charge_is_zero_on_an_empty_store_and_recorded(pool):
     assert json.loads(memory["metadata"])["emotional_charge"] == 0.0
 
 
+@dataclass
 class SlowMetaLLM(ScriptedMetaLLM):
     """Answers after a pause, noting how many calls were in flight at once."""
 
     in_flight: int = 0
     most: int = 0
+    budgets: list = field(default_factory=list)
 
     async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+        self.budgets.append(current_shared_retries())
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         await asyncio.sleep(0.01)
@@ -303,6 +308,9 @@ async def test_micro_calls_are_bounded_in_flight(pool):
     asked = await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE contradiction_layer = 'llm'")
     assert report.llm_calls == len(llm.calls) == asked == 6
     assert llm.most == 2
+    # the six calls of one flush share one retry budget (issue 11, Deliver 6)
+    assert len({id(b) for b in llm.budgets}) == 1 and llm.budgets[0].left == 3
+    assert current_shared_retries() is None
 
 
 async def test_the_llms_compressed_line_is_cleaned_like_every_stored_field(pool):

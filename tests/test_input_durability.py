@@ -44,7 +44,10 @@ async def test_quit_answers_everything_said_before_it_and_commands_keep_their_pl
     assert "Traceback" not in err
     # a command with leading spaces is still a command (not stored as a message)
     assert "No language-model calls recorded yet." in out
-    assert "shutting down after answering" in out or out.rstrip().endswith("shutting down")
+    # "shutting down" comes last, after the answer to the last message (it once came first
+    # when /quit arrived while a cycle held the last messages)
+    assert out.rstrip().endswith("shutting down") and out.splitlines().count("shutting down") == 1
+    assert out.rindex("(reflex mode — no language model is configured") < out.rindex("shutting down")
     covered = await _covered(db_dsn)
     assert [m for m in said if m not in covered] == []
     journal = await _journal(db_dsn)

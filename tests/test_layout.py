@@ -8,6 +8,7 @@ interpreter is still a cycle for the reader.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -123,3 +124,27 @@ def test_config_imports_only_settings_and_features_never_import_the_wiring():
     wiring = {"src.main", "src.mind"}
     importers = sorted(m for m, deps in graph.items() if deps & wiring and m not in wiring)
     assert importers == []
+
+
+def test_every_path_the_docs_name_exists():
+    """README and docs/architecture.md are the newcomer's map (issue 10): a file they name
+    that was moved or removed would send the reader nowhere."""
+    root = Path(__file__).resolve().parent.parent
+    missing = []
+    for doc in ("README.md", "docs/architecture.md"):
+        base = None
+        for line in (root / doc).read_text(encoding="utf-8").splitlines():
+            for name in re.findall(r"`((?:src|sql|bench|tests|docs)/[\w./-]*|[\w-]+\.(?:py|sql))`", line):
+                if "/" in name:
+                    base = name.rsplit("/", 1)[0] if "." in name.rsplit("/", 1)[-1] else name.rstrip("/")
+                    path = name
+                elif base is None:
+                    continue
+                else:              # `merge.py` after `src/consolidation/deep.py` on the same line
+                    path = f"{base}/{name}"
+                module = path.rpartition(".")[0]          # `src/weights/apply.apply_weight_changes`
+                placeholder = "NNN" in path                 # `sql/NNN_name.sql`
+                if not (placeholder or (root / path.rstrip("/")).exists() or (root / f"{module}.py").exists()):
+                    missing.append(f"{doc}: {path}")
+            base = None
+    assert missing == []

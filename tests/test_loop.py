@@ -38,13 +38,13 @@ def _meta(question: str, schema: type, fok=("KNOWN", 0.9)) -> dict:
     raise AssertionError(f"unexpected meta call {schema.__name__}")
 
 
-async def _mind(pool, tmp_path, *, system1=None, system2=None, overrides=None, fok=("KNOWN", 0.9)):
+async def _mind(pool, tmp_path, *, system1=None, system2=None, overrides=None, fok=("KNOWN", 0.9),
+                session="test-session"):
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")},
         **(overrides or {})})
-    session = "test-session"
     providers = SimpleNamespace(
         embedder=HashEmbedder(), reranker=None,
         system1=system1 or ScriptedLLM(configured=False), system2=system2 or ScriptedLLM(configured=False),

@@ -147,3 +147,21 @@ def test_the_reflex_reply_says_no_model_once():
     reply = reflex_reply([], said="no language model is configured: GEMINI_API_KEY not set")
     assert reply.splitlines()[0] == ("(reflex mode — no language model is configured: GEMINI_API_KEY not set; "
                                      "I cannot answer in words.)")
+
+
+async def test_user_messages_waiting_counts_queued_held_and_in_cycle_messages(pool, tmp_path, monkeypatch):
+    mind, delivered = await _mind(pool, tmp_path)
+    await mind.loop.submit("user", "first thing about the harbour")
+    await mind.loop.submit("user", "second thing about the harbour")
+    await mind.loop.submit("dmn", "a stray thought about boats")          # not the user's
+    assert mind.loop.user_messages_waiting() == 2
+    seen: list[int] = []
+    deliver = mind.loop.deliver
+
+    def counting(text):              # at delivery the combined turn is still the cycle's
+        seen.append(mind.loop.user_messages_waiting())
+        return deliver(text)
+
+    monkeypatch.setattr(mind.loop, "deliver", counting)
+    await mind.loop.cycle()
+    assert seen == [2] and mind.loop.user_messages_waiting() == 0 and len(delivered) == 1

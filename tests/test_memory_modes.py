@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import numpy as np
@@ -176,26 +177,45 @@ async def test_a_line_that_is_not_an_answer_closes_the_question(pool, tmp_path):
 
 # -- pure parts --------------------------------------------------------------------------------------
 
-def _held(n: int) -> Confirmations:
+HELD_AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _held(n: int, *, earlier: bool = False) -> Confirmations:
     c = Confirmations()
-    for i in range(1, n + 1):
-        item = SimpleNamespace(id=i, content=f"item {i}\x1b[2J")
-        c._held[i] = Held(SimpleNamespace(item=item), "persist", "undecided")
+    c.add([Held(i, f"item {i}\x1b[2J\nnext line", "persist", "undecided", HELD_AT, earlier)
+           for i in range(1, n + 1)])
     return c
 
 
 def test_answers_yes_no_and_numbers():
     c = _held(3)
     assert c.take("y") is None                                # nothing asked yet
-    assert c.question() == ("Memories I am unsure of:\n  1. [undecided] item 1[2J\n  2. [undecided] item 2[2J\n"
-                            "  3. [undecided] item 3[2J\nKeep these? (y/n/numbers)")
-    assert c.question() is None                               # nothing new since
+    # control characters are shown escaped, never obeyed; the item stays on one line
+    assert c.question(HELD_AT) == (
+        "Memories I am unsure of:\n  1. [undecided] item 1\\x1b[2J next line\n"
+        "  2. [undecided] item 2\\x1b[2J next line\n  3. [undecided] item 3\\x1b[2J next line\n"
+        "Keep these? (y/n/numbers)")
+    assert c.question(HELD_AT) is None                        # nothing new since
     assert c.take("4, 1") == "there is no item 4; answer y, n or numbers from 1 to 3"
     settled = c.take("1, 3")
     assert isinstance(settled, Settlement)
-    assert [h.evaluation.item.id for h in settled.keep] == [1, 3]
-    assert [h.evaluation.item.id for h in settled.drop] == [2]
-    assert len(c) == 0 and not c.open
+    assert [h.scratch_id for h in settled.keep] == [1, 3]
+    assert [h.scratch_id for h in settled.drop] == [2]
+    assert settled.ids == [1, 3, 2]
+    assert len(c) == 3 and not c.open                         # held until the answer is committed
+    c.settled(settled.ids)
+    assert len(c) == 0
+
+
+def test_items_from_before_the_restart_say_so_with_their_age():
+    c = _held(2, earlier=True)
+    c.add([Held(3, "new today", "persist_flag", "contradiction judged by the language model", HELD_AT)])
+    assert c.question(HELD_AT + timedelta(hours=3, minutes=10)) == (
+        "Memories I am unsure of:\n"
+        "  1. [undecided; from before the restart, held 3 h ago] item 1\\x1b[2J next line\n"
+        "  2. [undecided; from before the restart, held 3 h ago] item 2\\x1b[2J next line\n"
+        "  3. [contradiction judged by the language model] new today\n"
+        "Keep these? (y/n/numbers)")
 
 
 def test_memory_mode_command_and_report_line():

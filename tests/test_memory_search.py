@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from src.gates.novelty import check_novelty
 from src.recall.rrf import recency_score, rrf_fuse
 from src.recall.search import (
     HYBRID_SQL,
     QUESTION_TSQUERY,
-    check_novelty,
     hybrid_arguments,
     search_hybrid,
 )

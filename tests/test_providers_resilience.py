@@ -17,7 +17,7 @@ from src.errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
+from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy, shared_retries
 from tests.providers.fakes import FakeClock, Sleeps
 
 POLICY = RetryPolicy(timeout_s=5.0, max_attempts=4, backoff_base_s=0.5, backoff_max_s=20.0)
@@ -232,3 +232,24 @@ async def test_the_breaker_counts_failed_calls_not_attempts():
     assert breaker.state == "open"
     with pytest.raises(CircuitOpen):
         await res.call(Script(), what="reply")
+
+
+async def test_concurrent_calls_share_one_retry_budget():
+    """Issue 11 Deliver 6: four calls hit by one rate limit retry 3 times in all, not 3 each."""
+    res, breaker, _, sleeps = make(failures=100)
+    scripts = [Script(*[RateLimited("HTTP 429") for _ in range(10)]) for _ in range(4)]
+    with shared_retries(3) as budget:
+        outcomes = await asyncio.gather(*(res.call(s, what="micro-call") for s in scripts),
+                                        return_exceptions=True)
+    assert all(isinstance(o, RateLimited) for o in outcomes)
+    assert sum(s.calls for s in scripts) == 4 + 3 and len(sleeps.delays) == 3 and budget.left == 0
+    assert breaker.consecutive_failures == 4          # each call failed once, after the group's retries
+
+
+async def test_a_shared_budget_does_not_hold_back_calls_that_succeed_and_ends_with_its_block():
+    res, _, _, _ = make(failures=100)
+    flaky, fine = Script(ProviderUnavailable("HTTP 503")), Script()
+    with shared_retries(1):
+        assert await asyncio.gather(res.call(flaky, what="a"), res.call(fine, what="b")) == ["ok", "ok"]
+    later = Script(*[ProviderUnavailable("HTTP 503") for _ in range(3)])
+    assert await res.call(later, what="alone") == "ok" and later.calls == 4    # outside: its own 3 retries

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import dataclass
 
 import pytest
 
@@ -121,10 +122,26 @@ async def test_a_flush_that_fails_inside_its_transaction_writes_nothing(pool):
     assert sorted((r["content"], r["n"]) for r in counts) == sorted((t, 1) for t in TEN[:4])
 
 
+@dataclass
+class MeetingEmbedder(HashEmbedder):
+    """Waits at `barrier` on its first call: both flushes have read the rows before either
+    writes, so the race the test is about happens every time, not only under load."""
+
+    barrier: asyncio.Barrier | None = None
+
+    async def embed(self, texts, task_type, titles=None):
+        if self.barrier is not None:
+            barrier, self.barrier = self.barrier, None
+            await barrier.wait()
+        return await super().embed(texts, task_type, titles)
+
+
 async def test_two_racing_flushes_persist_each_item_once(pool):
-    a, b = _gates(pool, seed=1), _gates(pool, seed=2)
+    ea, eb = MeetingEmbedder(), MeetingEmbedder()
+    a, b = _gates(pool, ea, seed=1), _gates(pool, eb, seed=2)
     for text in TEN:
         await a.admit(text, exchange=False)
+    ea.barrier = eb.barrier = asyncio.Barrier(2)
     ra, rb = await asyncio.gather(a.exit.flush(reason="a"), b.exit.flush(reason="b"))
     # both scored all ten (their SELECTs ran before either wrote); each row was then
     # claimed by exactly one of them, and what the other scored was thrown away

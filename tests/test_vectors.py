@@ -30,6 +30,13 @@ def test_has_direction(vector, expected):
     assert has_direction(vector) is expected
 
 
+def test_unit_is_exact_for_tiny_and_huge_components():
+    assert np.linalg.norm(unit([5.2e-162, 3e-162])) == pytest.approx(1.0)      # squares underflow
+    assert unit([5.2e-162, 0.0]).tolist() == [1.0, 0.0]
+    assert np.linalg.norm(unit([1e300, 1e300])) == pytest.approx(1.0)          # squares overflow
+    assert unit_rows(np.zeros((0, 3))).shape == (0, 3)
+
+
 @given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=16))
 def test_unit_is_length_one_or_all_zero(values):
     v = unit(values)

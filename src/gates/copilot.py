@@ -2,40 +2,61 @@
 
 Unsure, here: an item whose matrix cell is `buffer` (peripheral relevance, novel —
 the gate's own "undecided"), or whose contradiction only the LLM judged (layers 1
-and 2 could not tell). Such an item is *held* instead of written: its scratch row
-stays unflushed and every flush skips it, so nothing is persisted until the
-guardian answers. A crash loses nothing: the row is still unflushed and start-up
-recovery evaluates (and, in copilot, holds) it again.
+and 2 could not tell). Such an item is *held* instead of written: the flush that
+evaluates it writes it to `held_memories` (src/gates/held_repository.py) in the
+transaction that decides the rest of its chunk, its scratch row stays unflushed,
+and every flush skips it. Nothing is persisted until the guardian answers, and
+nothing held is lost: a crash before that commit leaves the row to be evaluated
+again; after it, the item is held in the database.
+
+Held items outlive the run. At start-up the items earlier runs held are loaded and
+asked about again, marked as from before the restart with their age, whatever the
+new start's mode is: in autopilot too, because the guardian's copilot choice
+reserved these decisions to the guardian, and a mode switch changes how *new*
+items are treated, not who decides the ones already promised to the guardian. In
+`off` they are kept and listed (/held) but not asked about — answering would write
+while nothing new may be written; they are asked once the mode is on again.
 
 The question is asked after an answer, never in the middle of one: the loop asks
 for it once it has delivered a reply to the user (`question`), and the next user
 line that reads as an answer — `y`, `n`, or item numbers — is consumed as the
 confirmation (`take`). Any other line closes the question (the items stay held and
-are asked about again after the next answer).
+are asked about again after the next answer). This module is the in-process view of
+the held items and of the open question; the database is the record.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from src.gates.evaluation import Evaluation
+from src.gates.held import age_text, preview
 from src.gates.matrix import PERSISTING
 
 QUESTION = "Keep these? (y/n/numbers)"
-PREVIEW_CHARS = 100
 _YES = {"y", "yes", "keep", "all"}
 _NO = {"n", "no", "none", "drop"}
 _NUMBERS = re.compile(r"^\d+(?:\s*[,\s]\s*\d+)*$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Held:
-    """A held item, what keeping it means (`action`), and why it was held."""
+    """A held item as the guardian is asked about it; its evaluation is in the database."""
 
-    evaluation: Evaluation
-    action: str          # persist | persist_flag
+    scratch_id: int
+    content: str
+    action: str          # persist | persist_flag: what keeping it writes
     why: str
+    held_at: datetime
+    earlier: bool = False   # held by an earlier run (loaded at start-up)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], *, earlier: bool) -> Held:
+        return cls(row["scratch_id"], row["content"], row["action"], row["why"], row["held_at"], earlier)
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,10 @@ class Settlement:
 
     keep: list[Held]
     drop: list[Held]
+
+    @property
+    def ids(self) -> list[int]:
+        return [h.scratch_id for h in self.keep + self.drop]
 
 
 def unsure(e: Evaluation) -> str | None:
@@ -57,9 +82,17 @@ def unsure(e: Evaluation) -> str | None:
     return None
 
 
-def _preview(text: str) -> str:
-    flat = " ".join("".join(ch for ch in text if ch.isprintable() or ch.isspace()).split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+def split(evaluations: Sequence[Evaluation]) -> tuple[list[Evaluation], list[tuple[Evaluation, str, str]]]:
+    """(decide now, hold) of a chunk: each held one with what keeping it means and why."""
+    now: list[Evaluation] = []
+    held: list[tuple[Evaluation, str, str]] = []
+    for e in evaluations:
+        why = unsure(e)
+        if why is None:
+            now.append(e)
+        else:
+            held.append((e, "persist" if e.cell.action == "buffer" else e.cell.action, why))
+    return now, held
 
 
 class Confirmations:
@@ -73,44 +106,49 @@ class Confirmations:
     def __len__(self) -> int:
         return len(self._held)
 
-    def held_ids(self) -> list[int]:
-        """Scratch ids every flush must skip."""
-        return list(self._held)
+    def add(self, items: Sequence[Held]) -> None:
+        """Items now held in the database (after the commit that holds them)."""
+        for h in items:
+            self._held[h.scratch_id] = h
 
-    def hold(self, evaluations: list[Evaluation]) -> list[Evaluation]:
-        """Keep the unsure items back; return the ones to write now."""
-        now: list[Evaluation] = []
-        for e in evaluations:
-            why = unsure(e)
-            if why is None:
-                now.append(e)
-                continue
-            action = "persist" if e.cell.action == "buffer" else e.cell.action
-            self._held[e.item.id] = Held(e, action, why)
-        return now
+    def settled(self, ids: Sequence[int]) -> None:
+        """Items decided in the database (after the commit that decides them)."""
+        for sid in ids:
+            self._held.pop(sid, None)
+            self._asked.discard(sid)
+
+    def reask(self) -> None:
+        """Close the question; every held item is asked about again after the next answer."""
+        self._question = None
+        self._asked.clear()
 
     @property
     def open(self) -> bool:
         return self._question is not None
 
-    def question(self) -> str | None:
+    def question(self, now: datetime | None = None) -> str | None:
         """The question to ask after an answer, when something new is held; else None."""
         if not self._held or set(self._held) <= self._asked:
             return None
+        now = now or datetime.now(UTC)
         self._question = list(self._held)
         self._asked.update(self._question)
         lines = ["Memories I am unsure of:"]
-        lines += [f"  {n}. [{self._held[sid].why}] {_preview(self._held[sid].evaluation.item.content)}"
-                  for n, sid in enumerate(self._question, 1)]
+        for n, sid in enumerate(self._question, 1):
+            h = self._held[sid]
+            when = (f"; from before the restart, held {age_text((now - h.held_at).total_seconds())} ago"
+                    if h.earlier else "")
+            lines.append(f"  {n}. [{h.why}{when}] {preview(h.content)}")
         lines.append(QUESTION)
         return "\n".join(lines)
 
     def take(self, line: str) -> Settlement | str | None:
         """Read the next user line against the open question.
 
-        A Settlement when it answers; a string (the reply) when it looks like an answer
-        but names an item that is not listed; None when it is not an answer — the
-        question then closes and the line is an ordinary message.
+        A Settlement when it answers (the items stay held until `settled`); a string
+        (the reply) when it looks like an answer but names an item that is not listed;
+        None when it is not an answer — the question then closes and the line is an
+        ordinary message.
         """
         if self._question is None:
             return None
@@ -128,13 +166,8 @@ class Confirmations:
                         f"from 1 to {len(self._question)}")
             chosen = {self._question[n - 1] for n in numbers}
         else:
-            self._question = None
-            self._asked.clear()          # ask again after the next answer
+            self.reask()
             return None
         self._question = None
-        settled = Settlement([self._held[s] for s in ids if s in chosen],
-                             [self._held[s] for s in ids if s not in chosen])
-        for sid in ids:
-            del self._held[sid]
-            self._asked.discard(sid)
-        return settled
+        return Settlement([self._held[s] for s in ids if s in chosen],
+                          [self._held[s] for s in ids if s not in chosen])

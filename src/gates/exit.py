@@ -36,12 +36,13 @@ import asyncpg
 import numpy as np
 
 from src.errors import ProviderError
+from src.gates import copilot, held_repository, scratch
 from src.gates import record as gate_record
-from src.gates import scratch
 from src.gates.contradiction import NegationDirection, Verdict, ask_llm, load_or_learn, screen
 from src.gates.copilot import Confirmations, Settlement
 from src.gates.emotion import StoreCentroid, emotional_charge
 from src.gates.evaluation import Evaluation, Neighbour
+from src.gates.held import evaluation_json, restore
 from src.gates.matrix import (
     PERSISTING,
     bootstrap_floor,
@@ -50,13 +51,14 @@ from src.gates.matrix import (
     novelty_cell,
 )
 from src.gates.modes import MemoryMode
+from src.gates.novelty import check_novelty_many
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
-from src.recall.search import check_novelty_many
 from src.recall.settings import MATURITY_MEMORIES
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
 from src.text import first_sentence
@@ -123,8 +125,7 @@ class ExitGate:
             while True:
                 items = await scratch.pending(self.pool, limit=self.settings.scratch.flush_batch,
                                               after_id=after, ids=ids,
-                                              created_before=created_before,
-                                              exclude=self.confirmations.held_ids())
+                                              created_before=created_before)
                 if not items:
                     return report
                 after = items[-1].id
@@ -140,23 +141,39 @@ class ExitGate:
                         "for the next flush: %s", len(items), exc)
             return FlushReport(deferred=len(items))
         evaluations = await self.evaluate(items, vecs, novelty_vecs)
-        if self.mode.copilot:
-            evaluations = self.confirmations.hold(evaluations)
-        return await self._write(evaluations, reason)
+        held = copilot.split(evaluations)[1] if self.mode.copilot else []
+        return await self._write(evaluations, reason, held=held)
+
+    async def load_held(self) -> int:
+        """Start-up: the items earlier runs held wait for the guardian again; how many."""
+        rows = await held_repository.held_items(self.pool)
+        self.confirmations.add([copilot.Held.from_row(r, earlier=True) for r in rows])
+        return len(rows)
 
     async def settle(self, settlement: Settlement) -> FlushReport:
-        """Write the guardian's copilot answer: kept items persist, the others are dropped."""
-        for held in settlement.keep:
-            e = held.evaluation
-            e.cell = replace(e.cell, action=held.action,
-                             reason=f"{e.cell.reason}; {held.why}: kept by the guardian (copilot)")
-        for held in settlement.drop:
-            e = held.evaluation
-            e.cell = replace(e.cell, action="drop",
-                             reason=f"{e.cell.reason}; {held.why}: dropped by the guardian (copilot)")
-        async with self._lock:
-            return await self._write([h.evaluation for h in settlement.keep + settlement.drop],
-                                     "guardian confirmation (copilot)")
+        """Write the guardian's copilot answer: kept items persist, the others are dropped.
+
+        One transaction takes the held rows (deleting them) and writes the memories and
+        decisions: an answer takes effect exactly once, and a crash before the commit
+        leaves every item held. Rows already decided are skipped. What is written is
+        the evaluation the item was held with (src/gates/held.py), under its embed model.
+        """
+        keep = {h.scratch_id for h in settlement.keep}
+        by_model: dict[str, list[Evaluation]] = {}
+        async with self._lock, self.pool.acquire() as conn, conn.transaction():
+            for row in await held_repository.take(conn, settlement.ids):
+                e = restore(row)
+                kept = row["scratch_id"] in keep
+                e.cell = replace(e.cell, action=row["action"] if kept else "drop",
+                                 reason=f"{e.cell.reason}; {row['why']}: "
+                                        f"{'kept' if kept else 'dropped'} by the guardian (copilot)")
+                by_model.setdefault(row["embed_model"], []).append(e)
+            written = [(model, await self._write_in(conn, chunk, "guardian confirmation (copilot)", [], model))
+                       for model, chunk in by_model.items()]
+        report = FlushReport()
+        for model, (mine, _) in written:
+            report.add(await self._after_commit(mine, model))
+        return report
 
     @staticmethod
     async def _embed(embedder: Embedder, items: list[BufferedItem], *, novelty: bool = False) -> np.ndarray:
@@ -249,7 +266,9 @@ class ExitGate:
                 return await ask_llm(self.llm, e.item.content, e.verdicts[k][0].content,
                                      e.verdicts[k][1].opposition)
 
-        answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
+        # a rate limit hits these calls together: they share one retry budget
+        with shared_retries(self.settings.exit.llm_shared_retries):
+            answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
         for (e, k), verdict in zip(asks, answers, strict=True):
             e.verdicts[k] = (e.verdicts[k][0], verdict)
             if verdict.layer == "llm":
@@ -273,19 +292,52 @@ class ExitGate:
         if e.compressed is None:
             e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 
-    async def _write(self, evaluations: list[Evaluation], reason: str) -> FlushReport:
+    async def _write(self, evaluations: list[Evaluation], reason: str, *,
+                     held: list[tuple[Evaluation, str, str]] = ()) -> FlushReport:
+        """Decide a chunk in one transaction: `held` items (copilot) are held, the rest written."""
         model = self.embedder.model_name
-        report = FlushReport()
         async with self.pool.acquire() as conn, conn.transaction():
-            claimed = await scratch.claim(conn, [e.item.id for e in evaluations])
-            mine = [e for e in evaluations if e.item.id in claimed]
-            report.claimed_elsewhere = len(evaluations) - len(mine)
-            chunk_index = {e.item.id: k for k, e in enumerate(evaluations)}
-            batch_ids = await gate_record.persist(conn, mine, model, GATE_MEMORY_TYPE, chunk_index)
-            await gate_record.apply_weights(conn, mine, batch_ids, self.settings.exit, self.safety)
-            await gate_record.record_exit(conn, mine, batch_ids, model, reason)
-            await scratch.mark_flushed(conn, [e.item.id for e in mine if e.cell.action != "buffer"])
-            await scratch.keep_buffered(conn, [e.item.id for e in mine if e.cell.action == "buffer"])
+            mine, holding = await self._write_in(conn, evaluations, reason, held, model)
+        report = await self._after_commit(mine, model)
+        report.claimed_elsewhere = len(evaluations) - len(mine) - len(holding)
+        if holding:
+            report.evaluated += len(holding)
+            report.actions["held"] = len(holding)
+        self.confirmations.add(holding)
+        return report
+
+    async def _write_in(self, conn: asyncpg.Connection, evaluations: list[Evaluation], reason: str,
+                        held: Sequence[tuple[Evaluation, str, str]],
+                        model: str) -> tuple[list[Evaluation], list[copilot.Held]]:
+        """The writes of one chunk inside the caller's transaction: (decided, held) items.
+
+        `chunk_index` spans the whole chunk, held items included: in-chunk neighbours
+        name their item by its index in the evaluated chunk.
+        """
+        claimed = await scratch.claim(conn, [e.item.id for e in evaluations])
+        held_ids = {e.item.id for e, _, _ in held}
+        mine = [e for e in evaluations if e.item.id in claimed and e.item.id not in held_ids]
+        chunk_index = {e.item.id: k for k, e in enumerate(evaluations)}
+        batch_ids = await gate_record.persist(conn, mine, model, GATE_MEMORY_TYPE, chunk_index)
+        await gate_record.apply_weights(conn, mine, batch_ids, self.settings.exit, self.safety)
+        await gate_record.record_exit(conn, mine, batch_ids, model, reason)
+        await scratch.mark_flushed(conn, [e.item.id for e in mine if e.cell.action != "buffer"])
+        await scratch.keep_buffered(conn, [e.item.id for e in mine if e.cell.action == "buffer"])
+        holding = [(e, action, why) for e, action, why in held if e.item.id in claimed]
+        held_at = self.clock()
+
+        def resolve(n: Neighbour) -> int | None:
+            return n.memory_id if n.memory_id is not None else batch_ids.get(n.batch_index)
+
+        await held_repository.hold(
+            conn, [e.item.id for e, _, _ in holding], [a for _, a, _ in holding],
+            [w for _, _, w in holding], model, [e.vec for e, _, _ in holding],
+            [evaluation_json(e, resolve) for e, _, _ in holding], reason, held_at)
+        return mine, [copilot.Held(e.item.id, e.item.content, a, w, held_at) for e, a, w in holding]
+
+    async def _after_commit(self, mine: list[Evaluation], model: str) -> FlushReport:
+        """Once the chunk is committed: the centroids absorb what persisted; the report."""
+        report = FlushReport()
         persisted = [e.vec for e in mine if e.cell.action in PERSISTING]
         if persisted:
             self.centroid.absorb(model, np.vstack(persisted))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
 from src.consolidation.gate_tuning import apply_to_settings
 from src.consolidation.gate_tuning_repository import tuned_gate_values
-from src.gates import scratch
+from src.gates import held, held_repository, scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
 from src.gates.modes import MemoryMode
@@ -42,6 +42,7 @@ class Gates:
         self.lifecycle = lifecycle
         self.settings = settings
         self._tuning_read_at: float | None = None
+        self.held_at_start = 0            # items earlier runs held, loaded by `recover`
 
     # Seconds between reads of the parameters consolidation tunes (plan §4.5).
     TUNING_REFRESH_S = 60.0
@@ -101,23 +102,54 @@ class Gates:
         ids = await scratch.buffer_pruned(self.pool, contents, source_tag, ttl, PREVIEW_CHARS)
         return await self.exit.flush(reason="context pruning", ids=ids, burst=True)
 
-    def confirmation_question(self) -> str | None:
-        """Copilot: the question to ask after an answer, when new items are held."""
-        return self.exit.confirmations.question()
+    def confirmation_question(self, now: datetime | None = None) -> str | None:
+        """Copilot: the question to ask after an answer, when new items are held.
+
+        None while the memory mode is off: a "y" would write while nothing new may be
+        written; the items wait and are asked about once the mode is on again."""
+        return None if self.mode.off else self.exit.confirmations.question(now)
 
     async def answer_confirmation(self, line: str) -> str | None:
         """Copilot: consume `line` when it answers the open question; the reply, or None
         when the line is an ordinary message."""
-        settled = self.exit.confirmations.take(line)
+        confirmations = self.exit.confirmations
+        settled = confirmations.take(line)
         if settled is None or isinstance(settled, str):
             return settled
-        report = await self.exit.settle(settled)
+        if self.mode.off:      # switched off after the question was asked
+            confirmations.reask()
+            return (f"memory mode is off, so nothing is written now: the {len(confirmations)} held "
+                    "item(s) stay held (/held lists them) and are asked about again once the mode "
+                    "is copilot or autopilot")
+        try:
+            report = await self.exit.settle(settled)
+        except BaseException:  # nothing was written (one transaction): ask again next time
+            confirmations.reask()
+            raise
+        confirmations.settled(settled.ids)
         kept = report.actions.get("persist", 0) + report.actions.get("persist_flag", 0)
         return f"kept {kept}, dropped {report.actions.get('drop', 0)}"
 
+    async def held_text(self, now: datetime | None = None) -> str:
+        """`/held`: every item held for the guardian (from the database), and when it is asked."""
+        rows = await held_repository.held_items(self.pool)
+        return held.listing(rows, now or datetime.now(UTC), mode=self.mode.current)
+
     async def recover(self, started_at: datetime | None = None) -> FlushReport:
-        """Start-up crash recovery (see ScratchLifecycle.recover)."""
+        """Start-up: items earlier runs held wait for the guardian again (whatever the mode);
+        then crash recovery (see ScratchLifecycle.recover)."""
+        self.held_at_start = await self.exit.load_held()
         return await self.lifecycle.recover(started_at)
+
+    def held_notice(self) -> str | None:
+        """The start-up line about items earlier runs held (None: there are none)."""
+        n = self.held_at_start
+        if not n:
+            return None
+        they, them = ("it is", "it") if n == 1 else ("they are", "them")
+        when = (f"memory mode is off, so {they} kept, not written, and asked about once the mode is "
+                f"copilot or autopilot" if self.mode.off else f"I ask about {them} after my next answer")
+        return f"{n} memor{'y' if n == 1 else 'ies'} held for your decision before the restart; {when} (/held lists {them})"
 
     async def shutdown(self) -> FlushReport:
         """Graceful shutdown: flush everything still buffered."""

@@ -142,8 +142,8 @@ SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, e
    AND ($1::bigint[] IS NULL OR id = ANY($1))
    AND ($2::timestamptz IS NULL OR created_at < $2)
    AND id > $3
-   AND NOT (id = ANY($5::bigint[]))
    AND metadata->>'memory_mode' IS DISTINCT FROM 'off'
+   AND NOT EXISTS (SELECT 1 FROM held_memories h WHERE h.scratch_id = scratch_buffer.id)
  ORDER BY id
  LIMIT $4
 """
@@ -151,15 +151,15 @@ SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, e
 
 async def pending(pool: Executor, *, limit: int, after_id: int = 0,
                   ids: Sequence[int] | None = None,
-                  created_before: datetime | None = None,
-                  exclude: Sequence[int] = ()) -> list[BufferedItem]:
+                  created_before: datetime | None = None) -> list[BufferedItem]:
     """Unflushed rows in id order (optionally only `ids`, or created before a time).
 
-    Never rows admitted while the memory mode was off (src/gates/modes.py), nor
-    `exclude` (rows held for the guardian's confirmation in copilot mode).
+    Never rows admitted while the memory mode was off (src/gates/modes.py), nor rows
+    held for the guardian's confirmation (`held_memories`, src/gates/copilot.py) —
+    whatever the mode now: only the guardian decides those.
     """
     rows = await pool.fetch(_PENDING, None if ids is None else list(ids), created_before,
-                            after_id, limit, list(exclude))
+                            after_id, limit)
     return [BufferedItem(r["id"], r["content"], r["source_tag"], r["source_confidence"],
                          tuple(r["tags"]), json.loads(r["metadata"]), r["created_at"],
                          r["expires_at"]) for r in rows]

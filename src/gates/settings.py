@@ -103,6 +103,8 @@ class ExitGateSettings(_Section):
     llm_pairs_per_item: int = Field(1, ge=0)
     # Micro-calls in flight at once during one flush.
     llm_concurrency: int = Field(4, ge=1)
+    # Retries shared by all micro-calls of one flush (a rate limit hits them together).
+    llm_shared_retries: int = Field(3, ge=0)
     # Seconds between recomputations of the store centroid (emotional charge v0.1).
     centroid_refresh_s: float = Field(300.0, ge=0.0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ import asyncpg
 import numpy as np
 from pgvector import HalfVector
 
-Executor = asyncpg.Pool | asyncpg.Connection
+from src.db.sql import Executor
 
 # One GROUP BY: per bucket of depth-weight center, the mean embedding, the row count and
 # the summed centers. Σ_b mean_b·Σw_b / Σw is the importance-weighted mean, exact up to
@@ -25,10 +26,16 @@ SELECT avg(embedding) AS mean, count(*) AS n, sum(c) AS w
  GROUP BY width_bucket(c, 0.0, 1.0000001, $2)
 """
 
-_LOG_DELTA = """
-INSERT INTO gut_deltas (session_id, cycle, delta, magnitude, context, action, source_tag, at)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)
-RETURNING id
+# One cycle's delta and the links of the outcomes that cycle already recorded, in one
+# statement. It runs inside the cycle's thought_log transaction (no commit of its own).
+_WRITE_DELTA = """
+WITH d AS (INSERT INTO gut_deltas (session_id, cycle, delta, magnitude, context, action, source_tag, at)
+           VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)
+           RETURNING id),
+     l AS (INSERT INTO outcome_links (outcome_id, subject_kind, subject_id)
+           SELECT o, 'gut_delta', d.id FROM d CROSS JOIN unnest($9::bigint[]) AS o
+           ON CONFLICT DO NOTHING)
+SELECT id FROM d
 """
 
 # The newest deltas with the mean valence of the outcomes linked to each (NULL: none yet).
@@ -72,12 +79,29 @@ async def l2_buckets(db: Executor, embed_model: str, buckets: int) -> list[tuple
             if r["mean"] is not None]
 
 
-async def log_delta(db: Executor, *, session_id: str | None, cycle: int | None, delta: np.ndarray,
-                    magnitude: float, context: str, action: Sequence[Mapping[str, Any]],
-                    source_tag: str | None, at: datetime) -> int:
-    """One gut_deltas row; returns its id (the handle outcomes link back to)."""
-    return await db.fetchval(_LOG_DELTA, session_id, cycle, HalfVector(np.asarray(delta, np.float32)),
-                             float(magnitude), context, json.dumps(list(action)), source_tag, at)
+@dataclass
+class DeltaRow:
+    """One cycle's gut_deltas row, held until the cycle's transaction writes it."""
+
+    session_id: str | None
+    cycle: int | None
+    delta: np.ndarray
+    magnitude: float
+    context: str                              # the attention focus of the cycle
+    action: Sequence[Mapping[str, Any]]       # what the cycle did (read when written)
+    source_tag: str | None
+    at: datetime
+    outcome_ids: list[int] = field(default_factory=list)   # outcomes of this cycle to link to it
+
+
+async def write_delta(db: Executor, row: DeltaRow) -> int:
+    """Write one delta (and its outcome links); returns its id. Pass the connection of the
+    cycle's transaction: on a pool it commits alone, which is what made it slow (one more
+    commit — a WAL flush on a durable server — and a pool round trip per cycle)."""
+    return await db.fetchval(_WRITE_DELTA, row.session_id, row.cycle,
+                             HalfVector(np.asarray(row.delta, np.float32)), float(row.magnitude),
+                             row.context, json.dumps(list(row.action)), row.source_tag, row.at,
+                             list(row.outcome_ids))
 
 
 async def deltas_for_pca(db: Executor, limit: int) -> tuple[list[int], np.ndarray, list[float | None]]:

@@ -181,6 +181,12 @@ class CognitiveLoop:
             ran += 1
         return ran
 
+    def user_messages_waiting(self) -> int:
+        """User messages not answered yet: queued, held for the entry gate, or in this cycle."""
+        in_cycle = self._turn.parts if self._turn is not None else []
+        return (self.queue.counts()["user"] + sum(c.source == "user" for c in self._unbuffered)
+                + sum(p.source == "user" for p in in_cycle))
+
     async def _pause(self, seconds: float, stop: asyncio.Event | None) -> None:
         if stop is None:
             await asyncio.sleep(seconds)
@@ -280,8 +286,8 @@ class CognitiveLoop:
         finally:   # the row is written even when gating or pruning failed; with the journal's
             # "answered" in one transaction, so a crash leaves both or neither
             self.backlog.add(f"thought_log cycle {record.cycle}",
-                             partial(log_answered_cycle, self.parts.pool, mark, self.session_id, record,
-                                     allocation, assembled, since=now))
+                             partial(log_answered_cycle, self.parts.pool, mark, self.session_id, record, allocation,
+                                     assembled, since=now, also=self.inner.cycle_writes(record) if self.inner else ()))
             await self.backlog.flush()
 
     def degraded(self, what: str, exc: BaseException) -> None:

@@ -5,9 +5,13 @@ The cognitive loop calls four hooks; this object owns the rest:
     feel                once the winner is known: this cycle's gut reading (recall's
                         emotional component and the exit gate's charge read it)
     gut_summary         the short gut line for System 1's context
-    after_cycle         log the gut delta; outcomes (explicit feedback, corrections, goals
-                        achieved); readiness milestones 1, 2, 5, 9, 10; gut signals above
-                        the threshold become `gut` input (never from a gut-won cycle)
+    after_cycle         outcomes (explicit feedback, corrections, goals achieved);
+                        readiness milestones 1, 2, 5, 9, 10; gut signals above the
+                        threshold become `gut` input (never from a gut-won cycle)
+    cycle_writes        the cycle's gut delta, written by the loop in the transaction of
+                        the cycle's thought_log row: no commit and pool round trips of
+                        its own per cycle (they cost more than the gut's arithmetic, many
+                        times more on a loaded machine), and a crash keeps both or neither
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 import numpy as np
 
@@ -57,7 +62,8 @@ class InnerLife:
         self._reflections: dict[str, _Reflection] = {}
         self._since_signal = 10 ** 9
         self._cycle: tuple[int, datetime | None] = (0, None)
-        self.last_delta_id: int | None = None
+        self._felt: int | None = None          # the cycle whose gut reading is current
+        self._delta_outcomes: list[int] = []   # outcomes this cycle recorded: linked to its delta
 
     async def _done(self, number: int) -> bool:
         if self._reached is None:
@@ -91,10 +97,11 @@ class InnerLife:
              now: datetime) -> None:
         """This cycle's gut reading; also remembers the cycle for the goal verb."""
         self._cycle = (cycle, now)
+        self._delta_outcomes = []
         if self.gut is None:
             return
         focus = ([winner_vec] if winner_vec is not None else []) + list(reversed(recent))
-        self.gut.read(focus)
+        self._felt = cycle if self.gut.read(focus) is not None else None
 
     def gut_summary(self) -> str:
         return self.gut.summary() if self.gut is not None else ""
@@ -102,14 +109,9 @@ class InnerLife:
     # -- after the cycle ------------------------------------------------------------
     async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
                           correction_id: int | None, retrieval, now: datetime) -> None:
-        """Everything the cycle's outcome means for gut, outcomes and readiness."""
+        """Everything the cycle's outcome means for gut, outcomes and readiness (the delta
+        itself is written with the cycle's row: `cycle_writes`)."""
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
-        if self.gut is not None and self.gut.reading is not None:
-            r = self.gut.reading
-            self.last_delta_id = await gut_repo.log_delta(
-                self.pool, session_id=self.session_id, cycle=cycle, delta=r.delta, magnitude=r.magnitude,
-                context=(winner.text or "")[: self.gut.settings.context_chars], action=actions,
-                source_tag=winner.source_tag, at=now)
         await self._outcomes(winner, correction_id, now)
         learned = [m for m in (retrieval.memories if retrieval is not None else []) if not m.hit.immutable]
         if learned:
@@ -130,6 +132,22 @@ class InnerLife:
                 await self._alignment(cycle, answer, actions, now)
         await self._gut_signal(winner, now)
 
+    def cycle_writes(self, record) -> list[Callable[[object], Awaitable[object]]]:
+        """Writes for the transaction of the cycle's thought_log row (`record`, a CycleRecord):
+        this cycle's gut delta with the links of the outcomes the cycle recorded. Empty when
+        the cycle took no gut reading. The row is built now; the actions are read when it is
+        written, so they match the thought_log row's."""
+        cycle, now = self._cycle
+        if self.gut is None or self._felt != record.cycle or cycle != record.cycle:
+            return []
+        r, winner = self.gut.reading, record.winner
+        row = gut_repo.DeltaRow(session_id=self.session_id, cycle=cycle, delta=r.delta, magnitude=r.magnitude,
+                                context=(winner.text or "")[: self.gut.settings.context_chars],
+                                action=record.actions, source_tag=winner.source_tag, at=now,
+                                outcome_ids=self._delta_outcomes)
+        self._felt, self._delta_outcomes = None, []
+        return [partial(gut_repo.write_delta, row=row)]
+
     async def on_persisted(self, memory_ids: list[int]) -> None:
         """The exit gate persisted scratch items as memories: milestone 1."""
         if memory_ids:
@@ -138,18 +156,20 @@ class InnerLife:
     async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
         cfg = self.settings
         lookback = timedelta(seconds=cfg.outcome_lookback_s)
+        # this cycle's delta is not written yet: it is linked when it is (cycle_writes)
         if correction_id is not None:
-            await record_outcome(self.pool, kind="correction", description="System 2 corrected System 1",
-                                 at=now, evidence={"correction_id": correction_id},
-                                 subjects=[("memory", correction_id)], lookback=lookback,
-                                 max_links=cfg.outcome_max_links)
+            self._delta_outcomes.append(await record_outcome(
+                self.pool, kind="correction", description="System 2 corrected System 1",
+                at=now, evidence={"correction_id": correction_id},
+                subjects=[("memory", correction_id)], lookback=lookback, max_links=cfg.outcome_max_links))
         if winner.source == "user":
             valence = explicit_feedback(winner.text)
             if valence is not None:
                 # the feedback is about what came before this message, not this cycle's reply
-                await record_outcome(self.pool, kind="feedback", valence=valence, at=now,
-                                     description=f"user feedback: {winner.text[:200]}", lookback=lookback,
-                                     max_links=cfg.outcome_max_links)
+                self._delta_outcomes.append(await record_outcome(
+                    self.pool, kind="feedback", valence=valence, at=now,
+                    description=f"user feedback: {winner.text[:200]}", lookback=lookback,
+                    max_links=cfg.outcome_max_links))
 
     async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
         """Milestone 9 once the reflection prompt of an achieved goal got an answer."""

@@ -81,11 +81,15 @@ async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, reco
 
 async def log_answered_cycle(pool: asyncpg.Pool, mark_answered: Callable[..., Awaitable[None]] | None,
                              session_id: str, record: CycleRecord, allocation: Allocation,
-                             assembled: AssembledContext, since: datetime) -> None:
+                             assembled: AssembledContext, since: datetime,
+                             also: Sequence[Callable[[asyncpg.Connection], Awaitable[object]]] = ()) -> None:
     """The cycle's row and the input journal's "answered" mark for its messages, in one
     transaction: a SIGKILL between two separate writes left messages answered in the
-    journal with no cycle that covers them (or the reverse)."""
+    journal with no cycle that covers them (or the reverse). `also`: more writes of the
+    cycle for the same transaction (the gut delta), each called with the connection."""
     async with pool.acquire() as conn, conn.transaction():
         if mark_answered is not None:
             await mark_answered(conn=conn)
         await log_cycle(conn, session_id, record, allocation, assembled, since=since)
+        for write in also:
+            await write(conn)

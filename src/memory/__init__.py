@@ -1,6 +1,6 @@
-"""The operator CLI, `python -m src.memory`: import, search, export, reindex, stats, skills.
+"""The operator CLI, `python -m src.memory`: import, search, export, reindex, stats, skills, held.
 
-One module per subcommand (importer, search, export, reindex, stats, skills_cli) plus what they
+One module per subcommand (importer, search, export, reindex, stats, skills_cli, held_cli) plus what they
 share (session: settings, database and providers; jsonl: the line format; console:
 progress and safe printing). Each subcommand module has `add_parser(subparsers)` and
 `async run(args, session)`; __main__ wires them. The recall code does the work

@@ -11,6 +11,9 @@
   `reset_after_s` it half-opens and lets exactly one trial call through; success closes
   it, failure opens it again. Non-transient errors (bad request, auth) say nothing about
   the provider's health and leave the count alone.
+- Calls made together (`asyncio.gather` under `shared_retries(n)`) share one budget of
+  n retries: when a rate limit hits all of them at once, the group retries n times in
+  all, not n per call, so a burst cannot multiply its own load (issue 11, Deliver 6).
 
 Sleep, clock and random generator are injected so tests run instantly and reproducibly.
 """
@@ -21,7 +24,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -131,6 +136,42 @@ FailureHook = Callable[[ProviderError, float], Awaitable[None]]
 SuccessHook = Callable[[T, float], Awaitable[None]]
 
 
+class RetryBudget:
+    """Retries left for a group of concurrent calls (see `shared_retries`)."""
+
+    def __init__(self, retries: int):
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.left = retries
+
+    def take(self) -> bool:
+        """Use one retry; False when the group has none left."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+# Tasks started by asyncio.gather copy the context, so they see the same budget object.
+_GROUP_BUDGET: ContextVar[RetryBudget | None] = ContextVar("moltbot_retry_budget", default=None)
+
+
+def current_shared_retries() -> RetryBudget | None:
+    """The budget the calls of this task share, if they are inside `shared_retries`."""
+    return _GROUP_BUDGET.get()
+
+
+@contextmanager
+def shared_retries(retries: int) -> Iterator[RetryBudget]:
+    """Calls started inside this block (and the tasks it gathers) share `retries` retries."""
+    budget = RetryBudget(retries)
+    token = _GROUP_BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _GROUP_BUDGET.reset(token)
+
+
 class Resilience:
     """Runs one logical call with the retry policy and the provider's breaker."""
 
@@ -176,6 +217,11 @@ class Resilience:
                     await on_success(result, (self._clock() - started) * 1000.0)
                 return result
             final = trial or not err.transient or attempt == attempts
+            group = _GROUP_BUDGET.get()
+            if not final and group is not None and not group.take():
+                log.warning("%s %s attempt %d failed (%s: %s); the retries shared by concurrent calls "
+                            "are spent, giving up", provider, what, attempt, type(err).__name__, err)
+                final = True
             if final:
                 # the breaker counts a failed *call* (after its retries), not each attempt:
                 # one bad request must not pause the healthy calls that follow it

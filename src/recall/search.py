@@ -1,9 +1,9 @@
-"""Hybrid search (plan §2.5), the rerank stage (§2.6) and the novelty lookup.
+"""Hybrid search (plan §2.5) and the rerank stage (§2.6).
 
 Reading side of `memories`: `search_hybrid` (the one-statement search),
 `fetch_hits` (the same row shape for ids that spreading activation brought in),
-`rerank_hits` (the cross-encoder stage, pure apart from the reranker call) and
-`check_novelty` (nearest memories of the same embed model, for the exit gate).
+and `rerank_hits` (the cross-encoder stage, pure apart from the reranker call). The
+exit gate's novelty lookup is src/gates/novelty.py.
 
 `search_hybrid` is one SQL statement with CTEs:
 
@@ -50,7 +50,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -63,8 +63,8 @@ from src.recall.store import EMBEDDING_DIMENSIONS
 from src.text import clean_text
 
 __all__ = [
-    "Executor", "RankedHit", "RerankResult", "SearchHit", "SimilarMemory", "check_novelty",
-    "HybridTuning", "fetch_hits", "hybrid_arguments", "normalise_scores", "rerank_hits", "search_hybrid",
+    "Executor", "RankedHit", "RerankResult", "SearchHit",
+    "HybridTuning", "fetch_hits", "hybrid_arguments", "normalise_scores", "query_vector", "rerank_hits", "search_hybrid",
 ]
 
 log = logging.getLogger(__name__)
@@ -150,27 +150,8 @@ CROSS JOIN LATERAL (
 ORDER BY wanted.ord
 """
 
-NOVELTY_SQL = """
-SELECT q.ord, n.id, 1 - n.distance AS similarity, n.content, n.embedding
-FROM unnest($1::halfvec[]) WITH ORDINALITY AS q(vec, ord)
-CROSS JOIN LATERAL (
-    SELECT id, content, embedding, embedding <=> q.vec AS distance
-    FROM memories
-    WHERE embed_model = $2::text
-    ORDER BY embedding <=> q.vec
-    LIMIT $3::int) n
-ORDER BY q.ord, n.distance, n.id
-"""
 
-
-
-class SimilarMemory(NamedTuple):
-    id: int
-    similarity: float
-    content: str
-
-
-def _query_vector(query_vec: np.ndarray | Sequence[float] | None) -> HalfVector | None:
+def query_vector(query_vec: np.ndarray | Sequence[float] | None) -> HalfVector | None:
     if query_vec is None:
         return None
     vec = np.asarray(query_vec, dtype=np.float32)
@@ -206,7 +187,7 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
     """Check the arguments and return HYBRID_SQL's parameters ($1 … $10), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
-    vec = _query_vector(query_vec)
+    vec = query_vector(query_vec)
     if (t.w_vector if vec is not None else 0.0) + t.w_fulltext <= 0:
         raise ValueError("no active search arm has a positive weight "
                          f"(w_vector={t.w_vector}, w_fulltext={t.w_fulltext}, "
@@ -273,37 +254,5 @@ async def fetch_hits(
     """
     if not ids:
         return []
-    rows = await executor.fetch(FETCH_SQL, list(ids), _query_vector(query_vec), embed_model, now)
+    rows = await executor.fetch(FETCH_SQL, list(ids), query_vector(query_vec), embed_model, now)
     return [_hit(row) for row in rows]
-
-
-async def check_novelty(executor: Executor, vec: np.ndarray | Sequence[float], embed_model: str,
-                        k: int = 5) -> list[SimilarMemory]:
-    """The `k` stored memories of `embed_model` closest to `vec`, most similar first.
-
-    The first similarity is the maximum the exit gate compares with its thresholds.
-    Embedding the candidate (SEMANTIC_SIMILARITY) is the caller's job.
-    """
-    found, _ = await check_novelty_many(executor, [vec], embed_model, k)
-    return found[0]
-
-
-async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np.ndarray, embed_model: str,
-                             k: int = 5) -> tuple[list[list[SimilarMemory]], dict[int, np.ndarray]]:
-    """`check_novelty` for many vectors in ONE statement (a LATERAL top-k per vector, each
-    served by the HNSW index), plus the neighbours' embeddings, which the exit gate needs
-    to judge opposition — so a flush of 100 items is one query, not 100 + 1."""
-    queries = []
-    for vec in vecs:
-        query = _query_vector(vec)
-        if query is None:
-            raise ValueError("check_novelty needs a vector")
-        queries.append(query)
-    found: list[list[SimilarMemory]] = [[] for _ in queries]
-    embeddings: dict[int, np.ndarray] = {}
-    if not queries:
-        return found, embeddings
-    for r in await executor.fetch(NOVELTY_SQL, queries, embed_model, k):
-        found[r["ord"] - 1].append(SimilarMemory(r["id"], r["similarity"], r["content"]))
-        embeddings[r["id"]] = r["embedding"].to_numpy().astype(np.float32)
-    return found, embeddings

@@ -1,0 +1,66 @@
+"""The exit gate's novelty lookup (plan §2.9): the stored memories nearest to each item.
+
+Novelty is one of the matrix's two axes: an item is confirming, novel or in between by
+its highest cosine to what is already stored under the same embed model (vectors of
+another model are never compared). The lookup is one statement for a whole flush.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from src.db.sql import Executor
+from src.recall.search import query_vector
+
+NOVELTY_SQL = """
+SELECT q.ord, n.id, 1 - n.distance AS similarity, n.content, n.embedding
+FROM unnest($1::halfvec[]) WITH ORDINALITY AS q(vec, ord)
+CROSS JOIN LATERAL (
+    SELECT id, content, embedding, embedding <=> q.vec AS distance
+    FROM memories
+    WHERE embed_model = $2::text
+    ORDER BY embedding <=> q.vec
+    LIMIT $3::int) n
+ORDER BY q.ord, n.distance, n.id
+"""
+
+
+class SimilarMemory(NamedTuple):
+    id: int
+    similarity: float
+    content: str
+
+
+async def check_novelty(executor: Executor, vec: np.ndarray | Sequence[float], embed_model: str,
+                        k: int = 5) -> list[SimilarMemory]:
+    """The `k` stored memories of `embed_model` closest to `vec`, most similar first.
+
+    The first similarity is the maximum the exit gate compares with its thresholds.
+    Embedding the candidate (SEMANTIC_SIMILARITY) is the caller's job.
+    """
+    found, _ = await check_novelty_many(executor, [vec], embed_model, k)
+    return found[0]
+
+
+async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np.ndarray, embed_model: str,
+                             k: int = 5) -> tuple[list[list[SimilarMemory]], dict[int, np.ndarray]]:
+    """`check_novelty` for many vectors in ONE statement (a LATERAL top-k per vector, each
+    served by the HNSW index), plus the neighbours' embeddings, which the exit gate needs
+    to judge opposition — so a flush of 100 items is one query, not 100 + 1."""
+    queries = []
+    for vec in vecs:
+        query = query_vector(vec)
+        if query is None:
+            raise ValueError("check_novelty needs a vector")
+        queries.append(query)
+    found: list[list[SimilarMemory]] = [[] for _ in queries]
+    embeddings: dict[int, np.ndarray] = {}
+    if not queries:
+        return found, embeddings
+    for r in await executor.fetch(NOVELTY_SQL, queries, embed_model, k):
+        found[r["ord"] - 1].append(SimilarMemory(r["id"], r["similarity"], r["content"]))
+        embeddings[r["id"]] = r["embedding"].to_numpy().astype(np.float32)
+    return found, embeddings
