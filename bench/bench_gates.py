@@ -140,7 +140,7 @@ async def run() -> list[dict]:
         ]
 
         await pool.execute("TRUNCATE memories CASCADE")
-        await pool.execute("TRUNCATE scratch_buffer, gate_decisions")
+        await pool.execute("TRUNCATE scratch_buffer, held_memories, gate_decisions")
         stored, probes = _mixed(random.Random(2))
         await store.store_many([NewMemory(t) for t in stored])
         for _, text in probes:
