@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 
 from src.config import LoggingSettings
 from src.terminal import escape
@@ -12,9 +13,23 @@ from src.terminal import escape
 
 class OneLineErrors(logging.Filter):
     """asyncpg's pool logs every failed reconnect with a traceback; during a database
-    outage that is one traceback a second. Keep the message, give the error one line."""
+    outage that is one traceback a second. Keep the message, give the error one line,
+    and say the reconnect retry once per `quiet_s` (the loop reports the outage itself)."""
+
+    RETRY = "Failed to restore the pool connection floor"
+
+    def __init__(self, quiet_s: float = 300.0, clock=time.monotonic):
+        super().__init__()
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self._next_retry_line = 0.0
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith(self.RETRY):
+            now = self.clock()
+            if now < self._next_retry_line:
+                return False
+            self._next_retry_line = now + self.quiet_s
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             record.msg = f"{record.getMessage()} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"

@@ -39,6 +39,7 @@ from src.consolidation import repository
 from src.consolidation.clustering import fingerprint, leader_clusters, most_central
 from src.consolidation.monitors import run_monitors
 from src.consolidation.settings import ConsolidationSettings
+from src.db.availability import AwayNotice
 from src.errors import ProviderError
 from src.gates.contradiction import (
     ContradictionAnswer,
@@ -77,6 +78,7 @@ class LightTicker:
         self.last_run: dict[str, datetime] = {}
         self.ticks = 0
         self.last_tick_ms = 0.0
+        self._away = AwayNotice(log, "light consolidation")
         self._direction: NegationDirection | None = None
         self._ops = {
             "decay": (self.decay, lambda s: s.decay_interval_s),
@@ -101,8 +103,10 @@ class LightTicker:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the ticker outlives a bad tick (database restarting, a bug)
-                log.exception("light consolidation tick failed; trying again next tick")
+            except Exception as exc:  # the ticker outlives a bad tick (database restarting, a bug)
+                self._away.failed(exc)
+            else:
+                self._away.succeeded()
             done += 1
         return done
 

@@ -28,6 +28,7 @@ from src.consolidation.deep import (
 )
 from src.consolidation.light import LightTicker
 from src.consolidation.settings import ConsolidationSettings
+from src.db.availability import AwayNotice
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.safety import Safety
 
@@ -94,6 +95,7 @@ class Consolidation:
 
     async def _schedule(self) -> None:
         deep = self.settings.deep
+        away = AwayNotice(log, "deep consolidation scheduler")
         while not self._stop.is_set():
             try:
                 state = await check_trigger(self.pool, self.settings, datetime.now(UTC), self._epoch)
@@ -101,8 +103,10 @@ class Consolidation:
                     await self.deep_pass(state.trigger, state.importance)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("deep consolidation scheduler: the check failed; trying again later")
+            except Exception as exc:
+                away.failed(exc)
+            else:
+                away.succeeded()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), deep.check_interval_s)
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from src.db.availability import AwayNotice
 from src.dmn import channels as ch
 from src.dmn import repository as repo
 from src.dmn.entropy_guard import EntropyGuard
@@ -75,6 +76,7 @@ class DmnGenerator:
 
         The first tick comes one interval after start: a mind that just woke up attends to
         what arrives (piped input, a person typing) before it starts to wander."""
+        away = AwayNotice(log, "DMN")
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), self.settings.interval_s)
@@ -85,8 +87,10 @@ class DmnGenerator:
                 await self.tick(clock())
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("DMN tick failed; the generator goes on")
+            except Exception as exc:   # the generator goes on
+                away.failed(exc)
+            else:
+                away.succeeded()
 
     async def tick(self, now: datetime) -> TickReport:
         """One DMN step at `now` (see the module docstring)."""
