@@ -48,18 +48,23 @@ def spawn_agent(env: dict[str, str], args: tuple[str, ...] = ()) -> subprocess.P
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def wait_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
-    """Read stdout lines until the ready line; return them."""
+def read_until(proc: subprocess.Popen, done, timeout: float = 60) -> list[str]:
+    """stdout lines up to and including the first for which `done(line)` holds."""
     lines: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline().decode()
         if not line:
-            raise AssertionError(f"agent exited before ready: {lines} / {proc.stderr.read().decode()}")
+            raise AssertionError(f"agent exited: {lines} / {proc.stderr.read().decode()[-2000:]}")
         lines.append(line.rstrip("\n"))
-        if READY in line:
+        if done(lines[-1]):
             return lines
-    raise AssertionError(f"agent not ready in {timeout}s: {lines}")
+    raise AssertionError(f"not seen in {timeout}s: {lines}")
+
+
+def wait_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
+    """Read stdout lines until the ready line; return them."""
+    return read_until(proc, lambda line: READY in line, timeout)
 
 
 async def set_outage(admin_dsn: str, db: str, on: bool) -> None:

@@ -298,18 +298,22 @@ async def test_monitors_run_on_every_light_tick_by_default(pool):
     assert "decay" not in second                                        # the others keep their intervals
 
 
+async def _overview_json(pool) -> dict:
+    server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="test"))
+    url = await server.start()
+    try:
+        async with aiohttp.ClientSession() as s, s.get(url + "?format=json") as resp:
+            return json.loads(await resp.text())
+    finally:
+        await server.stop()
+
+
 async def test_overview_page_shows_the_scan_numbers(pool):
     rng = random.Random(16)
     await MemoryStore(pool, HashEmbedder()).store_many(
         [NewMemory(f"memory {i}", alpha=a, beta=b) for i, (a, b) in enumerate(_weights(rng, 200) + _EDGES)])
     ref = await _reference(pool)
-    server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="test"))
-    url = await server.start()
-    try:
-        async with aiohttp.ClientSession() as s, s.get(url + "?format=json") as resp:
-            data = json.loads(await resp.text())
-    finally:
-        await server.stop()
+    data = await _overview_json(pool)
     assert [r["n"] for r in data["center_histogram"]] == ref["histogram"]
     assert [r["bin"] for r in data["center_histogram"]] == list(range(1, CENTER_BINS + 1))
     assert data["shapes_now"] == ref["shapes"]
@@ -323,13 +327,7 @@ async def test_overview_of_a_mind_not_yet_migrated_scans(pool):
     await pool.execute("DROP TABLE memory_center_summary CASCADE")
     await pool.execute("DROP TRIGGER memory_center_insert ON memories; DROP TRIGGER memory_center_update ON memories;"
                        "DROP TRIGGER memory_center_delete ON memories; DROP TRIGGER memory_center_truncate ON memories")
-    server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="test"))
-    url = await server.start()
-    try:
-        async with aiohttp.ClientSession() as s, s.get(url + "?format=json") as resp:
-            data = json.loads(await resp.text())
-    finally:
-        await server.stop()
+    data = await _overview_json(pool)
     assert [r["n"] for r in data["center_histogram"]][15] == 1         # center 0.75: bin 16
     assert data["shapes_now"] == {"contested": 0, "uninformed": 0, "total": 1}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import yaml
 
-from tests.proc import ROOT, agent_env, spawn_agent, wait_ready
+from tests.proc import ROOT, agent_env, read_until, spawn_agent, wait_ready
 from tests.test_memory_modes import TOPICS
 
 QUESTION = "Keep these? (y/n/numbers)"
@@ -40,20 +40,6 @@ def _send(proc: subprocess.Popen, text: str) -> None:
     proc.stdin.flush()
 
 
-def _read_until(proc: subprocess.Popen, done, timeout: float = 60) -> list[str]:
-    """stdout lines up to and including the first for which `done(line)` holds."""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if not line:
-            raise AssertionError(f"agent exited: {lines} / {proc.stderr.read().decode()[-2000:]}")
-        lines.append(line.rstrip("\n"))
-        if done(lines[-1]):
-            return lines
-    raise AssertionError(f"not seen in {timeout}s: {lines}")
-
-
 async def _wait_held(conn: asyncpg.Connection, contents: list[str], within_s: float = 60) -> None:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -74,7 +60,7 @@ async def test_held_items_survive_sigkill_and_are_asked_again_in_autopilot(db_ds
             wait_ready(proc)
             for text in TOPICS[:5]:          # one at a time: five exchanges start a flush
                 _send(proc, text)
-                _read_until(proc, lambda line: "I cannot answer in words" in line)
+                read_until(proc, lambda line: "I cannot answer in words" in line)
             await _wait_held(conn, TOPICS[:5])
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(timeout=10) == -signal.SIGKILL
@@ -88,21 +74,21 @@ async def test_held_items_survive_sigkill_and_are_asked_again_in_autopilot(db_ds
             assert (f"{held} memories held for your decision before the restart; I ask about them after "
                     "my next answer (/held lists them)") in start
             _send(proc, "/held")
-            listed = _read_until(proc, lambda line: line.startswith("I ask about them"))
+            listed = read_until(proc, lambda line: line.startswith("I ask about them"))
             assert listed[0] == f"{held} memories held for your decision:"
             assert re.fullmatch(r"  scratch #\d+, held \d+ s ago \[undecided\]: " + re.escape(TOPICS[0]),
                                 listed[1]), listed[1]
             _send(proc, "/pending")          # the approval queue points at them, without listing them twice
-            assert _read_until(proc, lambda line: "held for your decision" in line)[-2:] == [
+            assert read_until(proc, lambda line: "held for your decision" in line)[-2:] == [
                 "no approvals pending", f"{held} memory item(s) held for your decision (copilot): /held lists them"]
             _send(proc, TOPICS[6])
-            asked = _read_until(proc, lambda line: line == QUESTION)
+            asked = read_until(proc, lambda line: line == QUESTION)
             first = asked.index("Memories I am unsure of:")
             assert re.fullmatch(r"  1\. \[undecided; from before the restart, held \d+ s ago\] "
                                 + re.escape(TOPICS[0]), asked[first + 1]), asked[first + 1]
             assert len(asked) - first == held + 2
             _send(proc, "1")
-            assert _read_until(proc, lambda line: line.startswith("kept "))[-1] == (
+            assert read_until(proc, lambda line: line.startswith("kept "))[-1] == (
                 f"kept 1, dropped {held - 1}")
             _send(proc, "/quit")
             assert proc.wait(timeout=60) == 0
