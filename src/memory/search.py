@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from src.memory.console import excerpt, printable
 from src.memory.session import Session
-from src.recall import relevance as rel
-from src.recall.retrieval import Recalled, Retrieval, Retriever
+from src.recall.explain import result_json, retrieval_json
+from src.recall.retrieval import Retrieval, Retriever
 from src.weights.safety import Safety
 
 
@@ -41,35 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the random generator (Dirichlet blend, noise) for repeatable output")
     p.set_defaults(run=run)
-
-
-def _num(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(float(value), digits)
-
-
-def result_json(r: Recalled) -> dict[str, Any]:
-    """Every number the pipeline computed for one memory."""
-    h, a = r.hit, r.activation
-    return {
-        "id": h.id, "final": _num(r.final), "memory_type": h.memory_type, "source_tag": h.source_tag,
-        "center": _num(h.alpha / (h.alpha + h.beta)), "alpha": h.alpha, "beta": h.beta,
-        "search": {"score": _num(h.score), "rrf": _num(h.rrf, 6), "vector_rank": h.vec_rank,
-                   "cosine": _num(h.similarity), "fulltext_rank": h.fts_rank,
-                   "fulltext_score": _num(h.fts_score, 6), "recency": _num(h.recency)},
-        "act_r": {"B": _num(a.B), "S": _num(a.S), "P": _num(a.P), "noise": _num(a.noise),
-                  "A": _num(a.total), "p_retrieve": _num(r.p_retrieve)},
-        "relevance": {"components": {c: _num(v) for c, v in zip(rel.COMPONENTS, r.components, strict=True)},
-                      "value": _num(r.relevance)},
-        "coactivation": _num(r.spread), "weighted": _num(r.weighted), "rerank": _num(r.rerank),
-        "content": h.content, "metadata": h.metadata,
-        "event_time": h.event_time.isoformat() if h.event_time else None,
-    }
-
-
-def retrieval_json(result: Retrieval) -> dict[str, Any]:
-    return {"query": result.query, "blend": {k: _num(v) for k, v in result.blend.items()},
-            "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
-            "degraded": result.degraded, "results": [result_json(r) for r in result.memories]}
 
 
 def format_text(result: Retrieval) -> str:

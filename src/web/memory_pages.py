@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from src.memory.search import result_json
+from src.recall.explain import result_json
 from src.recall.retrieval import Recalled
 from src.web import queries as q
 from src.web import svg
@@ -40,7 +40,7 @@ def _center_param(params: Mapping[str, str], name: str) -> float | None:
 
 
 def _recalled(r: Recalled, rank: int, near_miss: bool) -> dict[str, Any]:
-    """The operator CLI's numbers for one memory (src/memory/search.py), plus rank and near-miss."""
+    """The operator CLI's numbers for one memory (src/recall/explain.py), plus rank and near-miss."""
     row = {"rank": rank, "near_miss": near_miss, **result_json(r)}
     row["content"] = row["content"][:RESULT_CHARS]
     return row

@@ -1,0 +1,42 @@
+"""Every number recall computed for a memory, as JSON (plan §2.5–§3.1 made visible).
+
+The operator CLI's `search --json` (src/memory/search.py) and the web view's memory pages
+(src/web/memory_pages.py) show the same components: search arms, ACT-R terms, the
+relevance blend, co-activation, rerank. Pure: a Retrieval in, plain dicts out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from src.recall import relevance as rel
+from src.recall.retrieval import Recalled, Retrieval
+
+
+def _num(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def result_json(r: Recalled) -> dict[str, Any]:
+    """Every number the pipeline computed for one memory."""
+    h, a = r.hit, r.activation
+    return {
+        "id": h.id, "final": _num(r.final), "memory_type": h.memory_type, "source_tag": h.source_tag,
+        "center": _num(h.alpha / (h.alpha + h.beta)), "alpha": h.alpha, "beta": h.beta,
+        "search": {"score": _num(h.score), "rrf": _num(h.rrf, 6), "vector_rank": h.vec_rank,
+                   "cosine": _num(h.similarity), "fulltext_rank": h.fts_rank,
+                   "fulltext_score": _num(h.fts_score, 6), "recency": _num(h.recency)},
+        "act_r": {"B": _num(a.B), "S": _num(a.S), "P": _num(a.P), "noise": _num(a.noise),
+                  "A": _num(a.total), "p_retrieve": _num(r.p_retrieve)},
+        "relevance": {"components": {c: _num(v) for c, v in zip(rel.COMPONENTS, r.components, strict=True)},
+                      "value": _num(r.relevance)},
+        "coactivation": _num(r.spread), "weighted": _num(r.weighted), "rerank": _num(r.rerank),
+        "content": h.content, "metadata": h.metadata,
+        "event_time": h.event_time.isoformat() if h.event_time else None,
+    }
+
+
+def retrieval_json(result: Retrieval) -> dict[str, Any]:
+    return {"query": result.query, "blend": {k: _num(v) for k, v in result.blend.items()},
+            "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
+            "degraded": result.degraded, "results": [result_json(r) for r in result.memories]}
