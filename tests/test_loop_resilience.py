@@ -40,18 +40,25 @@ async def test_a_database_error_after_delivery_does_not_answer_twice(pool, tmp_p
         (1, "the spare key is under the blue flower pot"), (2, "and the bike lock code is written in my diary")]
 
 
-async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_is_told(pool, tmp_path, monkeypatch):
-    mind, delivered = await _mind(pool, tmp_path, overrides={
-        "loop": {"cycle_retries": 2, "retry_backoff_s": 0.01, "retry_backoff_max_s": 0.02}})
+async def broken(*args, **kwargs):
+    raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
+
+
+def _record_pauses(mind, monkeypatch) -> list[float]:
+    """The loop's backoff pauses, recorded instead of slept."""
     pauses: list[float] = []
 
     async def pause(seconds, stop):
         pauses.append(seconds)
 
-    async def broken(*args, **kwargs):
-        raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
-
     monkeypatch.setattr(mind.loop, "_pause", pause)
+    return pauses
+
+
+async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_is_told(pool, tmp_path, monkeypatch):
+    mind, delivered = await _mind(pool, tmp_path, overrides={
+        "loop": {"cycle_retries": 2, "retry_backoff_s": 0.01, "retry_backoff_max_s": 0.02}})
+    pauses = _record_pauses(mind, monkeypatch)
     monkeypatch.setattr(prompting, "cost_line", broken)      # fails after the message was taken
     await mind.loop.submit("user", "please remember the dentist on Friday", ref=None)
     assert await mind.loop.run(burst=True) == 3
@@ -80,15 +87,7 @@ async def test_user_messages_waiting_together_are_one_turn_and_impulses_are_drop
 async def test_a_failure_before_any_input_is_taken_backs_off_instead_of_spinning(pool, tmp_path, monkeypatch):
     mind, delivered = await _mind(pool, tmp_path, overrides={
         "loop": {"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.04}})
-    pauses: list[float] = []
-
-    async def pause(seconds, stop):
-        pauses.append(seconds)
-
-    async def broken(*args, **kwargs):
-        raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
-
-    monkeypatch.setattr(mind.loop, "_pause", pause)
+    pauses = _record_pauses(mind, monkeypatch)
     monkeypatch.setattr(mind.loop, "_embed_pending", broken)
     await mind.loop.submit("user", "the plumber comes on Tuesday morning")
     assert await mind.loop.run(max_cycles=5) == 5
