@@ -47,6 +47,18 @@ async def test_decay_once_per_idle_stretch(pool):
     assert await weight(pool, mid) == (1.0, 6.0)
 
 
+async def test_decay_reads_the_minds_clock_not_the_event_time(pool):
+    """An imported conversation from last year was learned yesterday: not idle for a year."""
+    imported = await add_memory(pool, "we talked about the lake house", created=days_ago(1))
+    await pool.execute("UPDATE memories SET event_time = $2 WHERE id = $1", imported, days_ago(400))
+    assert await run_decay(pool, Safety(), CFG, NOW, {}) == []
+    assert await weight(pool, imported) == (1.0, 4.0)
+    # 90 days on the mind's clock with no access: now it is idle, and decays
+    assert await run_decay(pool, Safety(), CFG, NOW + timedelta(days=89), {}) == []
+    assert await run_decay(pool, Safety(), CFG, NOW + timedelta(days=92), {}) == [imported]
+    assert await weight(pool, imported) == (1.0, 5.0)
+
+
 async def test_demotion_is_gradual_and_stops_at_dormant(pool):
     idle_goal = await add_memory(pool, "a goal nobody revisits", alpha=6.0, beta=3.0, accesses=[days_ago(40)])
     busy_goal = await add_memory(pool, "a goal in use", alpha=6.0, beta=3.0, accesses=[days_ago(2)])

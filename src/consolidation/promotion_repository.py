@@ -146,17 +146,22 @@ async def decide_approval(conn: asyncpg.Connection, approval_id: int, status: st
 async def decay_candidates(db: Executor, now: datetime, idle_days: float, max_access_count: int,
                            limit: int) -> list[asyncpg.Record]:
     """§4.4: not accessed for `idle_days`, fewer than `max_access_count` accesses, not yet
-    decayed since its last access."""
+    decayed since its last access.
+
+    Idle is measured on the mind's clock: since the last access, or since the mind stored
+    the memory (`created_at`) — never since the `event_time` the content is about. An
+    imported year-old conversation was learned today; it is not a year unused.
+    """
     return await db.fetch(
         """SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta,
-                  COALESCE(m.last_accessed, m.event_time, m.created_at) AS last_seen, m.access_count
+                  COALESCE(m.last_accessed, m.created_at) AS last_seen, m.access_count
              FROM memories m
             WHERE NOT m.immutable AND m.access_count < $3
-              AND COALESCE(m.last_accessed, m.event_time, m.created_at) < $1::timestamptz - make_interval(secs => $2::float8)
+              AND COALESCE(m.last_accessed, m.created_at) < $1::timestamptz - make_interval(secs => $2::float8)
               AND NOT EXISTS (SELECT 1 FROM consolidation_log l
                                WHERE l.memory_id = m.id AND l.actor = 'decay' AND l.evidence ? 'at'
                                  AND (l.evidence->>'at')::timestamptz
-                                     >= COALESCE(m.last_accessed, m.event_time, m.created_at))
+                                     >= COALESCE(m.last_accessed, m.created_at))
             ORDER BY m.id LIMIT $4""",
         now, idle_days * 86400.0, max_access_count, limit)
 
