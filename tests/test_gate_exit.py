@@ -49,14 +49,20 @@ TEN = [
 async def _setup(pool, *, noise_floor: float, llm=None, seed: int = 5):
     embedder = HashEmbedder()
     stored_ids = await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in STORED])
-    settings = gate_settings(noise_floor=noise_floor, bootstrap_floor=0.0)
+    # the matrix itself, on S_i alone: the user's statements are not classified here
+    # (their own rule is tested in tests/test_gate_user_statements.py)
+    settings = gate_settings(noise_floor=noise_floor, bootstrap_floor=0.0, statement_sources=[])
     llm = llm or ScriptedMetaLLM(verdict=lambda a, b: True)
     gates = Gates.build(pool, embedder, llm, settings, Safety(), rng=random.Random(seed))
+    scratch_ids = []
     for text, *_ in TEN:
         admitted = await gates.admit(text, exchange=False)
         assert admitted.decision.rule == "content" and admitted.scratch_id is not None
+        scratch_ids.append(admitted.scratch_id)
     vecs = await embed_memories(HashEmbedder(), [t for t, *_ in TEN], ["episodic"] * len(TEN))
+    # the focus the ten were said in (the loop notes it in the cycle that attends to them)
     gates.exit.set_attention(attention_for(vecs, [s for _, s, *_ in TEN]))
+    gates.exit.note_focus(scratch_ids)
     return gates, llm, embedder, dict(zip(STORED, stored_ids, strict=True))
 
 
@@ -194,8 +200,10 @@ async def test_the_micro_call_can_say_no(pool):
                                                 llm=ScriptedMetaLLM(verdict=lambda a, b: False))
     await gates.exit.flush(reason="test")
     row = next(r for r in await _exit_rows(pool) if r["content_preview"] == "The office coffee machine is slow")
-    # "not a contradiction" at similarity 0.89 > 0.85: it confirms the stored memory
-    assert (row["contradiction_layer"], row["cell_novelty"], row["action"]) == ("llm", "confirming", "skip")
+    # "not a contradiction" at similarity 0.89 > 0.85, but it says what the memory does not
+    # ("slow"): novel, not a confirmation folded into "fast"
+    assert (row["contradiction_layer"], row["cell_novelty"], row["action"]) == ("llm", "novel", "buffer")
+    assert "says what the nearest memory does not (slow) -> novel" in row["reason"]
     assert json.loads(row["details"])["contradicts"] is False
     assert row["novelty_similarity"] == pytest.approx(0.895, abs=0.001)
 
@@ -213,7 +221,8 @@ async def test_bootstrap_a_newborn_mind_keeps_what_the_user_says(pool):
     # no identity, no goals, no memories, no attention focus: S_i has nothing to spread from
     texts = ["My name is Ada and I live in Lisbon", "I work as a marine biologist",
              "My favourite food is grilled sardines"]
-    gates = await _buffer_user_messages(pool, texts, settings=gate_settings(noise_floor=0.0))
+    # the floor alone (statements of the user are core by their own rule, tested apart)
+    gates = await _buffer_user_messages(pool, texts, settings=gate_settings(noise_floor=0.0, statement_sources=[]))
     await gates.admit("Idle thought about the colour of the sea", source_tag="dmn", exchange=False)
     await gates.exit.flush(reason="test")
     rows = await _exit_rows(pool)
@@ -237,7 +246,7 @@ async def test_the_bootstrap_floor_fades_with_maturity(pool, memories, floor, re
     await pool.execute("INSERT INTO memories (content) SELECT 'memory ' || i FROM generate_series(1, $1) i",
                        memories)
     gates = await _buffer_user_messages(pool, ["A single message with nothing around it"],
-                                        settings=gate_settings(noise_floor=0.0))
+                                        settings=gate_settings(noise_floor=0.0, statement_sources=[]))
     await gates.exit.flush(reason="test")
     [row] = await _exit_rows(pool)
     # alone in its flush and with no embedded memories, S_i is 0: the floor is the relevance

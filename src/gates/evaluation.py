@@ -10,6 +10,7 @@ import numpy as np
 from src.gates.contradiction import Verdict
 from src.gates.matrix import CellDecision
 from src.gates.scratch import BufferedItem
+from src.gates.utterance import Utterance
 from src.recall.activation import ActivationResult
 
 
@@ -45,6 +46,7 @@ class Evaluation:
     llm_calls: int = 0
     memory_id: int | None = None            # the row this decision wrote or touched
     outcome: dict | None = None             # the weight choke point's answer, if any
+    utterance: Utterance | None = None      # the user's kind of line (statement sources only)
 
     @property
     def round(self) -> int:

@@ -18,9 +18,16 @@ A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
    records every decision, and marks the rows flushed (or buffered for another
    round). See src/gates/scratch.py for why this makes a flush exactly-once.
 
-The attention focus is whatever the loop last set with `set_attention`; until it
-sets one, the other items of the chunk and the most recent memories stand in for
-"what the mind is attending to".
+Relevance is judged against the conversation in which an item was said, never the
+focus at flush time (issue 22: five exchanges later the conversation has moved on,
+and a fact the user stated looked irrelevant to it). The loop names, with
+`note_focus`, the scratch rows attended under the focus it last set with
+`set_attention`; an item with no noted focus (a row from before a crash, a pruned
+message) is judged against its window: the other items of its chunk and the most
+recent memories. The user's own lines are further classified (src/gates/utterance.py):
+a statement that carries information is core, whatever the store's maturity; chatter
+is irrelevant; a question is not a fact and is dropped (no noise flip: stored, it
+would answer later questions with a question).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -54,6 +62,7 @@ from src.gates.modes import MemoryMode
 from src.gates.novelty import check_novelty_many
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
+from src.gates.utterance import classify, content_words
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.providers.resilience import shared_retries
@@ -72,7 +81,20 @@ GATE_MEMORY_TYPE = "episodic"
 COMPRESSED_FALLBACK_CHARS = 120
 
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
+#: Noted foci kept for unflushed items (oldest forgotten first; such items fall back to
+#: their window). A flush every five exchanges needs a handful.
+FOCUS_MEMORY = 2000
 
+
+
+def _relevance(s_i: float, floor: float, said, statement_relevance: float) -> float:
+    """Relevance r = max(S_i, floor), then the user's kind of line: a statement that
+    carries information is at least core (`statement_relevance`); chatter and questions
+    carry nothing to keep (0)."""
+    r = max(s_i, floor)
+    if said is None:
+        return r
+    return max(r, statement_relevance) if said.kind == "statement" else 0.0
 
 
 class ExitGate:
@@ -98,6 +120,8 @@ class ExitGate:
         self.confirmations = Confirmations()   # copilot: items held for the guardian
         self.maturity_memories = maturity_memories   # `agent.maturity_memories`
         self.attention: np.ndarray | None = None
+        # scratch id -> the attention focus under which the loop attended to it
+        self._focus: OrderedDict[int, np.ndarray] = OrderedDict()
         # The two-centroid gut (plan §5.1) replaces the v0.1 store-centroid charge when the
         # mind wires one in; `on_persisted(memory ids)` lets readiness see memory formation.
         self.gut = None
@@ -106,8 +130,19 @@ class ExitGate:
         self._lock = asyncio.Lock()
 
     def set_attention(self, vectors: np.ndarray | None) -> None:
-        """The current attention focus (rows of unit vectors) that activation spreads from."""
+        """The current attention focus (rows of unit vectors) of the loop's cycle."""
         self.attention = None if vectors is None else np.atleast_2d(np.asarray(vectors, np.float32))
+
+    def note_focus(self, scratch_ids: Sequence[int | None]) -> None:
+        """These scratch rows were said in the current focus: judge their relevance by it."""
+        if self.attention is None:
+            return
+        for sid in scratch_ids:
+            if sid is not None:
+                self._focus[sid] = self.attention
+                self._focus.move_to_end(sid)
+        while len(self._focus) > FOCUS_MEMORY:
+            self._focus.popitem(last=False)
 
     async def flush(self, *, reason: str, ids: Sequence[int] | None = None,
                     created_before: datetime | None = None, burst: bool = False) -> FlushReport:
@@ -212,27 +247,29 @@ class ExitGate:
         maturity = memory_maturity(count, self.maturity_memories)
         centroid = None if self.gut is not None else await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []
-        # the recent memories stand in for a focus only when the loop has not set one
+        # an item's window (chunk and newest memories) stands in when no focus was noted for it
         recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
-                  if self.attention is None else None)
+                  if any(i.id not in self._focus for i in items) else None)
         novelty_vecs = vecs if novelty_vecs is None else novelty_vecs
         found, stored = await check_novelty_many(self.pool, novelty_vecs, model, cfg.novelty_k)
         in_batch = novelty_vecs @ novelty_vecs.T
 
         evaluations: list[Evaluation] = []
         for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):
-            context = self.attention if self.attention is not None else np.vstack(
-                [vecs[:j], vecs[j + 1:], recent])
+            context = self._focus.get(item.id)
+            if context is None:
+                context = np.vstack([vecs[:j], vecs[j + 1:], recent])
             act = activation([item.created_at], now, self.rng, vec, context, layers)
             floor = bootstrap_floor(item.source_tag, maturity, cfg)
+            said = classify(item.content) if item.source_tag in cfg.statement_sources else None
             neighbours = [Neighbour(m.similarity, m.content, memory_id=m.id) for m in found[j]]
             neighbours += [Neighbour(float(in_batch[j, i]), items[i].content, batch_index=i)
                            for i in range(j)]
             neighbours.sort(key=lambda n: -n.similarity)
             nearest = neighbours[0] if neighbours else None
-            e = Evaluation(item, vec, act, floor, max(act.S, floor), nearest,
-                           novelty_band(nearest.similarity if nearest else None, th),
-                           self._charge(vec, centroid), maturity)
+            e = Evaluation(item, vec, act, floor, _relevance(act.S, floor, said, cfg.statement_relevance),
+                           nearest, novelty_band(nearest.similarity if nearest else None, th),
+                           self._charge(vec, centroid), maturity, utterance=said)
             for n in neighbours[: cfg.contradiction_candidates]:
                 if n.similarity <= th.contradicting:
                     break
@@ -285,10 +322,23 @@ class ExitGate:
             e.decided_by = first
             e.novelty = novelty_cell(e.nearest.similarity if e.nearest else None,
                                      first[1].contradicts if first else None, th)
+        said_more = ""
+        if e.novelty == "confirming" and e.nearest is not None:
+            # "Confirming" means the same thing said again. A close embedding of a line
+            # that says more (another name, place, number) is new information: folded
+            # into the neighbour as a reinforcement, the new fact would be lost.
+            new_words = content_words(e.item.content) - content_words(e.nearest.content)
+            if new_words:
+                e.novelty = "novel"
+                said_more = (f"; says what the nearest memory does not "
+                             f"({', '.join(sorted(new_words)[:5])}) -> novel")
         cfg = self.settings.exit
         e.cell = decide_cell(e.relevance, e.novelty, th, cfg.noise_floor, self.rng,
                              round_=e.round, max_rounds=cfg.max_buffer_rounds,
-                             expired=e.item.expires_at <= self.clock())
+                             expired=e.item.expires_at <= self.clock(),
+                             question=e.utterance is not None and e.utterance.kind == "question")
+        said = f"{e.utterance.kind}: {e.utterance.reason}; " if e.utterance is not None else ""
+        e.cell = replace(e.cell, reason=said + e.cell.reason + said_more)
         if e.compressed is None:
             e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 
@@ -338,6 +388,9 @@ class ExitGate:
     async def _after_commit(self, mine: list[Evaluation], model: str) -> FlushReport:
         """Once the chunk is committed: the centroids absorb what persisted; the report."""
         report = FlushReport()
+        for e in mine:
+            if e.cell.action != "buffer":
+                self._focus.pop(e.item.id, None)
         persisted = [e.vec for e in mine if e.cell.action in PERSISTING]
         if persisted:
             self.centroid.absorb(model, np.vstack(persisted))

@@ -124,13 +124,22 @@ class CellDecision:
 
 def decide_cell(relevance: float, novelty: str, th: GateThresholds, noise_rate: float,
                 rng: random.Random, *, round_: int = 1, max_rounds: int = 3,
-                expired: bool = False) -> CellDecision:
-    """Matrix cell, noise floor (one draw from `rng`), and the buffer's last round."""
+                expired: bool = False, question: bool = False) -> CellDecision:
+    """Matrix cell, noise floor (one draw from `rng`), and the buffer's last round.
+
+    `question`: the user asked and stated nothing (src/gates/utterance.py). It is
+    dropped whatever its cell, and the noise floor does not flip it: a question
+    persisted as a memory would come back as the "answer" to the next question.
+    The draw is still taken, so the sequence of draws does not depend on it.
+    """
     if novelty not in NOVELTY_CELLS:
         raise ValueError(f"novelty must be one of {NOVELTY_CELLS}, got {novelty!r}")
     rel = relevance_cell(relevance, th)
-    cell_action = MATRIX[(rel, novelty)]
     draw = rng.random()
+    if question:
+        return CellDecision(rel, novelty, "drop", "drop", draw, 0.0, False, "none",
+                            f"{rel} x {novelty}; a question, not a fact -> drop")
+    cell_action = MATRIX[(rel, novelty)]
     noise = draw < noise_rate
     action = NOISE_ALTERNATIVE[cell_action] if noise else cell_action
     reason = f"{rel} x {novelty} -> {cell_action}"

@@ -156,6 +156,7 @@ def _details(e: Evaluation, flush_reason: str) -> str:
         "contradicts": decided.contradicts if decided else None,
         "llm_calls": e.llm_calls, "compressed_by": e.compressed_by,
         "weight_change": e.outcome, "tags": list(e.item.tags),
+        "utterance": e.utterance.kind if e.utterance is not None else None,
     }, ensure_ascii=False, default=str)
 
 

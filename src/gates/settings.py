@@ -86,6 +86,12 @@ class ExitGateSettings(_Section):
     # Relevance floor for these sources at maturity 0; fades linearly to 0 at maturity 1.
     bootstrap_floor: float = Field(0.65, ge=0.0, le=1.0)
     bootstrap_sources: list[str] = Field(default_factory=lambda: ["external_user"])
+    # Sources whose lines are classified statement / question / chatter
+    # (src/gates/utterance.py): the user's statements that carry information are kept
+    # in a store of any maturity (relevance at least `statement_relevance`, above
+    # `core`), chatter is irrelevant, questions are dropped.
+    statement_sources: list[str] = Field(default_factory=lambda: ["external_user"])
+    statement_relevance: float = Field(0.7, ge=0.0, le=1.0)
     # Flushes an item may stay in the "buffer" cell; after that it is persisted.
     max_buffer_rounds: int = Field(3, ge=1)
     # Neighbours from check_novelty() considered per item.

@@ -24,6 +24,7 @@ async def keep_exchange(loop, record: CycleRecord, turn: Turn, user_text: str, o
         kept = await loop.parts.gates.admit(answer, source_tag="internal_self",
                                             source_confidence=round(confidence or 0.5, 3), exchange=False)
         answer_buffered = kept.scratch_id is not None
+        loop.parts.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
     # Pruning gives the exit gate a last look only at what the entry gate skipped;
     # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
     gated = all(p.id in loop._buffered for p in turn.parts)

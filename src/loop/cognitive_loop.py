@@ -100,6 +100,9 @@ class CognitiveLoop:
         # candidates the entry gate buffered: their text reaches the exit gate through the
         # scratch flush, so the FIFO must not hand it to the exit gate a second time
         self._buffered: set[int] = set()
+        # candidate id -> its scratch row: the exit gate judges the row against the focus
+        # of the cycle that attends to it (ExitGate.note_focus), not the focus at flush time
+        self._scratch_ids: dict[int, int] = {}
         # gut, outcomes, readiness (src/loop/inner_life.py); None: the loop runs without them
         self.inner = parts.inner
 
@@ -133,10 +136,13 @@ class CognitiveLoop:
                 return None  # a skipped internal impulse does not compete for attention
         if gated or (admitted is not None and admitted.scratch_id is not None):
             self._buffered.add(candidate.id)
+        if admitted is not None and admitted.scratch_id is not None:
+            self._scratch_ids[candidate.id] = admitted.scratch_id
         evicted = self.queue.push(candidate)
         if evicted is not None:
             log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
             self._buffered.discard(evicted.id)
+            self._scratch_ids.pop(evicted.id, None)
         self.wake.set()
         return candidate
 
@@ -221,17 +227,19 @@ class CognitiveLoop:
 
         t = time.perf_counter()
         retrieval = None
+        scratch_ids = [self._scratch_ids.pop(p.id, None) for p in turn.parts]
         if winner.embedding is not None:
             focus = self.parts.assembler.focus(winner.embedding)
             context_vecs = [focus.vector]
             self.parts.gates.exit.set_attention([winner.embedding, *self._recent[-2:]])
+            self.parts.gates.exit.note_focus(scratch_ids)
         else:
             context_vecs = []
         try:
             retrieval = await self.parts.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self._active_ids, hops=self.cfg.dmn_hops if winner.source == "dmn" else 1,
-                query_vec=winner.embedding)
+                query_vec=winner.embedding, exclude_scratch=[i for i in scratch_ids if i is not None])
         except (ProviderError, *DB_ERRORS) as exc:
             self.degraded("memories", exc)
         timings["recall"] = _ms(t)
@@ -311,6 +319,7 @@ class CognitiveLoop:
                 return
             if admitted.scratch_id is not None:
                 self._buffered.add(c.id)
+                self._scratch_ids[c.id] = admitted.scratch_id
             self._unbuffered.pop(0)
 
     def _meta(self, candidate: Candidate) -> dict | None:
