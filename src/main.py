@@ -30,6 +30,7 @@ from src.loop.outage import DB_ERRORS, describe
 from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
+from src.recall.working import NOT_CONSOLIDATED
 from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
 from src.skills.commands import SkillCommands
 from src.text import excerpt
@@ -128,10 +129,11 @@ class Agent:
         if not query:
             return "usage: /memory <words>"
         result = await self.mind.retriever.retrieve(query, rng=np.random.default_rng(), mutate=False)
-        if not result.memories:
+        if not result.memories and not result.working:
             return "nothing recalled" + (f" ({'; '.join(result.degraded)})" if result.degraded else "")
-        lines = [f"#{r.id} [{r.hit.memory_type}, center {r.hit.alpha / (r.hit.alpha + r.hit.beta):.2f}, "
-                 f"score {r.final:.3f}] {excerpt(r.hit.content, 200)}" for r in result.memories]
+        lines = [f"[{NOT_CONSOLIDATED}] {excerpt(w.content, 200)}" for w in result.working]
+        lines += [f"#{r.id} [{r.hit.memory_type}, center {r.hit.alpha / (r.hit.alpha + r.hit.beta):.2f}, "
+                  f"score {r.final:.3f}] {excerpt(r.hit.content, 200)}" for r in result.memories]
         if result.rerank_skipped_reason:
             lines.append(f"(rerank skipped: {result.rerank_skipped_reason})")
         return "\n".join(lines)

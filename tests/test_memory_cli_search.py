@@ -43,7 +43,8 @@ async def test_search_json_has_every_component_and_changes_nothing(pool, db_dsn,
     r = await cli(db_dsn, "search", "where did Hannah move", "--k", "3", "--json", "--seed", "4", embedder=embedder)
     assert r.code == 0, r.err
     [answer] = r.json_lines
-    assert list(answer) == ["query", "blend", "reranked", "rerank_skipped_reason", "degraded", "results"]
+    assert list(answer) == ["query", "blend", "reranked", "rerank_skipped_reason", "degraded", "results", "working"]
+    assert answer["working"] == []          # nothing said in this store is waiting for the gate
     assert answer["query"] == "where did Hannah move"
     assert list(answer["blend"]) == ["semantic", "coactivation", "noise", "emotional", "recency"]
     assert (answer["reranked"], answer["rerank_skipped_reason"]) == (False, "no reranker configured")

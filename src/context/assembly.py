@@ -56,6 +56,8 @@ from src.context.settings import ContextBudget, ContextSettings
 from src.db.sql import Executor
 from src.recall.co_access import record_co_access
 from src.recall.retrieval import Recalled, Retrieval
+from src.recall.working import NOT_CONSOLIDATED
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ log = logging.getLogger(__name__)
 IMMUTABLE_HEADER = "Boundaries (always hold):"
 IDENTITY_HEADER = "Who I am (what surfaced this cycle):"
 SITUATIONAL_HEADER = "Relevant memories:"
+#: Characters of one working-memory line (what was just said is usually short).
+WORKING_LINE_CHARS = 600
 
 _TOP_BY_CENTER = """
 SELECT id, depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center
@@ -233,6 +237,17 @@ def situational_candidates(retrieval: Retrieval | None,
     return out
 
 
+def working_lines(retrieval: Retrieval | None, budget: int) -> list[str]:
+    """Working-memory hits as context lines, marked as not yet consolidated, within `budget`."""
+    lines: list[str] = []
+    for w in retrieval.working if retrieval is not None else []:
+        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS))
+        if tracks.section_tokens("", [*lines, line]) > budget // 2:
+            break
+        lines.append(line)
+    return lines
+
+
 class ContextAssembler:
     """One per process: holds the identity cache and the previous attention vector."""
 
@@ -305,11 +320,14 @@ class ContextAssembler:
         injected = {p.id for p in im_placed} | {p.id for p in roll.placed}
         cands = situational_candidates(retrieval, injected)
         scores = tracks.injection_scores(cands, rng)
+        # what was just said and matches (working memory) leads the situational track and
+        # takes its tokens first: the next message must be able to use the last one
+        working = working_lines(retrieval, budget.situational)
         filled = tracks.fill_situational(
-            cands, scores, budget.situational, header=SITUATIONAL_HEADER,
-            full_text_ratio=cfg.full_text_ratio, compressed_max_chars=cfg.compressed_max_chars,
-            min_score=cfg.min_injection_score)
-        sit_section = _section("situational", SITUATIONAL_HEADER, filled.placed, budget.situational)
+            cands, scores, budget.situational - tracks.section_tokens("", working),
+            header=SITUATIONAL_HEADER, full_text_ratio=cfg.full_text_ratio,
+            compressed_max_chars=cfg.compressed_max_chars, min_score=cfg.min_injection_score)
+        sit_section = _section("situational", SITUATIONAL_HEADER, filled.placed, budget.situational, working)
 
         pairs = 0
         if cfg.record_co_access and len(filled.placed) > 1:

@@ -103,7 +103,9 @@ def reflex_answer(loop, retrieval: Retrieval | None, because: str | None = None)
     # the immutable boundaries are in every context anyway: they are not "brought back".
     # The content, not the one-line `compressed` ("Hello!" says nothing); the same text
     # recalled twice (two memories of one sentence) is shown once.
-    learned = [r.hit.content for r in retrieval.memories if not r.hit.immutable] if retrieval else []
+    # What was just said (working memory, not yet consolidated) comes first.
+    learned = ([w.content for w in retrieval.working]
+               + [r.hit.content for r in retrieval.memories if not r.hit.immutable]) if retrieval else []
     recalled = list(dict.fromkeys(" ".join(text.split()) for text in learned))[: loop.cfg.reflex_recall_lines]
     return reflex_reply(recalled,
                         said=getattr(loop.parts.providers.system1, "reason", None), because=because,

@@ -23,6 +23,7 @@ from src.memory.console import excerpt, printable
 from src.memory.session import Session
 from src.recall.explain import result_json, retrieval_json
 from src.recall.retrieval import Retrieval, Retriever
+from src.recall.working import NOT_CONSOLIDATED
 from src.weights.safety import Safety
 
 
@@ -49,6 +50,10 @@ def format_text(result: Retrieval) -> str:
     if result.rerank_skipped_reason:
         lines.append(f"rerank skipped: {printable(result.rerank_skipped_reason)}")
     lines += [f"degraded: {printable(d)}" for d in result.degraded]
+    for w in result.working:
+        lines.append(f"*. scratch #{w.scratch_id}  [{NOT_CONSOLIDATED}, {printable(w.source_tag)}, "
+                     f"ts_rank {w.fts_score:.4f}]")
+        lines.append(f"   content: {excerpt(w.content)}")
     if not result.memories:
         lines.append("nothing recalled")
     for n, r in enumerate(result.memories, start=1):

@@ -11,6 +11,7 @@ from typing import Any
 
 from src.recall import relevance as rel
 from src.recall.retrieval import Recalled, Retrieval
+from src.recall.working import NOT_CONSOLIDATED, WorkingHit
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -36,7 +37,15 @@ def result_json(r: Recalled) -> dict[str, Any]:
     }
 
 
+def working_json(w: WorkingHit) -> dict[str, Any]:
+    """A working-memory hit (src/recall/working.py): a scratch row, not a memory."""
+    return {"scratch_id": w.scratch_id, "consolidated": False, "note": NOT_CONSOLIDATED,
+            "source_tag": w.source_tag, "created_at": w.created_at.isoformat(),
+            "fulltext_score": _num(w.fts_score, 6), "content": w.content}
+
+
 def retrieval_json(result: Retrieval) -> dict[str, Any]:
     return {"query": result.query, "blend": {k: _num(v) for k, v in result.blend.items()},
             "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
-            "degraded": result.degraded, "results": [result_json(r) for r in result.memories]}
+            "degraded": result.degraded, "results": [result_json(r) for r in result.memories],
+            "working": [working_json(w) for w in result.working]}

@@ -16,7 +16,9 @@
     6. dormant memories (center below `dormant_center`) leave the candidates unless
        the cue is strong (cosine > `dormant_similarity`, plan §3.8)
     7. rerank top-`limit` → top-`keep`: 0.6·rerank + 0.4·weighted (plan §2.6)
-    8. retrieval-induced mutation (plan §3.8, mutation.py), one transaction: retrieved rows get
+    8. working memory (working.py): unflushed scratch rows matching the query by full
+       text, returned beside the memories as not yet consolidated (never mutated)
+    9. retrieval-induced mutation (plan §3.8, mutation.py), one transaction: retrieved rows get
        reinforce(0.1) and an access (count, last_accessed, ACT-R presentation),
        near-misses (ranks keep+1 … limit) contradict(0.05), co-access recorded for
        the retrieved set. Weight changes go through the safety choke point.
@@ -44,6 +46,7 @@ from src.recall.co_access import fetch_partners
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import count_memories
+from src.recall.working import WorkingHit, recall_working
 from src.text import clean_text
 from src.weights.safety import Safety
 
@@ -79,6 +82,8 @@ class Retrieval:
     rerank_skipped_reason: str | None
     degraded: list[str] = field(default_factory=list)   # e.g. "query embedding failed: …"
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # what was just said and matches, from the scratch buffer: not yet consolidated
+    working: list[WorkingHit] = field(default_factory=list)
 
     @property
     def ids(self) -> list[int]:
@@ -119,11 +124,13 @@ class Retriever:
         want_types: Sequence[str] = (),
         mutate: bool = True,
         query_vec: np.ndarray | None = None,
+        exclude_scratch: Sequence[int] = (),
     ) -> Retrieval:
         """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
 
         `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
         (the loop embeds attention candidates), so it is not paid for twice.
+        `exclude_scratch`: the scratch rows of the input being answered (not recalled to itself).
         """
         cfg = self.settings
         now = now or datetime.now(UTC)
@@ -179,6 +186,10 @@ class Retriever:
         near = [r for r in top if r.id not in kept]
         timings["rerank"] = _ms(t)
 
+        t = time.perf_counter()
+        working = await recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch)
+        timings["working"] = _ms(t)
+
         if mutate and memories:
             t = time.perf_counter()
             await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
@@ -186,7 +197,7 @@ class Retriever:
                                          contributions=[np.asarray(m.components) * blend for m in memories])
             timings["mutation"] = _ms(t)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
-                         reranked.reranked, reranked.skipped_reason, degraded, timings)
+                         reranked.reranked, reranked.skipped_reason, degraded, timings, working)
 
     async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
         """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""

@@ -47,6 +47,8 @@ class RetrievalSettings(_Section):
     candidates: int = Field(50, ge=1)        # per search arm
     limit: int = Field(20, ge=1)             # what ACT-R, relevance and rerank see
     keep: int = Field(5, ge=1)               # retrieved after rerank
+    # unflushed scratch rows (what was just said) returned beside the memories (working.py)
+    working_k: int = Field(3, ge=0)
     rrf_k: float = Field(60.0, gt=0)
     arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
     activation_share: float = Field(0.3, ge=0, le=1)

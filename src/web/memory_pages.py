@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from src.recall.explain import result_json
+from src.recall.explain import result_json, working_json
 from src.recall.retrieval import Recalled
 from src.web import queries as q
 from src.web import svg
@@ -76,7 +76,8 @@ async def _search(view: View, query: str, form: str) -> Page:
     result = await view.retriever.retrieve(query, rng=view.rng(), mutate=False)
     hits = [_recalled(r, i, False) for i, r in enumerate(result.memories, 1)]
     hits += [_recalled(r, i, True) for i, r in enumerate(result.near_misses, len(hits) + 1)]
-    data = {"query": query, "results": hits, "blend": result.blend, "reranked": result.reranked,
+    working = [working_json(w) for w in result.working]
+    data = {"query": query, "working": working, "results": hits, "blend": result.blend, "reranked": result.reranked,
             "rerank_skipped_reason": result.rerank_skipped_reason, "degraded": result.degraded,
             "timings_ms": result.timings_ms, "read_only": True}
 
@@ -95,6 +96,9 @@ async def _search(view: View, query: str, form: str) -> Page:
         return [form, "<p class=muted>Read-only recall: nothing was reinforced or accessed by this search. "
                 + esc(" ".join(notes + result.degraded)) + "</p>",
                 kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
+                *([section(f"{len(working)} just said, not yet consolidated (scratch buffer)", table(working, [
+                    "scratch_id", "source_tag", "created_at", "fulltext_score", "content"], ""))]
+                  if working else []),
                 section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses", table(hits, [
                     "rank", ("id", lambda r: memory_link(r["id"])), "near_miss", "final", "rerank", "weighted",
                     "coactivation", ("components", comps), "center", "memory_type", "source_tag", "content"],

@@ -1,0 +1,88 @@
+"""Working memory in recall (issue 22): what was just said is found before the exit gate
+has judged it, marked as not consolidated, and questions and chatter stay out."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from src.context.assembly import ContextAssembler
+from src.gates.memory_gate import Gates
+from src.gates.modes import MemoryMode
+from src.recall.explain import retrieval_json
+from src.recall.retrieval import Retriever
+from src.recall.settings import RetrievalSettings
+from src.recall.store import MemoryStore, NewMemory
+from src.recall.working import NOT_CONSOLIDATED, recall_working
+from src.weights.safety import Safety
+from tests.fakes import HashEmbedder
+from tests.gate_fakes import ScriptedMetaLLM, gate_settings
+
+
+async def _gates(pool, mode: MemoryMode | None = None) -> Gates:
+    return Gates.build(pool, HashEmbedder(), ScriptedMetaLLM(configured=False), gate_settings(noise_floor=0.0),
+                       Safety(), rng=random.Random(1), mode=mode)
+
+
+async def test_the_parrot_said_one_message_ago_is_recalled_before_any_flush(pool):
+    await MemoryStore(pool, HashEmbedder()).store_many(
+        [NewMemory(f"Someone else's pet story number {i}") for i in range(30)])
+    gates = await _gates(pool)
+    said = await gates.admit("my neighbour's parrot is called Captain Biscuit", exchange=False)
+    asked = await gates.admit("what is my neighbour's parrot called?", exchange=False)
+    assert await pool.fetchval("SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL") == 2
+
+    retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
+    result = await retriever.retrieve("what is my neighbour's parrot called?", rng=np.random.default_rng(0),
+                                      exclude_scratch=[asked.scratch_id], mutate=False)
+    assert [(w.scratch_id, w.content) for w in result.working] == [
+        (said.scratch_id, "my neighbour's parrot is called Captain Biscuit")]
+    assert result.working[0].fts_score > 0
+    # not a memory: no row was written, and every surface says it is not consolidated
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content LIKE '%Biscuit%'") == 0
+    [shown] = retrieval_json(result)["working"]
+    assert (shown["consolidated"], shown["note"], shown["scratch_id"]) == (False, NOT_CONSOLIDATED, said.scratch_id)
+
+    # the model's context carries it at the head of the situational track, marked
+    assembled = await ContextAssembler(pool).assemble(result, rng=np.random.default_rng(0), now=result.working[0].created_at)
+    lines = assembled.situational.text.splitlines()
+    assert lines[1] == f"- [{NOT_CONSOLIDATED}] my neighbour's parrot is called Captain Biscuit"
+
+
+async def test_questions_chatter_the_input_itself_and_decided_rows_are_not_working_memory(pool):
+    gates = await _gates(pool)
+    fact = await gates.admit("I keep bees in the garden", exchange=False)
+    question = await gates.admit("what do I keep in the garden?", exchange=False)
+    await gates.admit("ok thanks", exchange=False)
+    hits = await recall_working(pool, "what do I keep in the garden?", limit=5)
+    # the question typed earlier is not offered as an answer; the input itself (same text) neither
+    assert [h.scratch_id for h in hits] == [fact.scratch_id]
+    assert await recall_working(pool, "garden", limit=5, exclude=[fact.scratch_id]) == []
+    assert question.scratch_id is not None
+
+    # once the exit gate has decided the row for good, the memory store answers instead
+    await gates.exit.flush(reason="test")
+    assert await recall_working(pool, "what do I keep in the garden?", limit=5) == []
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content = 'I keep bees in the garden'") == 1
+
+
+async def test_memory_mode_off_rows_are_never_recalled(pool):
+    mode = MemoryMode("off")
+    gates = await _gates(pool, mode)
+    await gates.admit("my locker code is 4471", exchange=False)
+    assert await recall_working(pool, "what is my locker code", limit=5) == []
+    mode.set("autopilot")
+    await gates.admit("my bike lock code is 9120", exchange=False)
+    assert [h.content for h in await recall_working(pool, "what is my lock code", limit=5)] == [
+        "my bike lock code is 9120"]
+
+
+async def test_buffered_rows_stay_recallable_until_decided(pool):
+    """A row in the buffer cell stays in working memory across flushes until decided."""
+    gates = await _gates(pool)
+    row = await gates.admit("Remember that the spare key is under the blue flowerpot", exchange=False)
+    await pool.execute("UPDATE scratch_buffer SET metadata = jsonb_set(metadata, '{gate_rounds}', '1') "
+                       "WHERE id = $1", row.scratch_id)
+    hits = await recall_working(pool, "where is the spare key?", limit=3)
+    assert [h.scratch_id for h in hits] == [row.scratch_id]
