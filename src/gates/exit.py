@@ -54,7 +54,9 @@ from src.gates.held import evaluation_json, restore
 from src.gates.matrix import (
     PERSISTING,
     bootstrap_floor,
+    confirmed_or_novel,
     decide_cell,
+    item_relevance,
     novelty_band,
     novelty_cell,
 )
@@ -62,7 +64,7 @@ from src.gates.modes import MemoryMode
 from src.gates.novelty import check_novelty_many
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
-from src.gates.utterance import classify, content_words
+from src.gates.utterance import classify
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.providers.resilience import shared_retries
@@ -85,16 +87,6 @@ LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
 #: their window). A flush every five exchanges needs a handful.
 FOCUS_MEMORY = 2000
 
-
-
-def _relevance(s_i: float, floor: float, said, statement_relevance: float) -> float:
-    """Relevance r = max(S_i, floor), then the user's kind of line: a statement that
-    carries information is at least core (`statement_relevance`); chatter and questions
-    carry nothing to keep (0)."""
-    r = max(s_i, floor)
-    if said is None:
-        return r
-    return max(r, statement_relevance) if said.kind == "statement" else 0.0
 
 
 class ExitGate:
@@ -267,7 +259,7 @@ class ExitGate:
                            for i in range(j)]
             neighbours.sort(key=lambda n: -n.similarity)
             nearest = neighbours[0] if neighbours else None
-            e = Evaluation(item, vec, act, floor, _relevance(act.S, floor, said, cfg.statement_relevance),
+            e = Evaluation(item, vec, act, floor, item_relevance(act.S, floor, said, cfg.statement_relevance),
                            nearest, novelty_band(nearest.similarity if nearest else None, th),
                            self._charge(vec, centroid), maturity, utterance=said)
             for n in neighbours[: cfg.contradiction_candidates]:
@@ -324,14 +316,7 @@ class ExitGate:
                                      first[1].contradicts if first else None, th)
         said_more = ""
         if e.novelty == "confirming" and e.nearest is not None:
-            # "Confirming" means the same thing said again. A close embedding of a line
-            # that says more (another name, place, number) is new information: folded
-            # into the neighbour as a reinforcement, the new fact would be lost.
-            new_words = content_words(e.item.content) - content_words(e.nearest.content)
-            if new_words:
-                e.novelty = "novel"
-                said_more = (f"; says what the nearest memory does not "
-                             f"({', '.join(sorted(new_words)[:5])}) -> novel")
+            e.novelty, said_more = confirmed_or_novel(e.item.content, e.nearest.content)
         cfg = self.settings.exit
         e.cell = decide_cell(e.relevance, e.novelty, th, cfg.noise_floor, self.rng,
                              round_=e.round, max_rounds=cfg.max_buffer_rounds,

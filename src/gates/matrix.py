@@ -39,6 +39,7 @@ import random
 from dataclasses import dataclass
 
 from src.gates.settings import ExitGateSettings, GateThresholds
+from src.gates.utterance import Utterance, content_words
 
 NOVELTY_CELLS = ("confirming", "novel", "contradicting")
 
@@ -105,6 +106,27 @@ def bootstrap_floor(source_tag: str, maturity: float, settings: ExitGateSettings
     if source_tag not in settings.bootstrap_sources:
         return 0.0
     return settings.bootstrap_floor * (1.0 - maturity)
+
+
+def item_relevance(s_i: float, floor: float, said: Utterance | None, statement_relevance: float) -> float:
+    """Relevance r = max(S_i, floor), then the user's kind of line (src/gates/utterance.py):
+    a statement that carries information is at least core (`statement_relevance`); chatter
+    and questions carry nothing to keep (0)."""
+    r = max(s_i, floor)
+    if said is None:
+        return r
+    return max(r, statement_relevance) if said.kind == "statement" else 0.0
+
+
+def confirmed_or_novel(item: str, nearest: str) -> tuple[str, str]:
+    """("confirming", "") when `nearest` states every content word of `item`, else
+    ("novel", why). Confirming means the same thing said again: a close embedding of a
+    line that says more (another name, place, number) is new information, and folded
+    into its neighbour as a reinforcement the new fact would be lost."""
+    new_words = content_words(item) - content_words(nearest)
+    if not new_words:
+        return "confirming", ""
+    return "novel", f"; says what the nearest memory does not ({', '.join(sorted(new_words)[:5])}) -> novel"
 
 
 @dataclass(frozen=True)
