@@ -97,8 +97,15 @@ class ConsolidationModel:
     def _merge(self, prompt: str) -> dict:
         clusters = re.findall(r"Cluster (\d+):((?:\n  \[\d+\].*)+)", prompt)
         assert clusters, prompt
-        return {"insights": [{"cluster": int(n), "insight": f"Simple tooling wins, cluster {n}.",
-                              "cited_ids": ids_in(body)} for n, body in clusters]}
+
+        def insight(n: str, body: str) -> str:
+            # a well-behaved model keeps the numbers its memories state (validate_merge checks)
+            numbers = dict.fromkeys(re.findall(r"\b\d+\b", _ID.sub("", body)))
+            return f"Simple tooling wins, cluster {n} (notes {', '.join(numbers)})." if numbers \
+                else f"Simple tooling wins, cluster {n}."
+
+        return {"insights": [{"cluster": int(n), "insight": insight(n, body), "cited_ids": ids_in(body)}
+                             for n, body in clusters]}
 
     def _narrative(self, prompt: str) -> dict:
         ids = [int(x) for x in re.findall(r"Insight \[(\d+)\]", prompt)]

@@ -3,23 +3,31 @@
 Candidates are the newest memories not yet merged, paired with their nearest stored
 neighbours (a loose pre-filter on the stored vectors). Their texts are embedded with
 task type CLUSTERING and grouped by leader clustering at the embed model's `merge`
-threshold (0.85 by default). Each cluster becomes one `reflection` memory (metadata
-kind 'insight', via 'merge') with supersedes links to every member; the members get
-contradict(0.3) so the insight surfaces first; nothing is deleted.
+threshold, where a member must also share `merge_overlap` of its content words with
+its leader (clustering.py: cosine alone calls distinct facts in one frame the same).
+Each cluster becomes one `reflection` memory (metadata kind 'insight', via 'merge')
+with supersedes links to every member; the members get contradict(0.3) so the insight
+surfaces first; nothing is deleted.
 
 Idempotent across passes, crashes and restarts: a cluster is identified by the hash
 of its sorted member ids, written in the same transaction as its insight; a memory
 that is already the source of a merge is not a candidate again (a new memory close
 to a merged cluster merges with the cluster's insight instead).
 
-With a language model the insight is one generalising sentence citing its members;
-without one it is extractive: the most central member's text, `metadata.extractive`.
+A merged memory states every source's distinct facts, since its sources give way to it.
+Without a language model it is extractive (`extractive_merge`): the most central
+member's text, then the clauses of the other members that hold content words not yet
+stated. With one it is one generalising sentence citing its members, and
+`validate_merge` rejects a sentence that drops a name or number any source states:
+like a bad citation, its cluster gets a `consolidation_failures` row naming what was
+dropped and is asked again next pass.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +35,14 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from src.consolidation import repository
-from src.consolidation.clustering import fingerprint, leader_clusters, most_central
+from src.consolidation.clustering import (
+    STOP_WORDS,
+    content_words,
+    fingerprint,
+    leader_clusters,
+    most_central,
+    words,
+)
 from src.consolidation.derived import write_derived
 from src.consolidation.phase import DeepPassContext, PhaseResult
 from src.consolidation.structured import Rejected, ask_batched, check_citations, run_guarded
@@ -41,6 +56,19 @@ log = logging.getLogger(__name__)
 PREFILTER_MARGIN = 0.1
 EMBED_BATCH = 100
 ITEM_CHARS = 600
+#: What the extractive merge may add to the central member's text. A member whose new
+#: clauses do not fit is left out of its cluster (not superseded; a candidate again next
+#: pass), so every source of a merged memory has all its content words in it.
+#: Near-duplicates add a few words each.
+MERGE_ADDED_CHARS = 500
+ADDED_JOIN = "; "
+ADDED_LEAD = " Also: "
+#: A clause ends at sentence or clause punctuation followed by a space, or at a line break
+#: ("3.5" and "1,000" stay whole).
+_CLAUSE_END = re.compile(r"(?<=[.!?;:,])\s+|\n+")
+_SENTENCE_END = re.compile(r"[.!?]\s+|\n+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"[^\W\d_][^\W_]*")
 
 
 @dataclass(frozen=True)
@@ -48,8 +76,79 @@ class Cluster:
     index: int
     ids: list[int]
     texts: list[str]
-    central: int               # index into ids of the most central member
     fingerprint: str
+    extractive: str            # the merged text without a model (extractive_merge)
+    cited: list[int]           # ids: the most central member, then those whose clauses it adds
+
+
+def clauses(text: str) -> list[str]:
+    """`text` cut at its sentence and clause boundaries, each piece without its end punctuation."""
+    return [c.strip().rstrip(".,;:!?") for c in _CLAUSE_END.split(text) if c.strip().rstrip(".,;:!?")]
+
+
+@dataclass(frozen=True)
+class Extract:
+    """A cluster merged without a model (`extractive_merge`); indices into its members."""
+
+    text: str
+    held: list[int]            # the members whose content words it states (the rest are left out)
+    cited: list[int]           # the central member, then the members that added a clause
+
+
+def extractive_merge(texts: Sequence[str], central: int) -> Extract:
+    """The merged text of a cluster without a model.
+
+    The central member's text, then, member by member, the clauses of each that hold a
+    content word not stated yet, joined after "Also:". A member with nothing new adds
+    nothing; one whose new clauses would take the added text past MERGE_ADDED_CHARS is
+    left out. Every content word of every member held is in the text.
+    """
+    covered = set(content_words(texts[central]))
+    added: list[str] = []
+    used = 0
+    held, cited = [central], [central]
+    for i, text in enumerate(texts):
+        if i == central:
+            continue
+        new = content_words(text) - covered
+        if not new:
+            held.append(i)
+            continue
+        pieces = [c for c in clauses(text) if new & set(words(c))]
+        cost = sum(len(c) + len(ADDED_JOIN) for c in pieces)
+        if used + cost > MERGE_ADDED_CHARS:
+            continue
+        added += pieces
+        used += cost
+        covered |= new
+        held.append(i)
+        cited.append(i)
+    head = texts[central].strip()
+    if not added:
+        return Extract(head, sorted(held), cited)
+    end = "" if head.endswith((".", "!", "?")) else "."
+    return Extract(f"{head}{end}{ADDED_LEAD}{ADDED_JOIN.join(added)}.", sorted(held), cited)
+
+
+def names_and_numbers(texts: Sequence[str]) -> set[str]:
+    """The names and numbers `texts` state, lower-cased: what a merged insight must keep.
+
+    A number is a run of digits ("1,000" and "1000" are one). A name is a capitalised word
+    that is not a stop word and stands inside a sentence: a sentence's first word is
+    capitalised whatever it is (a name that only ever opens sentences is not caught).
+    """
+    found = {n.replace(",", "") for t in texts for n in _NUMBER.findall(t)}
+    for text in texts:
+        for sentence in _SENTENCE_END.split(text):
+            for token in [m.group() for m in _CAPITALISED.finditer(sentence)][1:]:
+                if token[0].isupper() and token.lower() not in STOP_WORDS:
+                    found.add(token.lower())
+    return found
+
+
+def stated_in(insight: str) -> set[str]:
+    """The words and numbers of `insight`, comparable with `names_and_numbers`."""
+    return set(words(insight)) | {n.replace(",", "") for n in _NUMBER.findall(insight)}
 
 
 class MergedInsight(BaseModel):
@@ -65,7 +164,8 @@ class MergeAnswer(BaseModel):
 def merge_question(clusters: Sequence[Cluster]) -> str:
     parts = ["Each cluster below holds memories that say nearly the same thing. For every cluster, "
              "write one insight: a single sentence that states what they have in common, generalised "
-             "beyond any one occasion. Cite the memory ids it rests on (only ids from that cluster)."]
+             "beyond any one occasion, keeping every name and number its memories state. Cite the "
+             "memory ids it rests on (only ids from that cluster)."]
     for c in clusters:
         parts.append(f"Cluster {c.index}:")
         parts += [f"  [{mid}] {excerpt(t, ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
@@ -83,7 +183,40 @@ def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
             raise Rejected(f"insight names cluster {item.cluster}, which was not given")
         if not item.insight.strip():
             raise Rejected(f"empty insight for cluster {item.cluster}")
-        check_citations(item.cited_ids, set(by_index[item.cluster].ids), f"cluster {item.cluster}'s insight")
+        cluster = by_index[item.cluster]
+        check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
+        shown = [excerpt(t, ITEM_CHARS) for t in cluster.texts]       # what the model was given
+        dropped = names_and_numbers(shown) - stated_in(item.insight)
+        if dropped:
+            raise Rejected(f"cluster {item.cluster}'s insight drops names or numbers its memories state: "
+                           f"{', '.join(sorted(dropped))}")
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """One cluster of a list of texts: `members` index that list, `cited` indexes `members`."""
+
+    members: list[int]
+    text: str                  # the extractive merge
+    cited: list[int]
+
+
+def merge_groups(vectors: np.ndarray, texts: Sequence[str], threshold: float, min_overlap: float,
+                 min_size: int) -> list[MergeGroup]:
+    """The merge's clusters of `texts` (CLUSTERING `vectors`), largest first: leader clusters at
+    cosine `threshold` whose members share `min_overlap` of their content words with the leader,
+    each cut to the members its extractive merge holds (one left with fewer than `min_size`
+    is dropped)."""
+    content = [content_words(t) for t in texts]
+    found = []
+    for group in leader_clusters(vectors, threshold, min_size, content=content, min_overlap=min_overlap):
+        central = most_central(vectors[group])
+        extract = extractive_merge([texts[i] for i in group], central)
+        if len(extract.held) < min_size:
+            continue
+        at = {g: k for k, g in enumerate(extract.held)}
+        found.append(MergeGroup([group[i] for i in extract.held], extract.text, [at[i] for i in extract.cited]))
+    return found
 
 
 async def clustering_vectors(ctx: DeepPassContext, texts: Sequence[str]) -> np.ndarray:
@@ -105,12 +238,12 @@ async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
     rows = await repository.memories_by_id(ctx.pool, ids)
     texts = [r["content"] for r in rows]
     vecs = await clustering_vectors(ctx, texts)
-    groups = await asyncio.to_thread(leader_clusters, vecs, th.merge, deep.merge_min_size)
+    groups = await asyncio.to_thread(merge_groups, vecs, texts, th.merge, th.merge_overlap, deep.merge_min_size)
     clusters = []
-    for n, group in enumerate(groups):
-        members = [rows[i]["id"] for i in group]
-        central = await asyncio.to_thread(most_central, vecs[group])
-        clusters.append(Cluster(n + 1, members, [texts[i] for i in group], central, fingerprint(members)))
+    for n, g in enumerate(groups, 1):
+        member_ids = [rows[i]["id"] for i in g.members]
+        clusters.append(Cluster(n, member_ids, [texts[i] for i in g.members], fingerprint(member_ids), g.text,
+                                [member_ids[i] for i in g.cited]))
     known = await repository.known_clusters(ctx.pool, [c.fingerprint for c in clusters])
     return [c for c in clusters if c.fingerprint not in known]
 
@@ -146,9 +279,9 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
                 c = by_index[item.cluster]
                 written[c.fingerprint] = (" ".join(item.insight.split()), sorted(set(item.cited_ids)), False)
     else:
-        # offline (or out of budget): the extractive insight, the most central member's words
+        # offline: the extractive merge, every member's content words
         for c in clusters:
-            written[c.fingerprint] = (c.texts[c.central], [c.ids[c.central]], True)
+            written[c.fingerprint] = (c.extractive, c.cited, True)
     for c in clusters:
         if c.fingerprint not in written:
             continue                       # its batch failed: recorded, retried next pass
