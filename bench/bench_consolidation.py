@@ -28,12 +28,12 @@ from bench import center_summary_costs
 from bench.bench_loop import InstantLLM, _mind
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
-from src.consolidation.deep import run_deep_pass
-from src.consolidation.light import LightTicker
+from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
-from src.context.tokens import count_tokens
 from src.providers.protocols import LLMResult, Structured
 from src.recall.store import MemoryStore, NewMemory
+from src.tokens import count_tokens
 from src.weights.safety import Safety
 
 N = 100_000

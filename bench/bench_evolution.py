@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
-from src.consolidation.deep import DEEP_PHASES, run_deep_pass
-from src.consolidation.phase import Phase, PhaseResult
+from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.phase import Phase, PhaseResult
 from src.consolidation.settings import ConsolidationSettings
 from src.providers.protocols import LLMResult, Structured
 from src.recall.store import MemoryStore, NewMemory

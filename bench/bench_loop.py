@@ -27,13 +27,13 @@ import numpy as np
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
 from src.config import load_settings
-from src.context.tokens import count_message_tokens, count_tokens
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.protocols import LLMResult, Structured
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore
+from src.tokens import count_message_tokens, count_tokens
 
 TURNS = 50
 

@@ -48,10 +48,10 @@ import numpy as np
 
 from bench.common import bench_pool
 from bench.realconv_dataset import TURNS
-from src.consolidation import repository
 from src.consolidation.clustering import content_words, leader_clusters, words
-from src.consolidation.deep import run_deep_pass
-from src.consolidation.merge import EMBED_BATCH, PREFILTER_MARGIN, merge_groups
+from src.consolidation.deep import clusters_repository, memories_repository
+from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.merge import EMBED_BATCH, PREFILTER_MARGIN, merge_groups
 from src.consolidation.settings import ConsolidationSettings, DeepSettings, SimilarityThresholds
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.recall import hnsw
@@ -109,10 +109,10 @@ class Candidates:
 
 async def candidates(pool: asyncpg.Pool, embedder: WordLlamaEmbedder, n: int, loosest: float) -> Candidates:
     """The merge phase's reads (merge.find_clusters) at the loosest threshold to be tried."""
-    rows = await repository.merge_candidates(pool, embedder.model_name, n, DeepSettings().merge_neighbours,
+    rows = await clusters_repository.merge_candidates(pool, embedder.model_name, n, DeepSettings().merge_neighbours,
                                              loosest - PREFILTER_MARGIN)
     pairs = [(r["a"], r["b"], float(r["sim"])) for r in rows]
-    memories = await repository.memories_by_id(pool, sorted({m for a, b, _ in pairs for m in (a, b)}))
+    memories = await memories_repository.memories_by_id(pool, sorted({m for a, b, _ in pairs for m in (a, b)}))
     texts = [m["content"] for m in memories]
     vectors = [await embedder.embed(texts[i:i + EMBED_BATCH], "CLUSTERING") for i in range(0, len(texts), EMBED_BATCH)]
     return Candidates(pairs, [m["id"] for m in memories], texts,

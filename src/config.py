@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from src.bootstrap.settings import BootstrapSettings
 from src.consolidation.settings import ConsolidationSettings
 from src.context.settings import ContextSettings, FifoSettings
+from src.db.settings import DatabaseSettings
 from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
 from src.gates.settings import GateSettings, MemorySettings
@@ -36,18 +37,6 @@ DEFAULT_CONFIG_PATH = Path("runtime.yaml")
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class DatabaseSettings(_Section):
-    # A secret (it may carry a password); filled from DATABASE_URL only.
-    url: SecretStr | None = None
-    data_dir: Path = Path("./data/pg")
-    # Keep the embedded server running after exit: the next start takes milliseconds.
-    stop_embedded_on_exit: bool = False
-    pool_min: int = Field(1, ge=1)
-    pool_max: int = Field(8, ge=1)
-    connect_timeout_s: float = Field(10.0, gt=0)
-    command_timeout_s: float = Field(30.0, gt=0)
 
 
 class LoggingSettings(_Section):

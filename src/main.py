@@ -20,8 +20,8 @@ import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
 from src.config import Settings
-from src.consolidation import approvals
-from src.consolidation.why import format_chain, why_do_i_believe
+from src.consolidation.deep.why import format_chain, why_do_i_believe
+from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.entry import run_entry

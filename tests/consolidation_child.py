@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.consolidation.deep import run_deep_pass
+from src.consolidation.deep.deep_pass import run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.db.pool import create_pool
 from src.weights.safety import Safety

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from src.context.tokens import count_tokens
 from src.loop.attention import (
     DEFAULT_URGENCY,
     AttentionQueue,
@@ -24,6 +23,7 @@ from src.loop.attention import (
     salience_components,
 )
 from src.loop.settings import AttentionSettings, SalienceWeights
+from src.tokens import count_tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DIMS = 8

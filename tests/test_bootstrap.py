@@ -9,10 +9,10 @@ import pytest
 from pgvector import HalfVector
 
 from src.bootstrap.milestones import record_milestone
-from src.bootstrap.outcomes import explicit_feedback, record_outcome
 from src.bootstrap.readiness import format_readiness, readiness
 from src.bootstrap.seeding import DEFAULT_PATH, read_boundaries, seed_boundaries
 from src.errors import ConfigError
+from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety
 from tests.fakes_llm import ScriptedLLM

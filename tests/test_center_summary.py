@@ -21,8 +21,8 @@ import asyncpg
 import pytest
 
 from src.consolidation import monitors
-from src.consolidation.deep import PassReport, monitors_hook
-from src.consolidation.light import LightTicker
+from src.consolidation.deep.deep_pass import PassReport, monitors_hook
+from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.migrations import SQL_DIR, apply_migrations
 from src.recall.bulk_import import ImportRecord, write_batch

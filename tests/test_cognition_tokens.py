@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.context.tokens import count_message_tokens, count_tokens
+from src.tokens import count_message_tokens, count_tokens
 
 REFERENCE = [
     # "Hello" "," " world" "!"

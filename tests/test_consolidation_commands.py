@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from src.consolidation.deep import check_trigger
+from src.consolidation.deep.deep_pass import check_trigger
 from src.consolidation.service import Consolidation
 from src.consolidation.settings import ConsolidationSettings
 from src.recall.store import MemoryStore, NewMemory

@@ -8,9 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from src.consolidation.deep import DEEP_PHASES, announce_hook, centroid_hook, run_deep_pass
+from src.consolidation.deep.deep_pass import (
+    DEEP_PHASES,
+    announce_hook,
+    centroid_hook,
+    run_deep_pass,
+)
+from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.settings import ConsolidationSettings
-from src.consolidation.why import format_chain, why_do_i_believe
 from src.gates.emotion import StoreCentroid
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety

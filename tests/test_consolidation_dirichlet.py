@@ -8,15 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from src.consolidation.dirichlet_evolution import (
+from src.consolidation.evolution.dirichlet_evolution import (
     evolve_factors,
-    evolved_alpha,
     observe_weights,
     run_outcomes,
     top_component,
 )
-from src.consolidation.evolution_settings import DirichletSettings, EvolutionSettings
-from src.consolidation.utility import fold_rewards
+from src.consolidation.evolution.settings import DirichletSettings, EvolutionSettings
+from src.consolidation.evolution.utility import fold_rewards
+from src.recall.dirichlet import evolved_alpha
 from src.recall.relevance import COMPONENTS, blend_alpha
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
@@ -146,8 +146,8 @@ async def test_old_scored_outcomes_are_pruned(pool):
 
 
 async def test_weight_history_is_queryable(pool):
-    from src.consolidation.dirichlet_evolution import weight_history_text
     from src.weights.apply import WeightChange, apply_weight_changes
+    from src.weights.history import weight_history_text
 
     mid = await add_memory(pool, "tracked", alpha=2.0, beta=2.0)
     assert await weight_history_text(pool, mid) == f"memory {mid} has no recorded weight changes"

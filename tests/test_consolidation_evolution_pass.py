@@ -6,9 +6,9 @@ import random
 import subprocess
 import sys
 
-from src.consolidation.deep import DEEP_PHASES, run_deep_pass
-from src.consolidation.evolution_settings import EvolutionSettings
-from src.consolidation.promotion import run_promotion
+from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.evolution.promotion import run_promotion
+from src.consolidation.evolution.settings import EvolutionSettings
 from src.consolidation.settings import ConsolidationSettings
 from src.weights.safety import Safety
 from tests.evolution_helpers import NOW, add_memory, days_ago, spread, weight

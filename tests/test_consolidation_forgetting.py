@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from src.consolidation.evolution_settings import EvolutionSettings
-from src.consolidation.forgetting import run_decay, run_demotion
-from src.consolidation.temporal_replay import run_replay
+from src.consolidation.deep.temporal_replay import run_replay
+from src.consolidation.evolution.forgetting import run_decay, run_demotion
+from src.consolidation.evolution.settings import EvolutionSettings
 from src.weights.safety import Safety
 from tests.evolution_helpers import NOW, add_memory, days_ago, weight
 

@@ -8,10 +8,11 @@ import random
 import pytest
 from pgvector import HalfVector
 
-from src.consolidation.evolution_settings import EvolutionSettings
-from src.consolidation.gate_tuning import apply_to_settings, run_gate_tuning
+from src.consolidation.evolution.gate_tuning import run_gate_tuning
+from src.consolidation.evolution.settings import EvolutionSettings
 from src.gates.memory_gate import Gates
 from src.gates.settings import GateSettings
+from src.gates.tuning import apply_to_settings
 from src.providers.embedding import embed_memories
 from src.weights.safety import Safety, SafetySettings
 from tests.evolution_helpers import NOW, add_memory, days_ago

@@ -6,7 +6,7 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
-from src.consolidation.light import LightTicker
+from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.recall.co_access import record_co_access
 from src.recall.store import MemoryStore, NewMemory

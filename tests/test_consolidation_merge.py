@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from src.consolidation import merge
 from src.consolidation.clustering import content_words, leader_clusters, word_overlap, words
-from src.consolidation.deep import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep import merge
+from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.structured import Rejected
+from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.settings import WORDLLAMA, ConsolidationSettings
-from src.consolidation.structured import Rejected
-from src.consolidation.why import format_chain, why_do_i_believe
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety

@@ -8,14 +8,14 @@ import math
 import pytest
 
 import src.skills.consolidation  # noqa: F401  (registers the approval kind 'skill')
-from src.consolidation import approvals
-from src.consolidation.evolution_settings import EvolutionSettings, PromotionSettings
-from src.consolidation.promotion import (
+from src.consolidation.evolution import approvals
+from src.consolidation.evolution.promotion import (
     eligible_tier,
     predicted_center,
     rate_limited_amount,
     run_promotion,
 )
+from src.consolidation.evolution.settings import EvolutionSettings, PromotionSettings
 from src.weights.safety import Safety, SafetySettings
 from tests.evolution_helpers import NOW, add_memory, spread, weight
 

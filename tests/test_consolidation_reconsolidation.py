@@ -8,14 +8,14 @@ import re
 import numpy as np
 import pytest
 
-from src.consolidation.contextual import run_contextual
-from src.consolidation.evolution_settings import (
+from src.consolidation.deep.contextual import run_contextual
+from src.consolidation.deep.phase import CallBudget
+from src.consolidation.deep.reconsolidation import run_conflicts, run_reevaluation
+from src.consolidation.evolution.settings import (
     ContextualSettings,
     EvolutionSettings,
     ReconsolidationSettings,
 )
-from src.consolidation.phase import CallBudget
-from src.consolidation.reconsolidation import run_conflicts, run_reevaluation
 from src.providers.embedding import embed_memories
 from src.weights.safety import Safety
 from tests.evolution_helpers import NOW, add_memory, days_ago, weight

@@ -2,7 +2,7 @@
 
 import pytest
 
-from src.consolidation.structured import Rejected, check_one_each
+from src.consolidation.deep.structured import Rejected, check_one_each
 
 
 @pytest.mark.parametrize(("wanted", "got", "message"), [

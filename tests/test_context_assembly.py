@@ -32,7 +32,6 @@ from src.context.assembly import (
 )
 from src.context.fifo import AdaptiveFifo
 from src.context.settings import ContextBudget, ContextSettings
-from src.context.tokens import count_tokens
 from src.context.tracks import (
     Candidate,
     blend_attention,
@@ -46,6 +45,7 @@ from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.text import first_sentence
+from src.tokens import count_tokens
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 

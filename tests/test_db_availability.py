@@ -8,7 +8,7 @@ import logging
 
 import asyncpg
 
-from src.consolidation.light import LightTicker
+from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice
 from src.logging_setup import OneLineErrors
@@ -47,7 +47,7 @@ async def test_the_light_ticker_says_an_outage_once(pool, caplog, monkeypatch):
         return {}
 
     monkeypatch.setattr(ticker, "tick", tick)
-    with caplog.at_level(logging.WARNING, logger="src.consolidation.light"):
+    with caplog.at_level(logging.WARNING, logger="src.consolidation.light.ticker"):
         assert await ticker.run(stop=asyncio.Event(), max_ticks=4, burst=True) == 4
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "light consolidation paused", "light consolidation resumed"]

@@ -15,7 +15,7 @@ from src.context.fifo import (
     target_fraction,
 )
 from src.context.settings import FifoSettings
-from src.context.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
+from src.tokens import REPLY_PRIMING_TOKENS, count_message_tokens
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

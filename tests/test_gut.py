@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from pgvector import HalfVector
 
-from src.bootstrap.outcomes import record_outcome
 from src.gates.emotion import emotional_charge
 from src.gates.memory_gate import Gates
 from src.gut import centroids as c
@@ -18,6 +17,7 @@ from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
 from src.gut.pca import gut_axes
 from src.gut.settings import GutSettings, LayerWeights
+from src.outcomes.tracking import record_outcome
 from src.providers.embedding import embed_memories
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings

@@ -18,6 +18,29 @@ MAX_LINES = 400
 KNOWN_CYCLES: list[list[str]] = []
 KNOWN_LONG: set[str] = set()
 
+#: The packages (and top-level modules) of src by layer, lowest first (issue 23). A module
+#: imports its own layer and the ones below it, never one above: what a layer needs from
+#: a higher one is passed in (the database settings to `db`, the loop's settings to the
+#: loop) or lives with its reader (the Dirichlet factors, recall outcomes and tuned gate
+#: values that consolidation writes are recall's and the gates'). Every package under src
+#: is in exactly one layer, so a new one has to be placed here.
+LAYERS: list[tuple[str, frozenset[str]]] = [
+    # what everything stands on: text and vectors, errors, the database, the model providers
+    ("foundation", frozenset({"text", "vectors", "tokens", "errors", "terminal", "db", "providers"})),
+    # the memory mechanisms: weights, recall, the gates, context assembly, seeding and milestones
+    ("memory", frozenset({"weights", "recall", "gates", "context", "bootstrap"})),
+    # processes that run on the memory: consolidation, DMN, gut, metacognition, skills,
+    # outcomes, the tools the model calls
+    ("processes", frozenset({"consolidation", "dmn", "gut", "metacognition", "skills", "outcomes",
+                             "tools"})),
+    ("loop", frozenset({"loop"})),
+    # the wiring: settings composed, the process and its entry points, the web view, the CLI
+    ("wiring", frozenset({"config", "logging_setup", "entry", "repl", "mind", "main", "web", "memory"})),
+]
+#: Imports allowed to run upward, as (importer, imported), each with its reason. An entry
+#: that no longer matches an import fails the test, so the list only shrinks.
+UPWARD_EXEMPT: set[tuple[str, str]] = set()
+
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -111,6 +134,45 @@ def test_no_module_over_the_size_limit():
     assert set(too_long) == KNOWN_LONG, f"split these modules (one concept each, ~400 lines): {too_long}"
 
 
+def layer_of(module: str) -> int:
+    """Index in LAYERS of a src module. A package's `__main__` is a program (`python -m
+    src.consolidation`): it loads the settings and runs, so it belongs to the wiring."""
+    if module.endswith(".__main__"):
+        return len(LAYERS) - 1
+    top = module.split(".")[1]
+    found = [i for i, (_, members) in enumerate(LAYERS) if top in members]
+    assert len(found) == 1, f"{module}: its package {top!r} must be in exactly one layer of LAYERS"
+    return found[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer than the importer's own."""
+    return sorted(f"{m} ({LAYERS[layer_of(m)][0]}) -> {d} ({LAYERS[layer_of(d)][0]})"
+                  for m, deps in graph.items() if m != "src"
+                  for d in deps if d != "src" and layer_of(d) > layer_of(m) and (m, d) not in UPWARD_EXEMPT)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"src.recall.retrieval": {"src.consolidation.evolution.x", "src.db.sql"},
+             "src.consolidation.__main__": {"src.config"}, "src.config": {"src.recall.settings"}}
+    assert upward_imports(graph) == ["src.recall.retrieval (memory) -> src.consolidation.evolution.x (processes)"]
+
+
+def test_every_package_is_in_one_layer():
+    tops = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+    tops |= {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    placed = [name for _, members in LAYERS for name in members]
+    assert sorted(placed) == sorted(set(placed)), "a package is in two layers"
+    assert sorted(tops - set(placed)) == [] and sorted(set(placed) - tops) == []
+
+
+def test_imports_never_run_up_a_layer():
+    """Module-level, function-level and TYPE_CHECKING imports alike (see import_graph)."""
+    graph = import_graph()
+    assert upward_imports(graph) == []
+    assert sorted((m, d) for m, d in UPWARD_EXEMPT if d not in graph.get(m, ())) == [], "stale exemption"
+
+
 def test_config_imports_only_settings_and_features_never_import_the_wiring():
     graph = import_graph()
     reach, todo = set(), ["src.config"]
@@ -140,7 +202,7 @@ def test_every_path_the_docs_name_exists():
                     path = name
                 elif base is None:
                     continue
-                else:              # `merge.py` after `src/consolidation/deep.py` on the same line
+                else:              # `merge.py` after `src/consolidation/deep/deep_pass.py` on the same line
                     path = f"{base}/{name}"
                 module = path.rpartition(".")[0]          # `src/weights/apply.apply_weight_changes`
                 placeholder = "NNN" in path                 # `sql/NNN_name.sql`
@@ -148,3 +210,13 @@ def test_every_path_the_docs_name_exists():
                     missing.append(f"{doc}: {path}")
             base = None
     assert missing == []
+
+
+def test_the_readme_map_names_every_package():
+    """README's package map (its list of `src/…/` packages, subpackages nested) names every package
+    under src, so a newcomer finds each one there (issue 23)."""
+    root = Path(__file__).resolve().parent.parent
+    named = {name.rstrip("/") for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+             if re.match(r"\s*- `src/", line) for name in re.findall(r"`(src/[\w/]+/)`", line)}
+    packages = {str(p.parent.relative_to(root)) for p in SRC.rglob("__init__.py")} - {"src"}
+    assert sorted(packages - named) == []

@@ -7,6 +7,7 @@ is the real code on the real database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -17,12 +18,13 @@ import pytest
 
 from src.config import load_settings
 from src.db.manifest import record_start
-from src.loop.tool_protocol import NO_TOOLS_NOTE, ToolVerb
+from src.loop.tool_protocol import NO_TOOLS_NOTE
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore, NewMemory
+from src.tools.verbs import ToolVerb
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 
@@ -358,3 +360,28 @@ async def test_a_verb_of_external_effect_from_a_self_generated_thought_is_refuse
         "SEND_MAIL", True, "external_effect", False)
     assert tool["error"].startswith("error: the action check refused SEND_MAIL: external effect from "
                                     "internal_dmn refused: confidence ")
+
+
+
+async def test_user_messages_schedule_the_scratch_flush_as_they_arrive(pool, tmp_path):
+    """The store step (issue 23): each user message that passes the entry gate is an
+    exchange, counted at intake, not when its turn is answered; every `flush_every` the
+    background flush judges the buffer. Impulses and the mind's own answers are no exchange."""
+    s1 = ScriptedLLM().say("You drink earl grey tea every morning, as you told me. Confidence: 0.95")
+    mind, delivered = await _mind(pool, tmp_path, system1=s1, overrides={
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}, "scratch": {"flush_every": 2}}})
+    lifecycle = mind.gates.lifecycle
+    await mind.loop.submit("user", "I drink earl grey tea every morning")
+    await mind.loop.submit("dmn", "a stray thought about teapots and their spouts")
+    assert lifecycle.exchanges == 1
+    await mind.loop.cycle()                                # the answer is gated: no exchange
+    assert lifecycle.exchanges == 1 and len(delivered) == 1
+    await mind.loop.submit("user", "and I walk the dog along the river after breakfast")
+    assert lifecycle.exchanges == 2                        # the flush starts before any answer
+    walk = await pool.fetchval("SELECT id FROM scratch_buffer WHERE content LIKE 'and I walk the dog%'")
+    for _ in range(300):
+        if await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE gate = 'exit' AND scratch_id = $1", walk):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the background flush did not judge the message that started it")

@@ -8,14 +8,13 @@ from functools import partial
 import asyncpg
 import pytest
 
-import src.loop.cognitive_loop as cognitive_loop
-import src.loop.prompting as prompting
+import src.loop.backlog as backlog
 from tests.test_loop import _mind
 
 
 async def test_a_database_error_after_delivery_does_not_answer_twice(pool, tmp_path, monkeypatch):
     mind, delivered = await _mind(pool, tmp_path)
-    real = cognitive_loop.log_answered_cycle
+    real = backlog.log_answered_cycle
     failures = []
 
     async def flaky(*args, **kwargs):
@@ -24,7 +23,7 @@ async def test_a_database_error_after_delivery_does_not_answer_twice(pool, tmp_p
             raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(cognitive_loop, "log_answered_cycle", flaky)
+    monkeypatch.setattr(backlog, "log_answered_cycle", flaky)
     await mind.loop.submit("user", "the spare key is under the blue flower pot")
     assert await mind.loop.run(burst=True) == 1
     assert len(delivered) == 1
@@ -59,14 +58,14 @@ async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_
     mind, delivered = await _mind(pool, tmp_path, overrides={
         "loop": {"cycle_retries": 2, "retry_backoff_s": 0.01, "retry_backoff_max_s": 0.02}})
     pauses = _record_pauses(mind, monkeypatch)
-    monkeypatch.setattr(prompting, "cost_line", broken)      # fails after the message was taken
+    monkeypatch.setattr(mind.loop.prompting, "cost_line", broken)      # fails after the message was taken
     await mind.loop.submit("user", "please remember the dentist on Friday", ref=None)
     assert await mind.loop.run(burst=True) == 3
     assert pauses == [0.01, 0.02]                             # doubling, capped
     assert delivered == ["(I could not process your message \"please remember the dentist on Friday\" "
                          "after 3 attempts: CannotConnectNowError: the database system is starting up. "
                          "It was not kept; please send it again.)"]
-    assert len(mind.loop.queue) == 0 and mind.loop._failed == {}
+    assert len(mind.loop.queue) == 0 and mind.loop.intake.attempts == {}
 
 
 async def test_user_messages_waiting_together_are_one_turn_and_impulses_are_dropped_first(pool, tmp_path):
@@ -88,7 +87,7 @@ async def test_a_failure_before_any_input_is_taken_backs_off_instead_of_spinning
     mind, delivered = await _mind(pool, tmp_path, overrides={
         "loop": {"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.04}})
     pauses = _record_pauses(mind, monkeypatch)
-    monkeypatch.setattr(mind.loop, "_embed_pending", broken)
+    monkeypatch.setattr(mind.loop.intake, "embed_pending", broken)
     await mind.loop.submit("user", "the plumber comes on Tuesday morning")
     assert await mind.loop.run(max_cycles=5) == 5
     assert pauses == [0.01, 0.02, 0.04, 0.04, 0.04]

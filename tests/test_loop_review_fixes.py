@@ -58,7 +58,8 @@ async def test_a_megabyte_message_is_counted_off_the_event_loop(pool, tmp_path, 
     The count waits (in its thread) for a ticker coroutine; on the event loop it could not."""
     import threading
 
-    from src.context import fifo, tokens
+    from src import tokens
+    from src.context import fifo
 
     ticked = threading.Event()
     counted: list[tuple[int, bool]] = []

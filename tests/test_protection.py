@@ -105,8 +105,8 @@ async def test_protect_and_unprotect_commands(pool):
 
 
 async def test_consolidation_decay_and_demotion_skip_a_protected_memory(pool):
-    from src.consolidation.evolution_settings import EvolutionSettings
-    from src.consolidation.forgetting import run_decay, run_demotion
+    from src.consolidation.evolution.forgetting import run_decay, run_demotion
+    from src.consolidation.evolution.settings import EvolutionSettings
     from tests.evolution_helpers import NOW, add_memory, days_ago, weight
 
     cfg = EvolutionSettings()

@@ -82,7 +82,7 @@ async def test_gemini_request_shape_for_a_query():
     assert (row.provider, row.model, row.purpose, row.ok) == ("gemini", "gemini-embedding-001",
                                                              "embed:RETRIEVAL_QUERY", True)
     # No usage in the reply: words × 1.3, rounded up per text (4 words → 6, 1 word → 2).
-    assert (row.tokens_in, row.tokens_out) == (5, 0)   # src/context/tokens: 4 + 1
+    assert (row.tokens_in, row.tokens_out) == (5, 0)   # src/tokens.py: 4 + 1
 
 
 @pytest.mark.parametrize("task_type", ["RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY", "SEMANTIC_SIMILARITY",
@@ -114,7 +114,7 @@ async def test_150_texts_go_out_as_two_batches_of_100_and_50_in_order():
     assert [r["content"]["parts"][0]["text"] for b in server.bodies for r in b["requests"]] == texts
     expected = np.stack([unit(vector_for(embed_key(t, "SEMANTIC_SIMILARITY"))) for t in texts])
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
-    assert [r.tokens_in for r in ledger.records] == [400, 200]  # 'memory number N' → 4 tokens each (src/context/tokens)
+    assert [r.tokens_in for r in ledger.records] == [400, 200]  # 'memory number N' → 4 tokens each (src/tokens.py)
 
 
 async def test_storage_groups_by_title_and_prefixes_by_memory_type():

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
-from src.consolidation.deep import run_deep_pass
+from src.consolidation.deep.deep_pass import run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.dmn.generator import DmnGenerator
 from src.dmn.settings import DmnSettings

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
-from src.context.tokens import count_tokens
 from src.errors import ProviderUnavailable
 from src.skills import repository as repo
 from src.skills.commands import SkillCommands, escape_controls
@@ -20,6 +19,7 @@ from src.skills.prompt import HEADER, INSTRUCTION, skills_section
 from src.skills.recall import SkillRecall, recall_skill
 from src.skills.repository import SkillError, SkillSummary
 from src.skills.settings import SkillsSettings
+from src.tokens import count_tokens
 from tests.fakes_llm import ScriptedLLM
 
 CSV = dict(label="csv_summary", name="CSV summary", when_to_use="When the user asks to summarise a CSV file.",

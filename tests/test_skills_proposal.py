@@ -86,9 +86,9 @@ async def test_rejected_cluster_is_not_proposed_again_and_offline_is_refused(poo
 async def test_the_deep_pass_phase_proposes_from_a_procedural_cluster_and_approve_saves_it(pool):
     import random
 
-    from src.consolidation import approvals
-    from src.consolidation.evolution_settings import EvolutionSettings
-    from src.consolidation.phase import CallBudget, DeepPassContext
+    from src.consolidation.deep.phase import CallBudget, DeepPassContext
+    from src.consolidation.evolution import approvals
+    from src.consolidation.evolution.settings import EvolutionSettings
     from src.consolidation.settings import ConsolidationSettings
     from src.recall.store import MemoryStore
     from src.skills import consolidation as skills_phase

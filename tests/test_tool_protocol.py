@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from src.loop.tool_protocol import NO_TOOLS_NOTE, ToolCall, ToolProtocol, ToolVerb
+from src.loop.tool_protocol import NO_TOOLS_NOTE, ToolCall, ToolProtocol
 from src.providers.protocols import ChatMessage
+from src.tools.verbs import ToolVerb
 
 USER = [ChatMessage("user", "earlier"), ChatMessage("assistant", "ok"), ChatMessage("user", "what is in notes.md?")]
 

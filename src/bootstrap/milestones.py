@@ -16,8 +16,8 @@ Who records what (the call sites):
                              identity tier, or one crossing the identity center (0.8)
     7  conflict resolution   consolidation, when a tension memory is resolved
     8  creative association  the DMN, when channel 2 records an association
-    9  goal achieved + reflected   the loop (see src/bootstrap/goals.py)
-    10 aligned decision      the loop (see src/bootstrap/alignment.py)
+    9  goal achieved + reflected   the loop (see src/outcomes/goals.py)
+    10 aligned decision      the loop (see src/outcomes/alignment.py)
 """
 
 from __future__ import annotations

@@ -18,14 +18,14 @@ import sys
 import uuid
 
 from src.config import Settings
-from src.consolidation import approvals
-from src.consolidation.deep import run_deep_pass
-from src.consolidation.dirichlet_evolution import weight_history_text
-from src.consolidation.light import LightTicker
-from src.consolidation.why import format_chain, why_do_i_believe
+from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.why import format_chain, why_do_i_believe
+from src.consolidation.evolution import approvals
+from src.consolidation.light.ticker import LightTicker
 from src.db.database import open_database
 from src.entry import run_entry
 from src.providers.factory import build_providers
+from src.weights.history import weight_history_text
 from src.weights.safety import Safety
 
 

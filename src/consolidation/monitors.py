@@ -1,7 +1,7 @@
 """Phase B and C safety monitors, once per consolidation cycle (plan §3.9, §4.1).
 
 Phase B's rate limit rides on every consolidation weight change
-(`cycle_baseline_center`, see derived.py and light.py). Phase C runs here: the circuit
+(`cycle_baseline_center`, see deep/derived.py and light/ticker.py). Phase C runs here: the circuit
 breaker (what pattern consolidation reinforced this cycle: light and deep part 1
 reinforce nothing, so `None`; promotion reports its own), the entropy of all memory
 centers, and CBA coherence from three axes:

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from src.consolidation import checkpoints
-from src.consolidation.deep import (
+from src.consolidation.deep import checkpoints
+from src.consolidation.deep.deep_pass import (
     AfterPass,
     PassReport,
     Submit,
@@ -26,7 +26,7 @@ from src.consolidation.deep import (
     monitors_hook,
     run_deep_pass,
 )
-from src.consolidation.light import LightTicker
+from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice
 from src.providers.protocols import Embedder, LanguageModel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from src.consolidation.evolution_settings import EvolutionSettings
+from src.consolidation.evolution.settings import EvolutionSettings
 from src.skills.settings import SkillProposalSettings
 
 DEFAULT_MODEL_KEY = "default"

@@ -45,7 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from src.context.settings import FifoSettings
-from src.context.tokens import (
+from src.tokens import (
     REPLY_PRIMING_TOKENS,
     count_message_tokens,
     count_message_tokens_off_loop,

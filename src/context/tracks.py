@@ -46,8 +46,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from src.context.tokens import count_tokens
 from src.text import first_sentence
+from src.tokens import count_tokens
 from src.vectors import has_direction, unit
 from src.weights.stochastic import observe_many
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from src.config import DatabaseSettings
 from src.db.embedded import start_embedded
 from src.db.instance_lock import InstanceLock
 from src.db.migrations import apply_migrations
 from src.db.pool import SERVICE_APPLICATION, connect, create_pool, redact_dsn
+from src.db.settings import DatabaseSettings
 
 log = logging.getLogger(__name__)
 

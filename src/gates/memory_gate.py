@@ -15,8 +15,6 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from src.consolidation.gate_tuning import apply_to_settings
-from src.consolidation.gate_tuning_repository import tuned_gate_values
 from src.gates import held, held_repository, scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
@@ -24,6 +22,7 @@ from src.gates.modes import MemoryMode
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
+from src.gates.tuning import apply_to_settings, tuned_gate_values
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall.settings import MATURITY_MEMORIES
 from src.text import clean_text

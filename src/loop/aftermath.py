@@ -1,75 +1,128 @@
-"""After delivery: the exchange kept — the answer through the gate, both sides in the
-conversation window, pruning by intensity (plan §3.3, §3.4). Split from the loop so a
-failure here is clearly after the reply went out (issue 11: delivered once)."""
+"""After delivery (plan §2.9, §3.3, §3.4 step 5): what the answered exchange leaves behind.
+
+Gate and store. The mind's own answer goes through the entry gate like every input,
+into the scratch buffer. The store step is the scratch flush: it runs in the
+background (`ScratchLifecycle`, src/gates/scratch.py), where the exit gate decides
+each buffered row and the store writes the memories in one transaction. It is
+scheduled every `gates.scratch.flush_every` exchanges, counted as user messages pass
+the entry gate (`Intake.schedule_flush`: in a burst the flush must not wait for the
+answers), and runs at shutdown and, for what a crash left, at start-up. Both sides of
+the exchange join the conversation window; pruning it by intensity gives the exit
+gate a last look, here in the cycle, at what the entry gate skipped (what it
+buffered, the flush judges).
+
+Split from the loop so that a failure here is clearly after the reply went out
+(issue 11: delivered once): the loop logs it as an outage and writes the cycle's row.
+"""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from src.context.fifo import IntensitySignals, intensity, system2_recency
+from src.context.fifo import FifoSettings, IntensitySignals, Message, intensity, system2_recency
+from src.gates.memory_gate import Gates
+from src.loop.acting import Action, Say
+from src.loop.attending import Attended
+from src.loop.conversation import Conversation
+from src.loop.prompting import Prompt
+from src.loop.thinking import Thought
 from src.loop.thought_log import CycleRecord
-from src.loop.turns import Turn
+from src.skills.recall import SkillRecall
+
+if TYPE_CHECKING:
+    from src.loop.inner_life import InnerLife
 
 
-async def keep_exchange(loop, record: CycleRecord, turn: Turn, user_text: str, outcome, allocation,
-                now: datetime) -> None:
-    """The answer through the gate, both sides into the window, pruning."""
-    winner, answer, confidence = record.winner, record.output, record.confidence
-    answer_buffered = False
-    if answer and outcome is not None:
-        # the mind's own words go through the same gate as everything else
-        kept = await loop.parts.gates.admit(answer, source_tag="internal_self",
-                                            source_confidence=round(confidence or 0.5, 3), exchange=False)
-        answer_buffered = kept.scratch_id is not None
-        loop.parts.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
-    # Pruning gives the exit gate a last look only at what the entry gate skipped;
-    # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
-    gated = all(p.id in loop._buffered for p in turn.parts)
-    for p in turn.parts:
-        loop._buffered.discard(p.id)
-    await loop.fifo.add("user", user_text, source_tag=winner.source_tag, at=now, metadata={"gated": gated})
-    if answer:
-        # a reflex reply (outcome None) only lists recall: nothing new to keep
-        await loop.fifo.add("assistant", answer, source_tag="internal_self", at=now,
-                            metadata={"gated": answer_buffered or outcome is None})
-    # "average gate score": how strongly this input engaged memory — the mean weighted
-    # recall score of what was retrieved (0 when nothing was).
-    retrieval = record.retrieval
-    engaged = [m.weighted for m in retrieval.memories] if retrieval else []
-    level = intensity(IntensitySignals(
-        gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
-        system2_recency=system2_recency(loop._last_system2, now, loop.settings.fifo.system2_half_life_s),
-        goal_relevance=float(next((s.components.goal_relevance for s in allocation.ranked), 0.0)),
-        emotional_charge=winner.emotional_charge), loop.fifo.settings)
-    if winner.embedding is not None:
-        loop._recent = (loop._recent + [winner.embedding])[-loop.cfg.recent_context:]
-    await loop.fifo.prune(level)
+class Aftermath:
+    """The steps after delivery: follow-ups of the answer, gate and store, inner life."""
+
+    def __init__(self, gates: Gates, conversation: Conversation, fifo: FifoSettings, *, say: Say,
+                 skills: SkillRecall | None = None, inner: InnerLife | None = None):
+        self.gates = gates
+        self.conversation = conversation
+        self.fifo = fifo
+        self.say = say
+        self.skills = skills
+        self.inner = inner
+
+    async def answered(self, attended: Attended, thought: Thought, action: Action) -> None:
+        """Once the answer is out: credit recalled skills (a model's answer was delivered);
+        in copilot, ask the guardian about held memories — after the answer, never in the
+        middle of one."""
+        if self.skills is not None:
+            await self.skills.credit_use(action.delivered and thought.outcome is not None)
+        if action.delivered and attended.winner.source == "user":
+            question = self.gates.confirmation_question()
+            if question:
+                await self.say(question)
+
+    async def gate_and_store(self, attended: Attended, prompt: Prompt, thought: Thought, record: CycleRecord,
+                             now: datetime) -> None:
+        """The answer through the entry gate (the background flush, scheduled per user
+        message at intake, stores it: src/gates/scratch.py); the exchange into the window,
+        whose pruning is the exit gate's last look at what the entry gate skipped."""
+        answer_kept = await self._gate_answer(record, thought)
+        await self._keep_in_window(attended, prompt, thought, record, answer_kept, now)
+
+    async def _gate_answer(self, record: CycleRecord, thought: Thought) -> bool:
+        """The mind's own words go through the same gate as everything else; True when the
+        answer is in the scratch buffer. A reflex reply (no model) only lists recall: nothing
+        new to keep."""
+        if not (record.output and thought.outcome is not None):
+            return False
+        kept = await self.gates.admit(record.output, source_tag="internal_self",
+                                      source_confidence=round(record.confidence or 0.5, 3), exchange=False)
+        self.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
+        return kept.scratch_id is not None
+
+    async def _keep_in_window(self, attended: Attended, prompt: Prompt, thought: Thought, record: CycleRecord,
+                              answer_kept: bool, now: datetime) -> None:
+        """Both sides into the window, the focus into the recent context, pruning by intensity."""
+        window, winner = self.conversation.window, attended.winner
+        # Pruning gives the exit gate a last look only at what the entry gate skipped;
+        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
+        await window.add("user", prompt.user_text, source_tag=winner.source_tag, at=now,
+                         metadata={"gated": attended.inputs.buffered})
+        if record.output:
+            await window.add("assistant", record.output, source_tag="internal_self", at=now,
+                             metadata={"gated": answer_kept or thought.outcome is None})
+        if thought.escalated_at is not None:
+            self.conversation.last_system2 = thought.escalated_at
+        level = self._intensity(attended, record, now)
+        self.conversation.attended_to(winner.embedding)
+        await window.prune(level)
+
+    def _intensity(self, attended: Attended, record: CycleRecord, now: datetime) -> float:
+        """The FIFO's intensity (§3.3). Its "average gate score": how strongly this input
+        engaged memory — the mean weighted recall score of what was retrieved (0 when nothing was)."""
+        engaged = [m.weighted for m in record.retrieval.memories] if record.retrieval else []
+        return intensity(IntensitySignals(
+            gate_score=float(np.clip(np.mean(engaged), 0.0, 1.0)) if engaged else 0.0,
+            system2_recency=system2_recency(self.conversation.last_system2, now, self.fifo.system2_half_life_s),
+            goal_relevance=float(next((s.components.goal_relevance for s in attended.allocation.ranked), 0.0)),
+            emotional_charge=attended.winner.emotional_charge), self.fifo)
+
+    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime) -> None:
+        """Gut, outcomes and readiness after the cycle (src/loop/inner_life.py); the gut delta
+        itself is written with the cycle's row."""
+        if self.inner is None:
+            return
+        await self.inner.after_cycle(
+            cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path, actions=record.actions,
+            correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now)
 
 
-async def after_answer(loop, winner, delivered: bool, *, by_model: bool) -> None:
-    """Once the answer is out: credit recalled skills (a model's answer was delivered);
-    in copilot, ask the guardian about held memories — after the answer, never in the
-    middle of one."""
-    if loop.parts.skills is not None:
-        await loop.parts.skills.credit_use(delivered and by_model)
-    if delivered and winner.source == "user":
-        question = loop.parts.gates.confirmation_question()
-        if question:
-            result = loop.deliver(question)
-            if asyncio.iscoroutine(result):
-                await result
-
-
-async def gate_pruned(loop, messages) -> None:
+async def gate_pruned(gates: Gates, messages: Sequence[Message]) -> None:
     """Pruned messages get the exit gate before they leave the window (§3.3)."""
-    by_tag: dict[str, list] = {}
+    by_tag: dict[str, list[Message]] = {}
     for m in messages:
         if not m.metadata.get("gated"):  # a retry after a partial failure skips what passed
             by_tag.setdefault(m.source_tag, []).append(m)
     for tag, group in by_tag.items():
-        await loop.parts.gates.prune([m.content for m in group], source_tag=tag)
+        await gates.prune([m.content for m in group], source_tag=tag)
         for m in group:
             m.metadata["gated"] = True

@@ -41,9 +41,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from src.context.tokens import count_tokens
 from src.loop.settings import DEFAULT_URGENCY, AttentionSettings, SalienceWeights, Source
 from src.text import excerpt
+from src.tokens import count_tokens
 from src.vectors import unit, unit_rows
 
 SOURCES: tuple[Source, ...] = ("user", "scheduled", "gut", "consolidation", "dmn")

@@ -8,10 +8,37 @@ when the message really is in the input journal.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from src.context.settings import ContextBudget
+from src.loop.outage import DB_ERRORS, Outage, describe
 from src.text import excerpt
+
+log = logging.getLogger("src.loop.cognitive_loop")
+
+
+class Shortfalls:
+    """What this cycle had to do without (one per cycle): the steps note a failing part
+    here, the prompt and the reflex reply name it. A database error also marks the
+    outage, so it is logged once, not once per cycle."""
+
+    def __init__(self, outage: Outage):
+        self.outage = outage
+        self.missing: list[str] = []
+
+    def note(self, what: str, exc: BaseException) -> None:
+        """`what` is unavailable this cycle because of `exc`."""
+        self.missing.append(f"{what} ({describe(exc)})")
+        if isinstance(exc, DB_ERRORS):
+            self.outage.down(what, exc)
+        else:
+            log.warning("%s unavailable this cycle: %s", what, exc)
+
+    def line(self) -> str:
+        """The line for the prompt and the reflex reply ("" when nothing is missing)."""
+        return missing_line(self.missing)
 
 
 @dataclass
@@ -19,7 +46,7 @@ class NoContext:
     """Stands in for an assembled context when assembly failed: no memories and the
     full conversation budget (the missing line reaches the model with the prompt)."""
 
-    budget: Any                 # the ContextBudget of the settings
+    budget: ContextBudget
     missing: str
     ids_by_track: dict[str, list[int]] = field(default_factory=dict)
     text: str = ""

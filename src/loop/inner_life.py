@@ -25,14 +25,14 @@ from functools import partial
 
 import numpy as np
 
-from src.bootstrap import alignment, goals
 from src.bootstrap.milestones import reached, record_milestone
-from src.bootstrap.outcomes import explicit_feedback, record_outcome
 from src.bootstrap.settings import BootstrapSettings
 from src.errors import ProviderError
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
-from src.loop.tool_protocol import ToolVerb
+from src.outcomes import alignment, goals
+from src.outcomes.tracking import explicit_feedback, record_outcome
+from src.tools.verbs import ToolVerb
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,25 @@
 """What the loop is built from: the running parts of one mind, wired in src/mind.py.
 
-`CognitiveLoop(parts, settings, ...)` takes these plus the one `Settings` object;
-a new part (a DMN generator, the gut) is a new field here, not a new constructor
-argument.
+`CognitiveLoop(parts, settings, ...)` takes these plus the settings sections it reads
+(`LoopSections`: src/mind.py passes the composed `Settings`, which has them all); a new
+part (a DMN generator, the gut) is a new field here, not a new constructor argument.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import asyncpg
 import numpy as np
 
 from src.context.assembly import ContextAssembler
+from src.context.settings import ContextSettings, FifoSettings
 from src.gates.memory_gate import Gates
 from src.loop.attention import AttentionQueue
+from src.loop.settings import LoopSettings
+from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold
 from src.recall.layers import LayerEmbeddings
 from src.recall.retrieval import Retriever
@@ -28,6 +31,29 @@ if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
     from src.db.manifest import Manifest
     from src.loop.inner_life import InnerLife
     from src.providers.factory import Providers
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class LoopSections(Protocol):
+    """The settings sections the loop reads. A protocol, so the loop never imports the
+    wiring (src/config.py composes `Settings`, which satisfies it)."""
+
+    @property
+    def agent(self) -> Named: ...
+    @property
+    def loop(self) -> LoopSettings: ...
+    @property
+    def context(self) -> ContextSettings: ...
+    @property
+    def fifo(self) -> FifoSettings: ...
+    @property
+    def escalation(self) -> EscalationSettings: ...
+    @property
+    def metacognition(self) -> MetacognitionSettings: ...
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Step 3 of a cycle (plan §3.4): the prompt the model sees for the winner.
+"""Assemble context (plan §3.4, step 3): the prompt the model sees for the winner.
 
 Context assembly (identity tracks and situational memories, §3.2), the reflection
 bank's corrections (§3.7), the skills section, the cognitive state report, the gut line
@@ -12,81 +12,119 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-from src.context.tokens import count_tokens
+import asyncpg
+import numpy as np
+
+from src.context.assembly import AssembledContext, ContextAssembler
+from src.context.settings import ContextBudget
 from src.errors import ProviderError
-from src.loop.attention import Candidate
-from src.loop.degraded import NoContext, missing_line
+from src.loop.attending import Attended
+from src.loop.conversation import Conversation
+from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
 from src.metacognition.reflection import corrections_for, reflection_block
+from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
+from src.skills.recall import SkillRecall
+from src.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from src.db.manifest import Manifest
+    from src.loop.inner_life import InnerLife
+    from src.providers.factory import Providers
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """What step 4 sends: the system prompt and the messages (window + framed input)."""
+    """What thinking sends: the system prompt and the messages (window + framed input)."""
 
-    assembled: Any              # AssembledContext, or NoContext when assembly failed
+    assembled: AssembledContext | NoContext   # NoContext: assembly failed this cycle
     system: str
-    user_text: str
+    user_text: str                            # the input as framed for the model (and the window)
     messages: list[ChatMessage]
 
 
-async def build_prompt(loop, winner: Candidate, retrieval: Retrieval | None, report: str,
-                       now: datetime) -> Prompt:
-    """The whole prompt for this cycle's winner."""
-    assembled = await assemble(loop, retrieval, now)
-    block, cost = await reflection(loop, winner), await cost_line(loop)
-    memories = "\n\n".join(x for x in (assembled.text, missing_line(loop._missing)) if x)
-    skills = await loop.parts.skills.section() if loop.parts.skills is not None else ""
-    gut = loop.inner.gut_summary() if loop.inner is not None else ""
-    system = system_prompt(loop.settings.agent.name, memories, report, block, cost, gut=gut, skills=skills)
-    user_text = frame_input(winner.source, winner.text)
-    history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
-               # the skills section lives inside the context budget: the conversation gives way
-               for m in loop.fifo.window(assembled.conversation_budget - count_tokens(skills))]
-    return Prompt(assembled, system, user_text, [*history, ChatMessage("user", user_text)])
+class Prompting:
+    """Builds each cycle's prompt; keeps the cost line between refreshes."""
 
+    def __init__(self, assembler: ContextAssembler, conversation: Conversation, *, agent_name: str,
+                 budget: ContextBudget, reflection: ReflectionSettings, cost_line_refresh_s: float,
+                 pool: asyncpg.Pool, providers: Providers, rng: np.random.Generator,
+                 skills: SkillRecall | None = None, inner: InnerLife | None = None,
+                 manifest: Manifest | None = None):
+        self.agent_name = agent_name
+        self.budget = budget
+        self.reflection_settings = reflection
+        self.cost_line_refresh_s = cost_line_refresh_s
+        self.assembler = assembler
+        self.conversation = conversation
+        self.pool = pool
+        self.providers = providers
+        self.rng = rng
+        self.skills = skills
+        self.inner = inner
+        self.manifest = manifest
+        self._cost: tuple[float, str] | None = None    # (monotonic time, line)
 
-async def assemble(loop, retrieval: Retrieval | None, now: datetime):
-    """Context assembly; when it fails the cycle goes on without memories (said so)."""
-    try:
-        assembled = await loop.parts.assembler.assemble(
-            retrieval, rng=loop.rng, now=now, session=loop.parts.manifest,
-            refresh_identity=loop.fifo.needs_identity_reinjection)
-    except DB_ERRORS as exc:
-        loop.degraded("context assembly", exc)
-        return NoContext(loop.settings.context.budget, missing_line(loop._missing))
-    if loop.fifo.needs_identity_reinjection:
-        loop.fifo.identity_reinjected()
-    loop._active_ids = assembled.ids_by_track.get("situational", [])
-    return assembled
+    async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
+                    shortfalls: Shortfalls) -> Prompt:
+        """The whole prompt for this cycle's winner."""
+        winner, window = attended.winner, self.conversation.window
+        assembled = await self.assemble(retrieval, now, shortfalls)
+        block, cost = await self.reflection(attended, shortfalls), await self.cost_line(shortfalls)
+        memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
+        skills = await self.skills.section() if self.skills is not None else ""
+        gut = self.inner.gut_summary() if self.inner is not None else ""
+        system = system_prompt(self.agent_name, memories, attended.report, block, cost, gut=gut,
+                               skills=skills)
+        user_text = frame_input(winner.source, winner.text)
+        history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
+                   # the skills section lives inside the context budget: the conversation gives way
+                   for m in window.window(assembled.conversation_budget - count_tokens(skills))]
+        return Prompt(assembled, system, user_text, [*history, ChatMessage("user", user_text)])
 
-
-async def reflection(loop, winner: Candidate) -> str:
-    """The reflection bank's corrections near this input (§3.7), or "" when none or unavailable."""
-    settings = loop.settings.escalation.reflection
-    try:
-        corrections = await corrections_for(loop.parts.pool, loop.parts.providers.embedder, winner.text,
-                                            focus_vec=winner.embedding, settings=settings)
-    except (ProviderError, *DB_ERRORS) as exc:
-        loop.degraded("reflection corrections", exc)
-        return ""
-    return reflection_block(corrections, field_chars=settings.block_field_chars) if corrections else ""
-
-
-async def cost_line(loop) -> str:
-    """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
-    every `cost_line_refresh_s`, not every cycle."""
-    now = time.monotonic()
-    cache = loop._cost_cache
-    if cache is None or now - cache[0] >= loop.cfg.cost_line_refresh_s:
+    async def assemble(self, retrieval: Retrieval | None, now: datetime,
+                       shortfalls: Shortfalls) -> AssembledContext | NoContext:
+        """Context assembly; when it fails the cycle goes on without memories (said so).
+        Its situational memories seed the next cycle's spreading (`active_ids`)."""
+        window = self.conversation.window
         try:
-            loop._cost_cache = (now, await loop.parts.providers.ledger.summary_line())
+            assembled = await self.assembler.assemble(
+                retrieval, rng=self.rng, now=now, session=self.manifest,
+                refresh_identity=window.needs_identity_reinjection)
         except DB_ERRORS as exc:
-            loop.degraded("cost line", exc)
-            return cache[1] if cache else "[COST] unavailable this cycle"
-    return loop._cost_cache[1]
+            shortfalls.note("context assembly", exc)
+            return NoContext(self.budget, shortfalls.line())
+        if window.needs_identity_reinjection:
+            window.identity_reinjected()
+        self.conversation.active_ids = assembled.ids_by_track.get("situational", [])
+        return assembled
+
+    async def reflection(self, attended: Attended, shortfalls: Shortfalls) -> str:
+        """The reflection bank's corrections near this input (§3.7), or "" when none or unavailable."""
+        settings, winner = self.reflection_settings, attended.winner
+        try:
+            corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
+                                                focus_vec=winner.embedding, settings=settings)
+        except (ProviderError, *DB_ERRORS) as exc:
+            shortfalls.note("reflection corrections", exc)
+            return ""
+        return reflection_block(corrections, field_chars=settings.block_field_chars) if corrections else ""
+
+    async def cost_line(self, shortfalls: Shortfalls) -> str:
+        """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
+        every `cost_line_refresh_s`, not every cycle."""
+        now, cache = time.monotonic(), self._cost
+        if cache is None or now - cache[0] >= self.cost_line_refresh_s:
+            try:
+                self._cost = (now, await self.providers.ledger.summary_line())
+            except DB_ERRORS as exc:
+                shortfalls.note("cost line", exc)
+                return cache[1] if cache else "[COST] unavailable this cycle"
+        return self._cost[1]
+
+

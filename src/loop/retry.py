@@ -3,34 +3,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from src.loop.acting import Say
 from src.loop.degraded import failure_note
+from src.loop.intake import Intake
 from src.loop.outage import describe
 
 log = logging.getLogger("src.loop.cognitive_loop")
 
 
-async def requeue_failed(loop, exc: BaseException) -> int:
-    """A cycle failed before delivery (database restarting, a bug): its input goes back
-    to the queue, up to `cycle_retries` times; return the attempts so far (0: given up)."""
-    turn, loop._turn, loop._current = loop._turn, None, None
+async def requeue_failed(intake: Intake, exc: BaseException, *, cycle_retries: int, say: Say) -> bool:
+    """A cycle failed before delivery (database restarting, a bug): its input goes back to
+    the queue, up to `cycle_retries` times. True: the input was given up and the user told;
+    False: it waits for another cycle (or the cycle failed before attention took one)."""
+    turn = intake.release()
     if turn is None:   # failed before allocation: the inputs are still queued
-        return loop._failing
-    attempts = max(loop._failed.get(part.id, 0) for part in turn.parts) + 1
-    if attempts <= loop.cfg.cycle_retries:
-        for part in turn.parts:
-            loop._failed[part.id] = attempts
-            loop.queue.push(part)
-        return attempts
+        return False
+    attempts = max(intake.attempts.get(part.id, 0) for part in turn.parts) + 1
+    if attempts <= cycle_retries:
+        intake.requeue(turn, attempts)
+        return False
     for part in turn.parts:
-        loop._failed.pop(part.id, None)
-        kept = loop._refs.pop(part.id, None) is not None
-        loop._buffered.discard(part.id)
+        kept = intake.forget(part)
         log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.text[:80])
         if part.source == "user":
-            result = loop.deliver(failure_note(part.text, attempts, describe(exc), kept))
-            if asyncio.iscoroutine(result):
-                await result
-    return 0
+            await say(failure_note(part.text, attempts, describe(exc), kept))
+    return True

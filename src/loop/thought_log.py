@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
@@ -14,6 +15,13 @@ from src.context.assembly import AssembledContext
 from src.loop.attention import Allocation, Candidate
 from src.metacognition.calls import FOK_PURPOSE
 from src.recall.retrieval import Retrieval
+
+if TYPE_CHECKING:
+    from src.loop.acting import Action
+    from src.loop.attending import Attended
+    from src.loop.thinking import Thought
+
+T = TypeVar("T")
 
 # The calls a cycle makes itself. Background work of the same session (the scratch flush's
 # contradiction check, consolidation, DMN) runs concurrently and is costed under its own
@@ -57,6 +65,34 @@ class CycleRecord:
     retrieval: Retrieval | None
     duration_ms: float
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, attended: Attended, thought: Thought, action: Action, retrieval: Retrieval | None,
+           clock: CycleClock) -> CycleRecord:
+        """The record of a delivered cycle; its duration ends here (the writes after delivery
+        are not the cycle's latency)."""
+        return cls(attended.cycle, attended.winner, action.answer, action.delivered, action.actions,
+                   thought.confidence, thought.escalated, thought.path, retrieval, clock.elapsed_ms(),
+                   clock.timings_ms)
+
+
+class CycleClock:
+    """When a cycle began (its wall time is the cycle's `now`) and how long each stage took."""
+
+    def __init__(self, now: datetime | None = None):
+        self.started = time.perf_counter()
+        self.now = now or datetime.now(UTC)
+        self.timings_ms: dict[str, float] = {}
+
+    async def timed(self, stage: str, work: Awaitable[T]) -> T:
+        """Await `work`, keeping its duration under `stage` (thought_log's `timings_ms`)."""
+        t = time.perf_counter()
+        result = await work
+        self.timings_ms[stage] = (time.perf_counter() - t) * 1000.0
+        return result
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
 
 
 async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, record: CycleRecord,

@@ -34,46 +34,17 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from src.providers.protocols import ChatMessage
+from src.tools.verbs import ToolVerb
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Handler = Callable[[str], str | Awaitable[str]]
 Answer = Callable[[list[ChatMessage], str], Awaitable[T]]
 
 #: Appended to the system prompt of the last, tool-less request.
 NO_TOOLS_NOTE = ("No tools are available for this reply. Answer the last message directly, in plain "
                  "words, from what you know and remember; if you cannot, say so briefly.")
-_VERB = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ARG_TRIM = "`'\"*_ \t"
-
-
-def _always(_focus: str) -> bool:
-    return True
-
-
-def _error_result(result: str) -> bool:
-    return result.startswith("error:")
-
-
-@dataclass(frozen=True)
-class ToolVerb:
-    """One protocol verb: how to call it, when to use it, and what runs."""
-
-    verb: str                                   # e.g. "READ_DOC"
-    handler: Handler                            # argument -> result text (never raises)
-    usage: str                                  # e.g. "READ_DOC: <relative path>"
-    when: str                                   # one sentence: when (only) to use it
-    offered: Callable[[str], bool] = _always    # is it offered for this focus?
-    # the action check's kind (src/loop/actions.py): read_doc | internal | external_effect.
-    # A verb that does not say is an external effect: the strictest check, and offering it
-    # sends the turn to System 2 (the irreversibility trigger, src/loop/triggers.py).
-    kind: str = "external_effect"
-    refused: Callable[[str], bool] = _error_result
-
-    def __post_init__(self) -> None:
-        if not _VERB.match(self.verb):
-            raise ValueError(f"a protocol verb is upper case letters, digits and _, got {self.verb!r}")
 
 
 @dataclass(frozen=True)

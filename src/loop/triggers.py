@@ -19,11 +19,9 @@ almost anything in a small store, and each trigger here sends the turn to System
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
-from src.loop.attention import Candidate
 from src.metacognition.escalation import EscalationTriggers
 from src.recall.retrieval import Retrieval
 from src.vectors import unit
@@ -45,10 +43,3 @@ def cycle_triggers(retrieval: Retrieval | None, *, offered_kinds: Iterable[str],
     return EscalationTriggers(contradiction=contradiction, irreversibility=irreversible,
                               identity_touched=identity, goal_modification=goal)
 
-
-def turn_triggers(loop: Any, winner: Candidate, retrieval: Retrieval | None) -> EscalationTriggers:
-    """cycle_triggers with the CognitiveLoop's offered verbs, goal vectors and settings
-    (`loop` untyped: this module must not import the loop that imports it)."""
-    return cycle_triggers(retrieval, offered_kinds=[v.kind for v in loop.tools.offered(winner.text)],
-                          focus_vec=winner.embedding, goal_vecs=loop.goal_vecs,
-                          touch_similarity=loop.cfg.trigger_similarity, identity_center=loop.cfg.identity_center)

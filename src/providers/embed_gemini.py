@@ -16,7 +16,6 @@ import numpy as np
 from google import genai
 from google.genai import types as genai_types
 
-from src.context.tokens import count_tokens
 from src.errors import MalformedOutput, ProviderError
 from src.providers.costs import Ledger
 from src.providers.embedding import check_inputs, pad_and_normalise
@@ -24,6 +23,7 @@ from src.providers.gemini_errors import PROVIDER, map_gemini_error
 from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
 from src.providers.resilience import Clock, Resilience
+from src.tokens import count_tokens
 
 CHARS_PER_TOKEN = 6
 

@@ -2,6 +2,10 @@
 
 One row per unordered pair (a < b). Spreading activation reads partners from
 either side, top-k per seed, in one batched statement per hop.
+
+The table is recall's: consolidation keeps it through the functions here — the light
+ticker halves idle pairs and prunes weak ones (§4.1), temporal replay links episodes that
+followed each other (§4.4, flagged `temporal`).
 """
 
 from __future__ import annotations
@@ -59,3 +63,60 @@ async def fetch_partners(db: Executor, seed_ids: Sequence[int], top_k: int = 3,
         list(seed_ids), top_k, list(exclude), CO_ACCESS_HALF,
     )
     return [(r["seed"], r["partner"], r["strength"]) for r in rows]
+
+
+async def co_access_upkeep(conn: Executor, idle_before: datetime, prune_below: int, limit: int,
+                           now: datetime) -> tuple[int, int]:
+    """Halve the count of pairs idle since `idle_before` (once per idle period) and delete
+    those that fall below `prune_below`. One statement; returns (halved, pruned)."""
+    row = await conn.fetchrow(
+        """WITH idle AS (
+               SELECT memory_id_a, memory_id_b, co_access_count / 2 AS halved
+                 FROM memory_co_access
+                WHERE GREATEST(last_co_accessed, COALESCE(decayed_at, last_co_accessed)) < $1
+                LIMIT $3 FOR UPDATE SKIP LOCKED),
+           pruned AS (
+               DELETE FROM memory_co_access c USING idle i
+                WHERE c.memory_id_a = i.memory_id_a AND c.memory_id_b = i.memory_id_b
+                  AND i.halved < $2
+               RETURNING 1),
+           halved AS (
+               UPDATE memory_co_access c SET co_access_count = i.halved, decayed_at = $4
+                 FROM idle i
+                WHERE c.memory_id_a = i.memory_id_a AND c.memory_id_b = i.memory_id_b
+                  AND i.halved >= $2
+               RETURNING 1)
+           SELECT (SELECT count(*) FROM halved) AS halved, (SELECT count(*) FROM pruned) AS pruned""",
+        idle_before, prune_below, limit, now)
+    return int(row["halved"]), int(row["pruned"])
+
+
+async def replay_temporal_chain(db: Executor, now: datetime, lookback_days: float, max_gap_minutes: float,
+                                limit: int) -> int:
+    """Strengthen co-access links between consecutive episodic memories, flagged temporal.
+
+    A pair is replayed once per lookback window: a link already replayed inside it is
+    left alone, so hourly passes over a two-day window do not count a pair 48 times.
+    """
+    status = await db.execute(
+        """WITH ep AS (
+               SELECT id, COALESCE(event_time, created_at) AS ts,
+                      lag(id) OVER w AS prev_id, lag(COALESCE(event_time, created_at)) OVER w AS prev_ts
+                 FROM memories
+                WHERE memory_type = 'episodic'
+                  AND COALESCE(event_time, created_at) > $1::timestamptz - make_interval(secs => $2::float8)
+                  AND COALESCE(event_time, created_at) <= $1
+               WINDOW w AS (ORDER BY COALESCE(event_time, created_at), id)),
+                pairs AS (
+               SELECT LEAST(prev_id, id) AS a, GREATEST(prev_id, id) AS b FROM ep
+                WHERE prev_id IS NOT NULL AND ts - prev_ts <= make_interval(secs => $3::float8)
+                LIMIT $4)
+           INSERT INTO memory_co_access AS c (memory_id_a, memory_id_b, co_access_count, last_co_accessed, temporal)
+           SELECT a, b, 1, $1, true FROM pairs
+           ON CONFLICT (memory_id_a, memory_id_b) DO UPDATE
+              SET co_access_count = c.co_access_count + 1,
+                  last_co_accessed = GREATEST(c.last_co_accessed, EXCLUDED.last_co_accessed),
+                  temporal = true
+            WHERE NOT c.temporal OR c.last_co_accessed <= $1::timestamptz - make_interval(secs => $2::float8)""",
+        now, lookback_days * 86400.0, max_gap_minutes * 60.0, limit)
+    return int(status.split()[-1])

@@ -12,8 +12,8 @@ from datetime import datetime
 
 import asyncpg
 
-from src.consolidation.outcomes_repository import insert_recall_outcomes
 from src.recall.co_access import record_co_access
+from src.recall.outcomes import insert_recall_outcomes
 from src.recall.settings import RetrievalSettings
 from src.weights.apply import AccessTouch, WeightChange, apply_weight_changes
 from src.weights.safety import Safety

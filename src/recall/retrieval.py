@@ -36,13 +36,13 @@ from datetime import UTC, datetime
 import asyncpg
 import numpy as np
 
-from src.consolidation.dirichlet_evolution import DirichletFactors, evolved_alpha
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
 from src.recall import activation as actr
 from src.recall import relevance as rel
 from src.recall import search
 from src.recall.co_access import fetch_partners
+from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import count_memories

@@ -15,10 +15,10 @@ import logging
 
 import numpy as np
 
-from src.consolidation import approval_kinds
-from src.consolidation import promotion_repository as approvals_repo
 from src.consolidation.clustering import fingerprint, leader_clusters
-from src.consolidation.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.evolution import approval_kinds
+from src.consolidation.evolution import approvals_repository as approvals_repo
 from src.skills.proposal import (
     KIND,
     apply_proposal,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from src.context.tokens import count_tokens
 from src.skills.repository import SkillSummary
 from src.text import excerpt, without_controls
+from src.tokens import count_tokens
 
 HEADER = "[PROCEDURAL MEMORY — skills available]"
 INSTRUCTION = ("Procedures you have learned, one per line: label — when to use it. Recall one "

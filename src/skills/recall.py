@@ -16,12 +16,12 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from src.loop.tool_protocol import ToolVerb
 from src.skills import repository as repo
 from src.skills.labels import closest_label
 from src.skills.prompt import one_line, skills_section
 from src.skills.settings import SkillsSettings
 from src.text import cut
+from src.tools.verbs import ToolVerb
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ class SkillsSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # The "skills available" section of every System 1 prompt is capped at this many
-    # tokens (counted by src/context/tokens); the conversation window gives way to it.
+    # tokens (counted by src/tokens.py); the conversation window gives way to it.
     prompt_max_tokens: int = Field(300, ge=0)
     # RECALL_SKILL and /skill show accept a misspelt label when difflib's ratio to an
     # existing one reaches this.

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from src.loop.tool_protocol import ToolVerb
 from src.tools.read_docs import DocsTool
+from src.tools.verbs import ToolVerb
 
 _WORKINGS = (r"memory|memories|mind|brain|architecture|design|gates?|loop|implementation|internals|"
              r"workings|source(?:\s+code)?|code(?:\s*base)?|codebase|notes|readme|docs|documentation|"

@@ -1,0 +1,303 @@
+"""Merge (plan §4.2): clusters of near-duplicate memories become one insight.
+
+Candidates are the newest memories not yet merged, paired with their nearest stored
+neighbours (a loose pre-filter on the stored vectors). Their texts are embedded with
+task type CLUSTERING and grouped by leader clustering at the embed model's `merge`
+threshold, where a member must also share `merge_overlap` of its content words with
+its leader (clustering.py: cosine alone calls distinct facts in one frame the same).
+Each cluster becomes one `reflection` memory (metadata kind 'insight', via 'merge')
+with supersedes links to every member; the members get contradict(0.3) so the insight
+surfaces first; nothing is deleted.
+
+Idempotent across passes, crashes and restarts: a cluster is identified by the hash
+of its sorted member ids, written in the same transaction as its insight; a memory
+that is already the source of a merge is not a candidate again (a new memory close
+to a merged cluster merges with the cluster's insight instead).
+
+A merged memory states every source's distinct facts, since its sources give way to it.
+Without a language model it is extractive (`extractive_merge`): the most central
+member's text, then the clauses of the other members that hold content words not yet
+stated. With one it is one generalising sentence citing its members, and
+`validate_merge` rejects a sentence that drops a name or number any source states:
+like a bad citation, its cluster gets a `consolidation_failures` row naming what was
+dropped and is asked again next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from src.consolidation.clustering import (
+    STOP_WORDS,
+    content_words,
+    fingerprint,
+    leader_clusters,
+    most_central,
+    words,
+)
+from src.consolidation.deep import clusters_repository, memories_repository
+from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
+from src.errors import ProviderError
+from src.text import excerpt
+
+log = logging.getLogger(__name__)
+
+#: The stored-vector pre-filter sits this far below the CLUSTERING threshold (stored
+#: vectors carry the type prefix and another task type).
+PREFILTER_MARGIN = 0.1
+EMBED_BATCH = 100
+ITEM_CHARS = 600
+#: What the extractive merge may add to the central member's text. A member whose new
+#: clauses do not fit is left out of its cluster (not superseded; a candidate again next
+#: pass), so every source of a merged memory has all its content words in it.
+#: Near-duplicates add a few words each.
+MERGE_ADDED_CHARS = 500
+ADDED_JOIN = "; "
+ADDED_LEAD = " Also: "
+#: A clause ends at sentence or clause punctuation followed by a space, or at a line break
+#: ("3.5" and "1,000" stay whole).
+_CLAUSE_END = re.compile(r"(?<=[.!?;:,])\s+|\n+")
+_SENTENCE_END = re.compile(r"[.!?]\s+|\n+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"[^\W\d_][^\W_]*")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    index: int
+    ids: list[int]
+    texts: list[str]
+    fingerprint: str
+    extractive: str            # the merged text without a model (extractive_merge)
+    cited: list[int]           # ids: the most central member, then those whose clauses it adds
+
+
+def clauses(text: str) -> list[str]:
+    """`text` cut at its sentence and clause boundaries, each piece without its end punctuation."""
+    return [c.strip().rstrip(".,;:!?") for c in _CLAUSE_END.split(text) if c.strip().rstrip(".,;:!?")]
+
+
+@dataclass(frozen=True)
+class Extract:
+    """A cluster merged without a model (`extractive_merge`); indices into its members."""
+
+    text: str
+    held: list[int]            # the members whose content words it states (the rest are left out)
+    cited: list[int]           # the central member, then the members that added a clause
+
+
+def extractive_merge(texts: Sequence[str], central: int) -> Extract:
+    """The merged text of a cluster without a model.
+
+    The central member's text, then, member by member, the clauses of each that hold a
+    content word not stated yet, joined after "Also:". A member with nothing new adds
+    nothing; one whose new clauses would take the added text past MERGE_ADDED_CHARS is
+    left out. Every content word of every member held is in the text.
+    """
+    covered = set(content_words(texts[central]))
+    added: list[str] = []
+    used = 0
+    held, cited = [central], [central]
+    for i, text in enumerate(texts):
+        if i == central:
+            continue
+        new = content_words(text) - covered
+        if not new:
+            held.append(i)
+            continue
+        pieces = [c for c in clauses(text) if new & set(words(c))]
+        cost = sum(len(c) + len(ADDED_JOIN) for c in pieces)
+        if used + cost > MERGE_ADDED_CHARS:
+            continue
+        added += pieces
+        used += cost
+        covered |= new
+        held.append(i)
+        cited.append(i)
+    head = texts[central].strip()
+    if not added:
+        return Extract(head, sorted(held), cited)
+    end = "" if head.endswith((".", "!", "?")) else "."
+    return Extract(f"{head}{end}{ADDED_LEAD}{ADDED_JOIN.join(added)}.", sorted(held), cited)
+
+
+def names_and_numbers(texts: Sequence[str]) -> set[str]:
+    """The names and numbers `texts` state, lower-cased: what a merged insight must keep.
+
+    A number is a run of digits ("1,000" and "1000" are one). A name is a capitalised word
+    that is not a stop word and stands inside a sentence: a sentence's first word is
+    capitalised whatever it is (a name that only ever opens sentences is not caught).
+    """
+    found = {n.replace(",", "") for t in texts for n in _NUMBER.findall(t)}
+    for text in texts:
+        for sentence in _SENTENCE_END.split(text):
+            for token in [m.group() for m in _CAPITALISED.finditer(sentence)][1:]:
+                if token[0].isupper() and token.lower() not in STOP_WORDS:
+                    found.add(token.lower())
+    return found
+
+
+def stated_in(insight: str) -> set[str]:
+    """The words and numbers of `insight`, comparable with `names_and_numbers`."""
+    return set(words(insight)) | {n.replace(",", "") for n in _NUMBER.findall(insight)}
+
+
+class MergedInsight(BaseModel):
+    cluster: int = Field(description="the cluster number as given")
+    insight: str = Field(description="one sentence that states what the memories have in common, generalised")
+    cited_ids: list[int] = Field(description="the memory ids (from that cluster) the insight rests on")
+
+
+class MergeAnswer(BaseModel):
+    insights: list[MergedInsight]
+
+
+def merge_question(clusters: Sequence[Cluster]) -> str:
+    parts = ["Each cluster below holds memories that say nearly the same thing. For every cluster, "
+             "write one insight: a single sentence that states what they have in common, generalised "
+             "beyond any one occasion, keeping every name and number its memories state. Cite the "
+             "memory ids it rests on (only ids from that cluster)."]
+    for c in clusters:
+        parts.append(f"Cluster {c.index}:")
+        parts += [f"  [{mid}] {excerpt(t, ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
+    return "\n".join(parts)
+
+
+def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
+    by_index = {c.index: c for c in clusters}
+    answered = {i.cluster for i in answer.insights}
+    missing = sorted(set(by_index) - answered)
+    if missing:
+        raise Rejected(f"no insight for cluster(s) {missing}")
+    for item in answer.insights:
+        if item.cluster not in by_index:
+            raise Rejected(f"insight names cluster {item.cluster}, which was not given")
+        if not item.insight.strip():
+            raise Rejected(f"empty insight for cluster {item.cluster}")
+        cluster = by_index[item.cluster]
+        check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
+        shown = [excerpt(t, ITEM_CHARS) for t in cluster.texts]       # what the model was given
+        dropped = names_and_numbers(shown) - stated_in(item.insight)
+        if dropped:
+            raise Rejected(f"cluster {item.cluster}'s insight drops names or numbers its memories state: "
+                           f"{', '.join(sorted(dropped))}")
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """One cluster of a list of texts: `members` index that list, `cited` indexes `members`."""
+
+    members: list[int]
+    text: str                  # the extractive merge
+    cited: list[int]
+
+
+def merge_groups(vectors: np.ndarray, texts: Sequence[str], threshold: float, min_overlap: float,
+                 min_size: int) -> list[MergeGroup]:
+    """The merge's clusters of `texts` (CLUSTERING `vectors`), largest first: leader clusters at
+    cosine `threshold` whose members share `min_overlap` of their content words with the leader,
+    each cut to the members its extractive merge holds (one left with fewer than `min_size`
+    is dropped)."""
+    content = [content_words(t) for t in texts]
+    found = []
+    for group in leader_clusters(vectors, threshold, min_size, content=content, min_overlap=min_overlap):
+        central = most_central(vectors[group])
+        extract = extractive_merge([texts[i] for i in group], central)
+        if len(extract.held) < min_size:
+            continue
+        at = {g: k for k, g in enumerate(extract.held)}
+        found.append(MergeGroup([group[i] for i in extract.held], extract.text, [at[i] for i in extract.cited]))
+    return found
+
+
+async def clustering_vectors(ctx: DeepPassContext, texts: Sequence[str]) -> np.ndarray:
+    """CLUSTERING embeddings (plan §2.1), in batches the providers accept."""
+    out = [await ctx.embedder.embed(list(texts[i:i + EMBED_BATCH]), "CLUSTERING")
+           for i in range(0, len(texts), EMBED_BATCH)]
+    return np.vstack(out) if out else np.zeros((0, ctx.embedder.dimensions), dtype=np.float32)
+
+
+async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
+    deep = ctx.settings.deep
+    model = ctx.embedder.model_name
+    th = ctx.settings.thresholds_for(model)
+    pairs = await clusters_repository.merge_candidates(ctx.pool, model, deep.merge_candidates, deep.merge_neighbours,
+                                              th.merge - PREFILTER_MARGIN)
+    ids = sorted({r["a"] for r in pairs} | {r["b"] for r in pairs})
+    if len(ids) < deep.merge_min_size:
+        return []
+    rows = await memories_repository.memories_by_id(ctx.pool, ids)
+    texts = [r["content"] for r in rows]
+    vecs = await clustering_vectors(ctx, texts)
+    groups = await asyncio.to_thread(merge_groups, vecs, texts, th.merge, th.merge_overlap, deep.merge_min_size)
+    clusters = []
+    for n, g in enumerate(groups, 1):
+        member_ids = [rows[i]["id"] for i in g.members]
+        clusters.append(Cluster(n, member_ids, [texts[i] for i in g.members], fingerprint(member_ids), g.text,
+                                [member_ids[i] for i in g.cited]))
+    known = await clusters_repository.known_clusters(ctx.pool, [c.fingerprint for c in clusters])
+    return [c for c in clusters if c.fingerprint not in known]
+
+
+async def run(ctx: DeepPassContext) -> PhaseResult:
+    """The merge phase: find new clusters, write one insight per cluster."""
+    result = PhaseResult()
+    try:
+        clusters = await find_clusters(ctx)
+    except ProviderError as exc:
+        ctx.skip("merge", f"CLUSTERING embeddings unavailable: {exc}")
+        result.skipped = str(exc)
+        return result
+    result.add("clusters", len(clusters))
+    if not clusters:
+        return result
+    written: dict[str, tuple[str, list[int], bool]] = {}
+    if ctx.llm is not None and not ctx.budget.can_spend(1):
+        # a model is there but this pass's calls are spent: the clusters wait for the next
+        # pass rather than being merged extractively for good
+        ctx.skip("merge:llm_insight", f"the pass's {ctx.budget.limit} LLM calls are spent; "
+                 f"{len(clusters)} cluster(s) wait for the next pass")
+        return result
+    if run_guarded(ctx, "merge:llm_insight"):
+        before = ctx.budget.used
+        answers = await ask_batched(ctx, clusters, batch_size=ctx.settings.deep.merge_batch,
+                                    question=merge_question, schema=MergeAnswer, validate=validate_merge,
+                                    describe=lambda c: {"cluster": c.ids})
+        result.calls = ctx.budget.used - before
+        for batch, answer in answers:
+            by_index = {c.index: c for c in batch}
+            for item in answer.insights:
+                c = by_index[item.cluster]
+                written[c.fingerprint] = (" ".join(item.insight.split()), sorted(set(item.cited_ids)), False)
+    else:
+        # offline: the extractive merge, every member's content words
+        for c in clusters:
+            written[c.fingerprint] = (c.extractive, c.cited, True)
+    for c in clusters:
+        if c.fingerprint not in written:
+            continue                       # its batch failed: recorded, retried next pass
+        text, cited, extractive = written[c.fingerprint]
+
+        async def remember(conn, new_id: int, c: Cluster = c) -> None:
+            await clusters_repository.insert_cluster(conn, c.fingerprint, new_id, ctx.pass_id, c.ids)
+
+        new_id = await write_derived(
+            ctx, key=f"cluster:{c.fingerprint}", content=text, memory_type="reflection", sources=c.ids,
+            via="merge", extra=remember,
+            metadata={"kind": "insight", "via": "merge", "cluster_fingerprint": c.fingerprint,
+                      "extractive": extractive, "cited": cited, "cluster_size": len(c.ids)})
+        if new_id is not None:
+            result.add("insights")
+            result.add("superseded", len(c.ids))
+            if not extractive:
+                ctx.announce.append(text)
+    return result

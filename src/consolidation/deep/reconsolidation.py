@@ -1,0 +1,222 @@
+"""Reconsolidation (plan §4.4): insights meet what came after them.
+
+Conflict-aware (HiMem). A memory of the last `lookback_days` whose nearest live
+insight (a `reflection` that supersedes sources) is at least `similarity` close is
+screened by the gates' contradiction layers 1–2 (negation heuristic, learned
+negation direction; src/gates/contradiction.py). Pairs judged opposed or undecided
+go, both texts, to the model, which answers `update` (a rewritten insight: stored
+as a new reflection that supersedes the old insight and the new memory; the old
+one gets `contradict(superseded_contradict)` and `superseded_by`), or
+`productive_contradiction` (both kept; the pair is recorded and not asked again),
+or `no_conflict`.
+
+Re-evaluation (EverMemOS). An insight whose sources changed since it was last
+evaluated (consolidation wrote a weight change for a source, or a source was itself
+superseded) goes to the model with its sources and their current weights: `keep`
+(marked evaluated) or `revise` (a new insight supersedes it, as above).
+
+Every model call is bounded (`max_conflicts`, `max_reevaluations` and the pass's
+shared call budget). Offline (no model) both steps are skipped and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+import asyncpg
+from pydantic import BaseModel, Field
+
+from src.consolidation.deep import checkpoints, memories_repository, supersedes_repository
+from src.consolidation.deep import productive_contradictions_repository as repo
+from src.consolidation.deep.phase import CallBudget, DeepPassContext, PhaseResult
+from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
+from src.errors import ProviderError
+from src.gates.contradiction import load_or_learn, screen
+from src.outcomes.tracking import conflict_resolved
+from src.providers.embedding import embed_memories
+from src.providers.protocols import Embedder, LanguageModel
+from src.weights.apply import WeightChange, apply_weight_changes
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+TEXT_CHARS = 800
+
+
+class ConflictAnswer(BaseModel):
+    verdict: Literal["update", "productive_contradiction", "no_conflict"]
+    insight: str = Field("", description="the updated insight, one or two sentences, when verdict is update")
+    explanation: str = Field(description="one sentence: why")
+
+
+class ReevaluationAnswer(BaseModel):
+    verdict: Literal["keep", "revise"]
+    insight: str = Field("", description="the revised insight, one or two sentences, when verdict is revise")
+    explanation: str = Field(description="one sentence: why")
+
+
+def conflict_prompt(insight: str, memory: str) -> str:
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nStored insight:\n{insight[:TEXT_CHARS]}\n\nNew information:\n{memory[:TEXT_CHARS]}\n\n"
+            "The new information may contradict the insight. Answer `update` with a rewritten insight "
+            "that accounts for both, `productive_contradiction` if both should stand side by side as a "
+            "real tension, or `no_conflict` if they do not contradict.")
+
+
+def reevaluation_prompt(insight: str, sources: list[tuple[str, float, bool]]) -> str:
+    lines = [f"- (weight {c:.2f}{', superseded' if gone else ''}) {t}" for t, c, gone in sources]
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nInsight:\n{insight[:TEXT_CHARS]}\n\nThe memories it was drawn from, as they stand now:\n"
+            + "\n".join(lines)
+            + "\n\nSome of them changed since the insight was formed. Answer `keep` if it still holds, "
+              "or `revise` with a corrected insight.")
+
+
+Skip = Callable[[str, str], None]
+
+
+def _usable(llm: LanguageModel | None) -> bool:
+    return llm is not None and llm.configured
+
+
+async def _ask(llm: LanguageModel, budget: CallBudget, prompt: str, schema: type, purpose: str):
+    """An isolated meta-context call (no history, no identity), as every consolidation call."""
+    out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=300)
+    budget.spend(2 if out.repaired else 1, out.result.tokens_in, out.result.tokens_out)
+    return out.value
+
+
+async def _supersede(conn: asyncpg.Connection, embedder: Embedder, safety: Safety, settings: EvolutionSettings,
+                     now: datetime, old_id: int, text: str, source_ids: list[int], why: str,
+                     vector) -> int:
+    """Store the new insight, link it, and fade the old one, in the caller's transaction."""
+    new_id = await supersedes_repository.insert_insight(conn, text, vector, embedder.model_name if vector is not None else None,
+                                       now, {"reconsolidated_from": old_id, "evaluated_at": now.isoformat(),
+                                             "why": why}, source_ids)
+    await memories_repository.mark_metadata(conn, [old_id], {"superseded_by": new_id, "superseded_at": now.isoformat(),
+                                              "evaluated_at": now.isoformat()})
+    await apply_weight_changes(conn, [WeightChange(
+        old_id, "contradict", settings.reconsolidation.superseded_contradict, "reconsolidation",
+        f"superseded by insight {new_id}", {"at": now.isoformat(), "new_insight": new_id, "why": why})],
+        safety=safety)
+    return new_id
+
+
+async def _vector(embedder: Embedder, text: str):
+    try:
+        return (await embed_memories(embedder, [text], ["reflection"]))[0]
+    except ProviderError as exc:
+        log.warning("new insight stored without an embedding (the re-embed worker adds it): %s", exc)
+        return None
+
+
+async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
+                        settings: EvolutionSettings, now: datetime, budget: CallBudget, counts: dict[str, int],
+                        skip: Skip, purpose: str = "consolidation:reconsolidation",
+                        since: datetime | None = None) -> None:
+    """Conflict-aware reconsolidation of insights against recent memories.
+
+    `since`: only memories stored after it (the previous pass's start), so hourly passes
+    do not screen the same week of memories again and again.
+    """
+    cfg = settings.reconsolidation
+    if not _usable(llm):
+        skip("reconsolidation (conflicts)", "no language model is configured")
+        return
+    pairs = await repo.conflicting_insights(pool, now, lookback_days=cfg.lookback_days, similarity=cfg.similarity,
+                                            embed_model=embedder.model_name, max_new=cfg.max_new_memories,
+                                            limit=cfg.max_conflicts * 4, since=since)
+    if not pairs:
+        return
+    direction = await load_or_learn(pool, embedder)
+    asked = 0
+    for p in pairs:
+        verdict = screen(p["memory_content"], p["memory_embedding"].to_numpy(), p["insight_content"],
+                         p["insight_embedding"].to_numpy(), direction)
+        if verdict.contradicts is False:
+            continue
+        if asked >= cfg.max_conflicts or not budget.can_spend():
+            skip("reconsolidation (conflicts beyond budget)", "the pass's LLM-call budget is spent")
+            break
+        asked += 1
+        try:
+            answer = await _ask(llm, budget, conflict_prompt(p["insight_content"], p["memory_content"]),
+                                ConflictAnswer, purpose)
+        except ProviderError as exc:
+            log.warning("reconsolidation of insight %d skipped: %s", p["insight_id"], exc)
+            counts["reconsolidation_failed"] = counts.get("reconsolidation_failed", 0) + 1
+            continue
+        if answer.verdict == "update" and answer.insight.strip():
+            vector = await _vector(embedder, answer.insight.strip())
+            async with pool.acquire() as conn, conn.transaction():
+                new_id = await _supersede(conn, embedder, safety, settings, now, p["insight_id"],
+                                          answer.insight.strip(), [p["insight_id"], p["memory_id"]],
+                                          answer.explanation, vector)
+            counts["insights_superseded"] = counts.get("insights_superseded", 0) + 1
+            # a conflict resolved by reconsolidation: outcome + readiness milestone 7 (§5.2, §5.3)
+            await conflict_resolved(pool, how="insight reconsolidated with a conflicting memory",
+                                    memory_ids=[p["insight_id"], p["memory_id"], new_id], at=now,
+                                    evidence={"old_insight": p["insight_id"], "new_insight": new_id})
+        elif answer.verdict == "productive_contradiction":
+            await repo.record_productive_contradiction(pool, p["insight_id"], p["memory_id"], now,
+                                                       answer.explanation)
+            counts["productive_contradictions"] = counts.get("productive_contradictions", 0) + 1
+        else:
+            # remembered as judged, so the pair is not asked about again
+            await repo.record_productive_contradiction(pool, p["insight_id"], p["memory_id"], now,
+                                                       f"no conflict: {answer.explanation}")
+            counts["no_conflict"] = counts.get("no_conflict", 0) + 1
+
+
+async def run_reevaluation(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
+                           settings: EvolutionSettings, now: datetime, budget: CallBudget,
+                           counts: dict[str, int], skip: Skip,
+                           purpose: str = "consolidation:reconsolidation") -> None:
+    """Re-evaluate insights whose supersedes sources changed."""
+    cfg = settings.reconsolidation
+    if not _usable(llm):
+        skip("reconsolidation (re-evaluation)", "no language model is configured")
+        return
+    for row in await supersedes_repository.insights_with_changed_sources(pool, cfg.max_reevaluations):
+        if not budget.can_spend():
+            skip("reconsolidation (re-evaluation beyond budget)", "the pass's LLM-call budget is spent")
+            break
+        gone = set(await memories_repository.superseded_ids(pool, row["source_ids"]))
+        sources = [(t, c, i in gone) for i, t, c in zip(row["source_ids"], row["source_contents"],
+                                                         row["source_centers"], strict=True)]
+        try:
+            answer = await _ask(llm, budget, reevaluation_prompt(row["content"], sources), ReevaluationAnswer,
+                                purpose)
+        except ProviderError as exc:
+            log.warning("re-evaluation of insight %d skipped: %s", row["id"], exc)
+            continue
+        if answer.verdict == "revise" and answer.insight.strip():
+            vector = await _vector(embedder, answer.insight.strip())
+            async with pool.acquire() as conn, conn.transaction():
+                await _supersede(conn, embedder, safety, settings, now, row["id"], answer.insight.strip(),
+                                 [row["id"], *row["source_ids"]], answer.explanation, vector)
+            counts["insights_revised"] = counts.get("insights_revised", 0) + 1
+        else:
+            await memories_repository.mark_metadata(pool, [row["id"]], {"evaluated_at": now.isoformat()})
+            counts["insights_kept"] = counts.get("insights_kept", 0) + 1
+
+
+async def run(ctx: DeepPassContext) -> PhaseResult:
+    """Deep-pass phase: conflict-aware reconsolidation and re-evaluation of insights (§4.4)."""
+    result = PhaseResult()
+    settings = evolution_of(ctx)
+    used = ctx.budget.used
+    since = await checkpoints.previous_pass_start(ctx.pool, ctx.pass_id)
+    if since is not None and since > ctx.now:    # a pass run with an earlier clock (tests, replays)
+        since = None
+    await run_conflicts(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
+                        result.counts, ctx.skip, ctx.purpose, since=since)
+    await run_reevaluation(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
+                           result.counts, ctx.skip, ctx.purpose)
+    result.calls = ctx.budget.used - used
+    if ctx.llm is None or not ctx.llm.configured:
+        result.skipped = "no language model is configured"
+    return result

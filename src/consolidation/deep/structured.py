@@ -1,0 +1,134 @@
+"""LLM output the deep pass can trust (issue 13, item 4).
+
+Every consolidation call is an isolated meta-context call answered as JSON with a
+pydantic schema, recorded in `llm_calls` with purpose `consolidation:<phase>`.
+A reply that is malformed or partial gets one repair round with the error shown to
+the model (ResilientLanguageModel.generate_structured); if that fails too, the batch
+is split in halves and each half asked again; a single item that still fails is
+skipped with a `consolidation_failures` row. A reply whose citations name ids that
+were not in the input is treated the same way (`validate` raises Rejected): nothing
+is half-written, nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from src.consolidation.deep import checkpoints
+from src.consolidation.deep.phase import DeepPassContext
+from src.errors import MalformedOutput, ProviderError, ProviderSkipped
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class Rejected(MalformedOutput):
+    """A well-formed reply whose content cannot be used (e.g. a citation not in the input)."""
+
+
+def check_citations(cited: Sequence[int], allowed: set[int], what: str) -> None:
+    """Raise Rejected when `cited` is empty or names an id not in `allowed`."""
+    unknown = sorted(set(cited) - allowed)
+    if unknown:
+        raise Rejected(f"{what} cites memory ids not in the input: {unknown}")
+    if not cited:
+        raise Rejected(f"{what} cites no memory ids")
+
+
+def check_one_each(wanted: set[int], got: set[int], *, answers: str, answer: str, noun: str) -> None:
+    """Raise Rejected unless the reply answered exactly the input's ids, one each: an id
+    the input did not have is invented, a missing one would be silently dropped."""
+    if got - wanted:
+        raise Rejected(f"{answers} name {noun} ids not in the input: {sorted(got - wanted)}")
+    if wanted - got:
+        raise Rejected(f"no {answer} for {noun} id(s) {sorted(wanted - got)}")
+
+
+async def ask_batched(
+    ctx: DeepPassContext,
+    items: Sequence[T],
+    *,
+    batch_size: int,
+    question: Callable[[Sequence[T]], str],
+    schema: type[M],
+    validate: Callable[[Sequence[T], M], None] | None = None,
+    describe: Callable[[T], Any] = repr,
+    max_tokens: int | None = None,
+) -> list[tuple[list[T], M]]:
+    """Ask about `items` in batches; return (batch, validated answer) for every usable batch.
+
+    Stops asking (and logs the step as skipped) when the pass's call budget is spent.
+    """
+    answered: list[tuple[list[T], M]] = []
+    queue: list[list[T]] = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
+    while queue:
+        batch = queue.pop(0)
+        if not ctx.budget.can_spend(1):
+            ctx.skip(f"{ctx.phase}:budget", f"the pass's {ctx.budget.limit} LLM calls are spent; "
+                     f"{sum(len(b) for b in [batch, *queue])} item(s) wait for the next pass")
+            break
+        try:
+            value = await _ask_once(ctx, batch, question, schema, max_tokens)
+            if validate is not None:
+                validate(batch, value)
+        except MalformedOutput as problem:
+            if len(batch) > 1:
+                half = len(batch) // 2
+                log.info("deep pass %d %s: unusable reply for %d items (%s); splitting the batch",
+                         ctx.pass_id, ctx.phase, len(batch), problem)
+                queue[:0] = [batch[:half], batch[half:]]
+                continue
+            log.warning("deep pass %d %s: skipping an item after repair and split: %s",
+                        ctx.pass_id, ctx.phase, problem)
+            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, str(problem),
+                                            [describe(x) for x in batch])
+            continue
+        except ProviderSkipped as exc:
+            ctx.skip(ctx.phase, str(exc))
+            break
+        except ProviderError as exc:
+            # an outage: the rest of this phase would fail the same way; its items wait
+            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase,
+                                            f"{type(exc).__name__}: {exc}",
+                                            [describe(x) for b in [batch, *queue] for x in b])
+            break
+        answered.append((batch, value))
+    return answered
+
+
+async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], question: Callable[[Sequence[T]], str],
+                    schema: type[M], max_tokens: int | None) -> M:
+    assert ctx.llm is not None
+    try:
+        got = await ctx.llm.meta_call_structured(question(batch), schema, purpose=ctx.purpose,
+                                                 max_tokens=max_tokens)
+    except MalformedOutput:
+        ctx.budget.spend(2)          # the first reply and its repair
+        await _save_spend(ctx)
+        raise
+    ctx.budget.spend(2 if got.repaired else 1, got.result.tokens_in, got.result.tokens_out)
+    await _save_spend(ctx)
+    return got.value
+
+
+async def _save_spend(ctx: DeepPassContext) -> None:
+    b = ctx.budget
+    await checkpoints.save_calls(ctx.pool, ctx.pass_id, b.used, b.tokens_in, b.tokens_out)
+
+
+def run_guarded(ctx: DeepPassContext, step: str) -> bool:
+    """True when an LLM step may run; otherwise it is logged as skipped (once per pass)."""
+    if ctx.llm is None or not getattr(ctx.llm, "configured", False):
+        ctx.skip(step, "no language model is configured (reflex mode)")
+        return False
+    if not ctx.budget.can_spend(1):
+        ctx.skip(step, f"the pass's {ctx.budget.limit} LLM calls are spent")
+        return False
+    return True
+

@@ -1,0 +1,120 @@
+"""The SQL of `memory_supersedes`: derived memories and the links to what they came from.
+
+Insights, narratives and tensions (plan §4.2) and reconsolidated insights (§4.4) are
+inserted with their initial Beta like every other writer, and linked to their sources;
+`why` (§4.2) walks the links back, and reconsolidation finds insights whose sources
+changed since. Weight columns are never written here.
+
+Every statement is set-based with bound parameters. Times written here are the
+caller's `now` (tests fix it); rows the weight choke point writes carry `now` in
+their evidence (`evidence->>'at'`), which is what the "already done since …" rules
+compare against, so a test with a fixed clock sees its own history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+from pgvector import HalfVector
+
+from src.db.sql import Executor, json_param
+
+
+async def insert_memory(conn: asyncpg.Connection, *, content: str, memory_type: str,
+                        embedding: np.ndarray | None, embed_model: str | None, alpha: float, beta: float,
+                        source_tag: str, compressed: str | None, metadata: Mapping[str, Any]) -> int:
+    return await conn.fetchval(
+        """INSERT INTO memories (content, memory_type, embedding, embed_model, depth_weight_alpha,
+                                 depth_weight_beta, source_tag, compressed, metadata)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) RETURNING id""",
+        content, memory_type, None if embedding is None else HalfVector(embedding),
+        embed_model if embedding is not None else None, alpha, beta, source_tag, compressed,
+        json.dumps(dict(metadata), default=str, ensure_ascii=False))
+
+
+async def insert_links(conn: asyncpg.Connection, insight_id: int, source_ids: Sequence[int], via: str) -> None:
+    await conn.execute(
+        """INSERT INTO memory_supersedes (insight_id, source_id, via)
+           SELECT $1, unnest($2::bigint[]), $3 ON CONFLICT DO NOTHING""", insight_id, list(source_ids), via)
+
+
+async def insert_insight(conn: asyncpg.Connection, content: str, embedding: np.ndarray | None,
+                         embed_model: str | None, at: datetime, metadata: Mapping[str, Any],
+                         source_ids: Sequence[int]) -> int:
+    """A reconsolidated insight (type reflection) and its supersedes links, in the caller's transaction."""
+    new_id = await conn.fetchval(
+        """INSERT INTO memories (content, memory_type, embedding, embed_model, source_tag, created_at, metadata)
+           VALUES ($1, 'reflection', $2, $3, 'consolidation', $4, $5::jsonb) RETURNING id""",
+        content, None if embedding is None else HalfVector(embedding), embed_model, at, json_param(dict(metadata)))
+    await conn.execute(
+        """INSERT INTO memory_supersedes (insight_id, source_id, created_at)
+           SELECT $1, s, $3 FROM unnest($2::bigint[]) AS s WHERE s <> $1 ON CONFLICT DO NOTHING""",
+        new_id, list(source_ids), at)
+    return new_id
+
+
+async def narrative_candidates(conn: Executor, min_sources: int, limit: int) -> list[asyncpg.Record]:
+    """Merge insights of min_sources+ memories that have no narrative yet."""
+    return await conn.fetch(
+        """SELECT i.id, i.content, array_agg(s.source_id ORDER BY s.source_id) AS sources
+             FROM memories i JOIN memory_supersedes s ON s.insight_id = i.id AND s.via = 'merge'
+            WHERE NOT EXISTS (SELECT 1 FROM memory_supersedes n
+                               WHERE n.source_id = i.id AND n.via = 'narrative')
+            GROUP BY i.id, i.content HAVING count(*) >= $1
+            ORDER BY i.id LIMIT $2""", min_sources, limit)
+
+
+#: Weight changes that mean a source changed: faded, demoted, superseded or promoted. Not
+#: retrieval, the gate, the light ticker's small decay, nor the give-way of sources when an
+#: insight is formed (actor 'consolidation'): those are the insight's normal life.
+SOURCE_CHANGE_ACTORS = ("decay", "demotion", "reconsolidation", "promotion")
+
+
+async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncpg.Record]:
+    """Live insights a source of which changed since the insight was last evaluated.
+
+    A source changed when one of SOURCE_CHANGE_ACTORS wrote a weight change for it, or
+    it was itself superseded (by another insight than this one) since the evaluation.
+    """
+    return await db.fetch(
+        """SELECT i.id, i.content,
+                  array_agg(src.id ORDER BY src.id) AS source_ids,
+                  array_agg(left(src.content, 400) ORDER BY src.id) AS source_contents,
+                  array_agg(src.depth_weight_alpha / (src.depth_weight_alpha + src.depth_weight_beta)
+                            ORDER BY src.id) AS source_centers
+             FROM memories i
+             JOIN memory_supersedes s ON s.insight_id = i.id
+             JOIN memories src ON src.id = s.source_id
+            WHERE i.memory_type = 'reflection' AND NOT (i.metadata ? 'superseded_by')
+            GROUP BY i.id
+           HAVING bool_or((src.metadata ? 'superseded_by'
+                           AND (src.metadata->>'superseded_by')::bigint <> i.id
+                           AND (src.metadata->>'superseded_at')::timestamptz
+                               > COALESCE((i.metadata->>'evaluated_at')::timestamptz, i.created_at))
+                          OR EXISTS (SELECT 1 FROM consolidation_log l
+                                      WHERE l.memory_id = src.id
+                                        AND l.actor = ANY($2::text[])
+                                        AND COALESCE((l.evidence->>'at')::timestamptz, l.at)
+                                            > COALESCE((i.metadata->>'evaluated_at')::timestamptz,
+                                                       i.created_at)))
+            ORDER BY i.id LIMIT $1""", limit, list(SOURCE_CHANGE_ACTORS))
+
+
+async def supersedes_chain(conn: Executor, memory_id: int, max_depth: int = 20) -> list[asyncpg.Record]:
+    """The memory and everything it was built from, depth-first order of discovery."""
+    return await conn.fetch(
+        """WITH RECURSIVE chain(id, parent, via, depth, path) AS (
+               SELECT $1::bigint, NULL::bigint, NULL::text, 0, ARRAY[$1::bigint]
+               UNION ALL
+               SELECT s.source_id, c.id, s.via, c.depth + 1, c.path || s.source_id
+                 FROM chain c JOIN memory_supersedes s ON s.insight_id = c.id
+                WHERE c.depth < $2 AND NOT s.source_id = ANY(c.path))
+           SELECT c.id, c.parent, c.via, c.depth, c.path, m.content, m.memory_type, m.created_at,
+                  m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.metadata
+             FROM chain c JOIN memories m ON m.id = c.id
+            ORDER BY c.path""", memory_id, max_depth)

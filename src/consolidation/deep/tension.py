@@ -1,0 +1,111 @@
+"""Behavioural contradiction (plan §4.2): does what the mind does match what it values?
+
+For each value/goal-like memory (metadata kind 'value' or 'goal') with center above
+0.7, one isolated meta-context call over the mind's recent behaviour (its own words,
+source `internal_self`): "The agent claims to value X. Here are recent behavioural
+examples. Do any contradict this value?" A contradiction becomes a `tension` memory
+("Internal contradiction: …") at the blank-slate Beta(1, 4): no salience bonus, no
+emotional charge, no aversive signal; nothing else is weakened. One open tension per
+value: while it is open, later calls look for *aligned* behaviour newer than the
+tension, which resolves it (metadata resolved = true, the readiness milestone).
+
+Tension fatigue (no LLM): an unresolved tension that surfaced (was retrieved into
+context) more than 5 times is marked `acknowledged` — just a memory that says "I
+contain this contradiction".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from src.consolidation.deep import memories_repository
+from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.structured import Rejected, ask_batched, run_guarded
+from src.outcomes.tracking import conflict_resolved
+from src.text import excerpt
+
+ITEM_CHARS = 300
+
+
+class TensionAnswer(BaseModel):
+    contradicts: bool = Field(description="true if any example contradicts the value")
+    contradicting_ids: list[int] = Field(default_factory=list, description="ids of the contradicting examples")
+    aligned_ids: list[int] = Field(default_factory=list, description="ids of examples that act on the value")
+    explanation: str = Field("", description="one sentence: how the behaviour contradicts the value")
+
+
+def tension_question(value: str, behaviours: Sequence) -> str:
+    lines = [f"[{b['id']}] {excerpt(b['content'], ITEM_CHARS)}" for b in behaviours]
+    return (f"The agent claims to value: {excerpt(value, ITEM_CHARS)}\n"
+            "Here are recent behavioural examples:\n" + "\n".join(lines)
+            + "\nDo any contradict this value? Give the ids of contradicting examples, the ids of "
+              "examples that act in line with it, and one sentence on the contradiction if there is one.")
+
+
+async def run(ctx: DeepPassContext) -> PhaseResult:
+    result = PhaseResult()
+    deep = ctx.settings.deep
+    result.add("acknowledged", await memories_repository.tension_fatigue(ctx.pool, deep.tension_fatigue_surfaces))
+    values = await memories_repository.value_memories(ctx.pool, deep.tension_min_center, deep.tension_max_values)
+    result.add("values", len(values))
+    if not values:
+        return result
+    behaviours = await memories_repository.recent_behaviour(ctx.pool, deep.tension_behaviours)
+    if not behaviours:
+        result.skipped = "no recent behaviour to compare with"
+        return result
+    if not run_guarded(ctx, "tension"):
+        return result
+    allowed = {b["id"] for b in behaviours}
+    created = {b["id"]: b["created_at"] for b in behaviours}
+
+    def validate(_b: Sequence, ans: TensionAnswer) -> None:
+        unknown = sorted((set(ans.contradicting_ids) | set(ans.aligned_ids)) - allowed)
+        if unknown:
+            raise Rejected(f"the answer cites memory ids not in the input: {unknown}")
+        if ans.contradicts and not ans.contradicting_ids:
+            raise Rejected("a contradiction was reported without citing the contradicting examples")
+
+    for value in values:
+        key = f"value:{value['id']}"
+        if key in ctx.done:
+            continue
+        before = ctx.budget.used
+        got = await ask_batched(ctx, [value], batch_size=1,
+                                question=lambda b: tension_question(b[0]["content"], behaviours),
+                                schema=TensionAnswer, validate=validate,
+                                describe=lambda v: {"value_id": v["id"]})
+        result.calls += ctx.budget.used - before
+        if not got:
+            continue
+        answer = got[0][1]
+        open_row = await memories_repository.open_tension(ctx.pool, value["id"])
+        if open_row is None and answer.contradicts:
+            why = " ".join(answer.explanation.split()) or "recent behaviour goes against it"
+            text = f"I claim to value \"{excerpt(value['content'], ITEM_CHARS)}\", yet {why}"
+            new_id = await write_derived(
+                ctx, key=key, content=text, memory_type="tension", sources=[], via="insight",
+                inherit_weight=False, contradict_sources=False,
+                metadata={"kind": "tension", "value_id": value["id"],
+                          "behaviour_ids": sorted(set(answer.contradicting_ids)),
+                          "surface_count": 0, "resolved": False, "status": "open"})
+            if new_id is not None:
+                result.add("tensions")
+                ctx.announce.append(text)
+            continue
+        aligned_after = [i for i in answer.aligned_ids
+                         if open_row is not None and created[i] > open_row["created_at"]]
+        resolved = open_row is not None and not answer.contradicts and aligned_after
+        async with ctx.pool.acquire() as conn, conn.transaction():
+            if resolved:
+                await memories_repository.resolve_tension(conn, open_row["id"], ctx.now, sorted(set(aligned_after)))
+                result.add("resolved")
+            await ctx.mark_done(conn, key)
+        if resolved:   # an outcome to link back, and readiness milestone 7 (plan §5.2, §5.3)
+            await conflict_resolved(ctx.pool, how="tension resolved by behaviour aligned with the value",
+                                    memory_ids=[open_row["id"], *sorted(set(aligned_after))], at=ctx.now,
+                                    evidence={"tension_id": open_row["id"], "value_id": value["id"]})
+    return result

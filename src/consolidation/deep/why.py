@@ -1,0 +1,60 @@
+"""why_do_i_believe (plan §4.2): walk supersedes links back to the original experiences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from src.consolidation.deep import supersedes_repository
+from src.terminal import escape
+from src.text import clean_text, excerpt
+
+PREVIEW_CHARS = 160
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One memory in the chain; depth 0 is the belief asked about."""
+
+    memory_id: int
+    parent_id: int | None
+    via: str | None
+    depth: int
+    memory_type: str
+    content: str
+    created_at: datetime
+    alpha: float
+    beta: float
+
+    @property
+    def center(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
+async def why_do_i_believe(db: asyncpg.Pool | asyncpg.Connection, memory_id: int) -> list[ChainLink]:
+    """The memory and, depth-first, everything it was consolidated from. [] if it does not exist."""
+    rows = await supersedes_repository.supersedes_chain(db, memory_id)
+    return [ChainLink(r["id"], r["parent"], r["via"], r["depth"], r["memory_type"], r["content"],
+                      r["created_at"], r["alpha"], r["beta"]) for r in rows]
+
+
+def _safe(text: str) -> str:
+    """One line, control characters escaped (operator-facing)."""
+    return escape(excerpt(clean_text(text).text, PREVIEW_CHARS))
+
+
+def format_chain(memory_id: int, chain: list[ChainLink]) -> str:
+    """The chain as indented lines with dates and weights."""
+    if not chain:
+        return f"no memory #{memory_id}"
+    lines = []
+    for link in chain:
+        how = f" <- {link.via}" if link.via else ""
+        lines.append(f"{'  ' * link.depth}#{link.memory_id} [{link.memory_type}{how}] "
+                     f"{link.created_at:%Y-%m-%d %H:%M} center {link.center:.2f} "
+                     f"(Beta {link.alpha:.2f}, {link.beta:.2f}) {_safe(link.content)}")
+    if len(chain) == 1:
+        lines.append("  (an original experience: nothing was consolidated into it)")
+    return "\n".join(lines)

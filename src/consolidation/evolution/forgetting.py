@@ -1,0 +1,74 @@
+"""Decay (plan §4.4) and demotion (§4.3): fading, never deleting.
+
+Decay: a memory not accessed for `idle_days` (90) with fewer than `max_access_count`
+(3) accesses gets `contradict(1.0)` once — once per idle stretch: a later access
+starts a new one. For a blank-slate Beta(1, 4) that moves the center 0.20 -> 0.17.
+Demotion: a promoted memory, or any at or above the goal center, that nothing has
+reinforced for `demotion_idle_days` (30) gets `contradict(demotion_amount)` at most
+once per `demotion_every_days` (7), until it falls to `demotion_min_center` (the
+dormant center): dormant, recoverable by a strong cue (§3.8), never deleted.
+
+Both are set-based: one candidate query, one call of the weight choke point (one
+UPDATE by unnest). They carry no rate-limit baseline: suppression keeps its full
+effect (see src/weights/apply.py), and the rate limiter restrains runaway growth.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import asyncpg
+
+from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.evolution import memories_repository as repo
+from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
+from src.weights.apply import WeightChange, apply_weight_changes
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+
+async def run_decay(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, now: datetime,
+                    counts: dict[str, int]) -> list[int]:
+    """§4.4 decay for old, rarely used rows; returns the decayed ids."""
+    cfg = settings.decay
+    rows = await repo.decay_candidates(pool, now, cfg.idle_days, cfg.max_access_count, cfg.max_per_pass)
+    changes = [WeightChange(r["id"], "contradict", cfg.amount, "decay",
+                            f"not accessed for {cfg.idle_days:g}+ days, {r['access_count']} access(es)",
+                            {"at": now.isoformat(), "last_seen": r["last_seen"].isoformat(),
+                             "access_count": r["access_count"]}, forgetting="decay")
+               for r in rows]
+    outcomes = await apply_weight_changes(pool, changes, safety=safety)
+    decayed = [o.memory_id for o in outcomes if o.blocked_by is None]
+    counts["decayed"] = counts.get("decayed", 0) + len(decayed)
+    if len(rows) == cfg.max_per_pass:
+        log.info("decay reached its per-pass bound (%d); the rest follow next pass", cfg.max_per_pass)
+    return decayed
+
+
+async def run_demotion(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSettings, now: datetime,
+                       counts: dict[str, int], *, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """§4.3 demotion pathway: gradual contradict() for memories no longer reinforced."""
+    cfg = settings.promotion
+    rows = await repo.demotion_candidates(
+        pool, now, min_center=cfg.demotion_min_center, goal_center=cfg.goal_center,
+        idle_days=cfg.demotion_idle_days, every_days=cfg.demotion_every_days, limit=cfg.max_demotions_per_pass)
+    changes = [WeightChange(r["id"], "contradict", cfg.demotion_amount, "demotion",
+                            f"not reinforced for {cfg.demotion_idle_days:g}+ days",
+                            {"at": now.isoformat(), "last_reinforced": r["last_reinforced"].isoformat()},
+                            forgetting="demotion")
+               for r in rows if r["id"] not in exclude]
+    outcomes = await apply_weight_changes(pool, changes, safety=safety)
+    demoted = [o.memory_id for o in outcomes if o.blocked_by is None]
+    counts["demoted"] = counts.get("demoted", 0) + len(demoted)
+    return demoted
+
+
+async def run(ctx: DeepPassContext) -> PhaseResult:
+    """Deep-pass phase: decay (§4.4), then demotion (§4.3) of what decay did not touch."""
+    result = PhaseResult()
+    settings = evolution_of(ctx)
+    decayed = await run_decay(ctx.pool, ctx.safety, settings, ctx.now, result.counts)
+    await run_demotion(ctx.pool, ctx.safety, settings, ctx.now, result.counts, exclude=set(decayed))
+    return result

@@ -1,0 +1,116 @@
+"""The SQL of promotion (plan §4.3): `promotions`, the tier each memory reached or waits for.
+
+With the reads promotion's safety checks make: sightings, tier occupancy and the
+coherence axes (§3.9). The approval a promotion may wait for is in
+approvals_repository.py.
+
+Every statement is set-based with bound parameters. Times written here are the
+caller's `now` (tests fix it); rows the weight choke point writes carry `now` in
+their evidence (`evidence->>'at'`), which is what the "already done since …" rules
+compare against, so a test with a fixed clock sees its own history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from src.db.sql import Executor, json_param
+
+_SIGHTINGS = """
+WITH sightings AS (
+    SELECT m.id AS memory_id, t AS at
+      FROM memories m, unnest(m.access_timestamps) AS t
+     WHERE cardinality(m.access_timestamps) > 0
+    UNION ALL
+    SELECT l.memory_id, l.at
+      FROM consolidation_log l
+     WHERE l.actor = 'exit_gate' AND l.operation = 'reinforce' AND l.memory_id IS NOT NULL
+    UNION ALL
+    SELECT s.insight_id, t
+      FROM memory_supersedes s JOIN memories src ON src.id = s.source_id, unnest(src.access_timestamps) AS t
+),
+counted AS (
+    SELECT memory_id, count(*) AS n, min(at) AS first_at, max(at) AS last_at
+      FROM sightings WHERE at <= $1
+     GROUP BY memory_id HAVING count(*) >= $2
+)
+SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
+       m.depth_weight_beta AS beta, m.utility_score,
+       EXISTS (SELECT 1 FROM promotions p WHERE p.memory_id = c.memory_id AND p.tier = 'goal'
+                          AND p.status IN ('applied', 'pending_approval', 'rejected')) AS has_goal,
+       EXISTS (SELECT 1 FROM promotions p WHERE p.memory_id = c.memory_id AND p.tier = 'identity'
+                          AND p.status IN ('applied', 'pending_approval', 'rejected'))
+           AS has_identity
+  FROM counted c JOIN memories m ON m.id = c.memory_id
+ WHERE NOT m.immutable
+ ORDER BY c.n DESC, c.memory_id
+ LIMIT $3
+"""
+
+
+async def promotion_candidates(db: Executor, now: datetime, min_sightings: int, limit: int) -> list[asyncpg.Record]:
+    """Memories with at least `min_sightings` sightings up to `now` (see promotion.py)."""
+    return await db.fetch(_SIGHTINGS, now, min_sightings, limit)
+
+
+async def promotions_owed(db: Executor, limit: int) -> list[asyncpg.Record]:
+    """Applied promotions whose reinforcement has not fully arrived yet (rate limit)."""
+    return await db.fetch(
+        """SELECT p.memory_id, p.tier, p.remaining, m.depth_weight_alpha AS alpha,
+                  m.depth_weight_beta AS beta, m.utility_score
+             FROM promotions p JOIN memories m ON m.id = p.memory_id
+            WHERE p.status = 'applied' AND p.remaining > 0 AND NOT m.immutable
+            ORDER BY p.at LIMIT $1""", limit)
+
+
+async def tier_occupancy(db: Executor, goal_center: float, identity_center: float) -> tuple[int, int]:
+    """How many memories sit at or above the goal and the identity center (one scan)."""
+    row = await db.fetchrow(
+        """SELECT count(*) FILTER (WHERE c >= $1) AS goal, count(*) FILTER (WHERE c >= $2) AS identity
+             FROM (SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS c
+                     FROM memories) AS w""", goal_center, identity_center)
+    return int(row["goal"]), int(row["identity"])
+
+
+async def coherence_counts(db: Executor, now: datetime, goal_center: float, identity_center: float,
+                           action_days: float = 7.0) -> asyncpg.Record:
+    """Inputs of the three CBA axes (plan §3.9) over the promoted ranges, one statement.
+
+    epistemic: informed and contested memories among those at or above the goal center;
+    value: the summed standard deviation of the identity-range weights and their number;
+    action: the mind's own recent output, and the tension memories of that window.
+    """
+    return await db.fetchrow(
+        """WITH w AS (SELECT depth_weight_alpha AS a, depth_weight_beta AS b
+                        FROM memories
+                       WHERE depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) >= $1)
+           SELECT (SELECT count(*) FROM w WHERE NOT (a < 2 AND b < 2)) AS informed,
+                  (SELECT count(*) FROM w WHERE a > 5 AND b > 5) AS contested,
+                  (SELECT COALESCE(sum(sqrt(a * b / ((a + b) ^ 2 * (a + b + 1)))), 0)
+                     FROM w WHERE a / (a + b) >= $2) AS value_std_sum,
+                  (SELECT count(*) FROM w WHERE a / (a + b) >= $2) AS values_n,
+                  (SELECT count(*) FROM memories WHERE source_tag = 'internal_self'
+                      AND created_at > $3::timestamptz - make_interval(secs => $4::float8) AND created_at <= $3) AS actions,
+                  (SELECT count(*) FROM memories WHERE memory_type = 'tension'
+                      AND created_at > $3::timestamptz - make_interval(secs => $4::float8) AND created_at <= $3
+                      AND COALESCE(metadata->>'resolved', 'false') <> 'true') AS tensions""",
+        goal_center, identity_center, now, action_days * 86400.0)
+
+
+async def record_promotion(conn: asyncpg.Connection, memory_id: int, tier: str, status: str, at: datetime,
+                           reason: str, *, remaining: float = 0.0, approval_id: int | None = None,
+                           evidence: Mapping[str, Any] | None = None) -> None:
+    """Insert or update the (memory, tier) promotion row."""
+    await conn.execute(
+        """INSERT INTO promotions (memory_id, tier, status, at, approval_id, reason, remaining, evidence)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
+           ON CONFLICT (memory_id, tier) DO UPDATE
+              SET status = EXCLUDED.status, at = EXCLUDED.at,
+                  approval_id = COALESCE(EXCLUDED.approval_id, promotions.approval_id),
+                  reason = EXCLUDED.reason, remaining = EXCLUDED.remaining,
+                  evidence = promotions.evidence || EXCLUDED.evidence""",
+        memory_id, tier, status, at, approval_id, reason, remaining, json_param(dict(evidence or {})))

@@ -1,0 +1,74 @@
+"""The SQL of the light ticker's findings (plan §4.1): `consolidation_findings`.
+
+Contradicting pairs and emerging themes are recorded once each (by fingerprint); the
+deep pass reads the themes. Also the reads of `memories` the scans that make them run:
+the recently used, each one's nearest neighbour, the newest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from src.db.sql import Executor
+
+
+async def recently_used(conn: Executor, since: datetime, embed_model: str, limit: int) -> list[int]:
+    """Ids of memories retrieved or written since `since` (the light scan's population)."""
+    rows = await conn.fetch(
+        """SELECT id FROM (
+               (SELECT id FROM memories WHERE created_at >= $1 AND embed_model = $2
+                 ORDER BY created_at DESC LIMIT $3)
+               UNION
+               (SELECT id FROM memories WHERE last_accessed >= $1 AND embed_model = $2 LIMIT $3)) u
+            ORDER BY id""", since, embed_model, limit)
+    return [r["id"] for r in rows]
+
+
+async def nearest_pairs(conn: Executor, ids: Sequence[int], embed_model: str,
+                        min_similarity: float) -> list[asyncpg.Record]:
+    """Each memory with its nearest neighbour of the same model, above `min_similarity`."""
+    return await conn.fetch(
+        """SELECT m.id AS a_id, m.content AS a_content, m.embedding AS a_vec,
+                  n.id AS b_id, n.content AS b_content, n.embedding AS b_vec, n.sim
+             FROM memories m
+             CROSS JOIN LATERAL (
+                 SELECT o.id, o.content, o.embedding, 1 - (o.embedding <=> m.embedding) AS sim
+                   FROM memories o
+                  WHERE o.embed_model = $2 AND o.id <> m.id AND o.embedding IS NOT NULL
+                  ORDER BY o.embedding <=> m.embedding LIMIT 1) n
+            WHERE m.id = ANY($1::bigint[]) AND m.embedding IS NOT NULL AND n.sim >= $3
+            ORDER BY m.id""", list(ids), embed_model, min_similarity)
+
+
+async def recent_memories(conn: Executor, limit: int, *, with_vectors: bool = False,
+                          embed_model: str | None = None) -> list[asyncpg.Record]:
+    """The newest memories (insights, narratives and tensions are the pass's own: left out)."""
+    return await conn.fetch(
+        """SELECT id, content, memory_type, created_at, compressed,
+                  CASE WHEN $2 THEN embedding END AS embedding
+             FROM memories
+            WHERE memory_type NOT IN ('tension', 'narrative')
+              AND NOT (memory_type = 'reflection' AND metadata->>'kind' = 'insight')
+              AND ($3::text IS NULL OR (embed_model = $3 AND embedding IS NOT NULL))
+            ORDER BY created_at DESC, id DESC LIMIT $1""", limit, with_vectors, embed_model)
+
+
+async def insert_finding(conn: Executor, kind: str, fingerprint: str, memory_ids: Sequence[int],
+                         details: Mapping[str, Any]) -> bool:
+    """Record a finding once; False when the same finding was recorded before."""
+    got = await conn.fetchval(
+        """INSERT INTO consolidation_findings (kind, fingerprint, memory_ids, details)
+           VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (kind, fingerprint) DO NOTHING RETURNING id""",
+        kind, fingerprint, list(memory_ids), json.dumps(dict(details), default=str))
+    return got is not None
+
+
+async def recent_themes(conn: Executor, limit: int) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT memory_ids, details FROM consolidation_findings WHERE kind = 'theme' "
+        "ORDER BY at DESC LIMIT $1", limit)

@@ -1,0 +1,228 @@
+"""Light consolidation (plan §4.1): constant, cheap, rate-limited background metabolism.
+
+One ticker task wakes every `light.tick_s` and runs whichever operations are due;
+each has its own minimum interval, so none can thrash:
+
+- decay: memories unused (not retrieved; never-retrieved ones count from creation)
+  for `unused_after_days` get contradict(0.01) through the weight choke point, at most
+  once per `decay_period_hours` each and at most `decay_batch` per tick (one set-based
+  call: one SELECT, one UPDATE, one audit INSERT; notes.md says why these defaults);
+- co-access upkeep: idle pairs halve their count once per idle period; pairs below
+  the threshold are deleted (one statement), so the table does not only grow;
+- contradiction scan: a random sample of recently used memories, each against its
+  nearest neighbour; contradiction layers 1–2, layer 3 (an isolated LLM call) only
+  when a model is configured and only for a few undecided pairs; findings recorded;
+- pattern detection: the newest memories embedded with CLUSTERING and clustered at
+  the model's `theme` threshold; emerging themes recorded for the deep pass;
+- monitors: Phase C (circuit breaker, entropy, coherence) once per consolidation cycle
+  (every tick by default, `monitors_interval_s`, and after every deep pass; they read the
+  trigger-kept center summary, not memories); Phase B's rate limit rides on each decay
+  change (`cycle_baseline_center`).
+
+The mind does not notice: priorities shift, the next identity render picks it up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import numpy as np
+
+from src.consolidation.clustering import fingerprint, leader_clusters, most_central
+from src.consolidation.light import decay_marks_repository, findings_repository
+from src.consolidation.monitors import run_monitors
+from src.consolidation.settings import ConsolidationSettings
+from src.db.availability import AwayNotice
+from src.errors import ProviderError
+from src.gates.contradiction import (
+    ContradictionAnswer,
+    NegationDirection,
+    contradiction_question,
+    load_or_learn,
+    screen,
+)
+from src.providers.protocols import Embedder, LanguageModel
+from src.recall import co_access
+from src.text import excerpt
+from src.weights.apply import WeightChange, apply_weight_changes
+from src.weights.center_summary import fold_summary
+from src.weights.safety import Safety
+
+log = logging.getLogger(__name__)
+
+ACTOR = "light_consolidation"
+RECENT_POOL = 500
+EMBED_BATCH = 100
+LABEL_CHARS = 80
+
+
+class LightTicker:
+    """The background ticker. `run(burst=True, max_ticks=n)` makes it testable."""
+
+    def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
+                 settings: ConsolidationSettings, rng: random.Random | None = None,
+                 clock: Callable[[], datetime] | None = None):
+        self.pool = pool
+        self.embedder = embedder
+        self.llm = llm if llm is not None and getattr(llm, "configured", False) else None
+        self.safety = safety
+        self.settings = settings
+        self.rng = rng or random.Random()
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.last_run: dict[str, datetime] = {}
+        self.ticks = 0
+        self.last_tick_ms = 0.0
+        self._away = AwayNotice(log, "light consolidation")
+        self._direction: NegationDirection | None = None
+        self._ops = {
+            "decay": (self.decay, lambda s: s.decay_interval_s),
+            "co_access": (self.co_access, lambda s: s.co_access_interval_s),
+            "contradiction": (self.contradiction_scan, lambda s: s.contradiction_interval_s),
+            "pattern": (self.pattern_detection, lambda s: s.pattern_interval_s),
+            "monitors": (self.monitors, lambda s: s.monitors_interval_s),
+        }
+
+    async def run(self, *, stop: asyncio.Event | None = None, max_ticks: int | None = None,
+                  burst: bool = False) -> int:
+        """Tick until `stop` or `max_ticks`; `burst` ticks back to back without sleeping."""
+        done = 0
+        while not (stop and stop.is_set()) and (max_ticks is None or done < max_ticks):
+            if not burst:   # sleep first: start-up is busy enough without a tick
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait() if stop else asyncio.sleep(self.settings.light.tick_s),
+                                           self.settings.light.tick_s)
+                if stop and stop.is_set():
+                    break
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the ticker outlives a bad tick (database restarting, a bug)
+                self._away.failed(exc)
+            else:
+                self._away.succeeded()
+            done += 1
+        return done
+
+    async def tick(self, now: datetime | None = None) -> dict[str, int]:
+        """Run every operation whose interval has passed; what each did."""
+        started = time.perf_counter()
+        now = now or self.clock()
+        light = self.settings.light
+        did: dict[str, int] = {}
+        for name, (op, interval) in self._ops.items():
+            last = self.last_run.get(name)
+            if last is not None and (now - last).total_seconds() < interval(light):
+                continue
+            self.last_run[name] = now
+            did[name] = await op(now)
+        self.ticks += 1
+        self.last_tick_ms = (time.perf_counter() - started) * 1000
+        if any(did.values()):
+            log.debug("light consolidation tick %d: %s (%.0f ms)", self.ticks, did, self.last_tick_ms)
+        return did
+
+    async def monitors(self, now: datetime) -> int:
+        """Phase C monitors for this consolidation cycle (1 when they ran).
+
+        With the monitors off the center summary is still folded: its rows would only grow."""
+        if not self.settings.light.monitors:
+            await fold_summary(self.pool)
+            return 0
+        await run_monitors(self.pool, self.safety, ACTOR)
+        return 1
+
+    async def decay(self, now: datetime) -> int:
+        """contradict(decay_amount) for unused memories due for their nudge; how many."""
+        light = self.settings.light
+        async with self.pool.acquire() as conn, conn.transaction():
+            ids = await decay_marks_repository.decay_candidates(
+                conn, now, now - timedelta(days=light.unused_after_days),
+                now - timedelta(hours=light.decay_period_hours), light.decay_batch)
+            if not ids:
+                return 0
+            baseline = await decay_marks_repository.centers(conn, ids)
+            reason = f"decay: not retrieved for {light.unused_after_days:g}+ days"
+            outcomes = await apply_weight_changes(conn, [
+                WeightChange(mid, "contradict", light.decay_amount, ACTOR, reason,
+                             cycle_baseline_center=baseline.get(mid), forgetting="decay") for mid in ids],
+                safety=self.safety)
+            await decay_marks_repository.mark_decayed(conn, ids, now)
+        return sum(1 for o in outcomes if o.applied > 0)
+
+    async def co_access(self, now: datetime) -> int:
+        """Halve idle pairs, prune those below the threshold; pairs touched."""
+        light = self.settings.light
+        halved, pruned = await co_access.co_access_upkeep(
+            self.pool, now - timedelta(days=light.co_access_idle_days), light.co_access_prune_below,
+            light.co_access_batch, now)
+        return halved + pruned
+
+    async def contradiction_scan(self, now: datetime) -> int:
+        """Sample recent pairs, run the contradiction layers; new findings recorded."""
+        light = self.settings.light
+        model = self.embedder.model_name
+        recent = await findings_repository.recently_used(self.pool, now - timedelta(hours=light.contradiction_recent_hours),
+                                                model, RECENT_POOL)
+        if not recent or light.contradiction_samples == 0:
+            return 0
+        sample = sorted(self.rng.sample(recent, min(light.contradiction_samples, len(recent))))
+        pairs = await findings_repository.nearest_pairs(self.pool, sample, model,
+                                               self.settings.thresholds_for(model).contradiction_pair)
+        if not pairs:
+            return 0
+        if self._direction is None:
+            self._direction = await load_or_learn(self.pool, self.embedder)
+        found, asked = 0, 0
+        for p in pairs:
+            a_vec, b_vec = p["a_vec"].to_numpy(), p["b_vec"].to_numpy()
+            verdict = screen(p["a_content"], a_vec, p["b_content"], b_vec, self._direction)
+            contradicts, layer = verdict.contradicts, verdict.layer
+            if contradicts is None and self.llm is not None and asked < light.contradiction_llm_pairs:
+                asked += 1
+                try:
+                    answer = await self.llm.meta_call_structured(
+                        contradiction_question(p["a_content"], p["b_content"]), ContradictionAnswer,
+                        purpose="consolidation:contradiction_scan", max_tokens=120)
+                    contradicts, layer = answer.value.contradicts, "llm"
+                except ProviderError as exc:
+                    log.info("contradiction scan: LLM layer unavailable, pair stays undecided: %s", exc)
+            if contradicts:
+                found += await findings_repository.insert_finding(
+                    self.pool, "contradiction", fingerprint([p["a_id"], p["b_id"]]), sorted([p["a_id"], p["b_id"]]),
+                    {"layer": layer, "similarity": round(float(p["sim"]), 4),
+                     "opposition": None if verdict.opposition is None else round(verdict.opposition, 4)})
+        return found
+
+    async def pattern_detection(self, now: datetime) -> int:
+        """Cluster the newest memories (CLUSTERING embeddings); new themes recorded."""
+        light = self.settings.light
+        model = self.embedder.model_name
+        rows = await findings_repository.recent_memories(self.pool, light.pattern_recent, embed_model=model)
+        if len(rows) < light.pattern_min_size:
+            return 0
+        texts = [r["content"] for r in rows]
+        try:
+            parts = [await self.embedder.embed(texts[i:i + EMBED_BATCH], "CLUSTERING")
+                     for i in range(0, len(texts), EMBED_BATCH)]
+        except ProviderError as exc:
+            log.info("pattern detection skipped this tick: CLUSTERING embeddings unavailable: %s", exc)
+            return 0
+        vecs = np.vstack(parts)
+        th = self.settings.thresholds_for(model).theme
+        groups = await asyncio.to_thread(leader_clusters, vecs, th, light.pattern_min_size)
+        new = 0
+        for group in groups:
+            ids = sorted(rows[i]["id"] for i in group)
+            central = rows[group[most_central(vecs[group])]]
+            label = excerpt(central["content"], LABEL_CHARS)
+            new += await findings_repository.insert_finding(self.pool, "theme", fingerprint(ids), ids,
+                                                   {"label": label, "size": len(ids), "central_id": central["id"]})
+        return new

@@ -1,0 +1,25 @@
+"""Settings of the database (runtime.yaml `database:`): pure pydantic.
+
+Here, not in src/config.py, so that `db` sits below everything that composes the settings:
+`open_database` is handed this section by its caller and never imports the configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class DatabaseSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # A secret (it may carry a password); filled from DATABASE_URL only.
+    url: SecretStr | None = None
+    data_dir: Path = Path("./data/pg")
+    # Keep the embedded server running after exit: the next start takes milliseconds.
+    stop_embedded_on_exit: bool = False
+    pool_min: int = Field(1, ge=1)
+    pool_max: int = Field(8, ge=1)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    command_timeout_s: float = Field(30.0, gt=0)
