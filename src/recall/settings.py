@@ -43,6 +43,18 @@ class ArmWeights(_Section):
     rrf_k: float | None = Field(None, gt=0)      # None: retrieval.rrf_k
 
 
+#: The offline embedder's `embed_model` (src/providers/embed_wordllama.wordllama_model_name).
+WORDLLAMA = "wordllama-l2-supercat-256"
+
+#: wordllama's arms, chosen on the tune conversations of real human chats (bench/bench_realconv.py
+#: --tune; REALTALK, bench/data/README.md): wordllama's vectors are weak on chat turns (vector
+#: arm alone 36.7% recall@10, full text 46.5%), and at equal weights their ranks pulled full
+#: text's best matches down. w_vector 0.25 gains 3.6 ± 1.1 points of bare-hybrid recall@10
+#: over 1.0 (paired over the 344 tune questions); rrf_k 30 came with it (+0.4 ± 0.4 over 60);
+#: w_recency 0.1 ties 0.2 for best and stays.
+WORDLLAMA_ARMS = ArmWeights(w_vector=0.25, w_fulltext=1.0, w_recency=0.1, rrf_k=30)
+
+
 class RetrievalSettings(_Section):
     candidates: int = Field(50, ge=1)        # per search arm
     limit: int = Field(20, ge=1)             # what ACT-R, relevance and rerank see
@@ -50,9 +62,15 @@ class RetrievalSettings(_Section):
     # unflushed scratch rows (what was just said) returned beside the memories (working.py)
     working_k: int = Field(3, ge=0)
     rrf_k: float = Field(60.0, gt=0)
-    arms: dict[str, ArmWeights] = Field(default_factory=lambda: {"default": ArmWeights()})
+    arms: dict[str, ArmWeights] = Field(
+        default_factory=lambda: {"default": ArmWeights(), WORDLLAMA: WORDLLAMA_ARMS})
+    # No effect measured on real chats (bench_realconv --tune: 0, 0.15 and 0.3 rank alike):
+    # a turn heard once days ago has B ≈ -6, so P(retrieve) ≈ 0 for every candidate. Kept.
     activation_share: float = Field(0.3, ge=0, le=1)
-    # what relevance's semantic component reads: cosine | fused | blend (relevance.py, notes.md)
+    # what relevance's semantic component reads: cosine | fused | blend (relevance.py).
+    # Real chats' tune half cannot tell blend from fused (48.2% vs 48.5% recall@10, within
+    # one paired SE, bench_realconv --tune), so blend stays: on the synthetic set
+    # (bench_recall) it is 10 points ahead at @10. cosine loses on both (44.3% there).
     semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)

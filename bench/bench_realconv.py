@@ -1,0 +1,369 @@
+"""Recall on real human conversations (REALTALK, bench/data/README.md): recall's tuning target.
+
+    python -m bench realconv                 # part of `make bench`
+    python -m bench.bench_realconv --tune [CONFIG]   # the grid behind runtime.yaml's values (15–25 min)
+
+Each conversation is its own store, as one agent's memory of one relationship (the ten
+conversations share people, so one store would mix their lives). Its turns go in through
+the CLI's bulk import path (`write_batch`) with the configured embedder (offline:
+wordllama), one memory per turn:
+
+- content `"<speaker>: <text>"`: the questions name people ("When did Fahim go for a
+  run?"), and in a chat the speaker is who the turn is about; without the name the
+  full-text arm could not match it and the vector would not carry it;
+- `event_time` = the message's time, episodic, source `external_user` (both speakers are
+  people the agent heard); metadata keeps `turn` (the turn id the evidence names).
+
+Then every question of the conversation is asked and evidence recall@5/10/20 reported
+(the share of a question's evidence turns in the top k, averaged over questions),
+separately for the `tune` and `report` conversations, for:
+
+- the vector arm alone and the full-text arm alone (the hybrid statement with the other
+  arm's weight and recency at 0);
+- the bare hybrid statement with the configured arm weights and rrf_k;
+- the full pipeline through `python -m src.memory search --k 20`'s code path (Retriever,
+  read-only, `keep` 20, the configured reranker — skipped offline), mean of 3 seeds;
+- the same pipeline after one deep consolidation pass over the store (offline: no
+  language model, so the LLM phases are skipped and merge is extractive). A merge
+  writes an insight and links it to the memories it supersedes (`memory_supersedes`),
+  which get contradict(0.3) so the insight surfaces first: the insight stands for
+  them, so a found insight counts every turn it supersedes (links followed
+  transitively) as found.
+
+`now` is one day after the conversation's last turn, for search, pipeline and the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import numpy as np
+
+from bench.common import bench_pool
+from bench.realconv_dataset import QUESTIONS, TURNS
+from src.config import Settings, load_settings
+from src.consolidation.deep.deep_pass import run_deep_pass
+from src.memory.jsonl import parse_line
+from src.providers.factory import Providers, build_providers
+from src.providers.protocols import Embedder, Reranker
+from src.recall.bulk_import import write_batch
+from src.recall.relevance import SEMANTIC_SIGNALS
+from src.recall.retrieval import Retriever
+from src.recall.search import search_hybrid
+from src.recall.settings import ArmWeights, RetrievalSettings
+from src.weights.safety import Safety
+
+KS = (5, 10, 20)
+#: The pipeline's rows are the mean over these seeds of its random generator.
+SEEDS = (12, 13, 14)
+SPLITS = ("tune", "report")
+BATCH = 500
+#: --tune: the grid (w_fulltext stays 1: the fused score is rrf / rrf_max, so only the
+#: ratio of the arm weights matters) and how many arms settings reach the pipeline stage.
+GRID_W_VECTOR = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5)
+GRID_W_RECENCY = (0.0, 0.05, 0.1, 0.2)
+GRID_RRF_K = (10, 30, 60, 100)
+GRID_ACTIVATION_SHARE = (0.0, 0.15, 0.3)
+TOP_ARMS = 5
+
+Ranked = list[list[int]]
+#: One way of asking a store its questions: the ranked memory ids per question.
+Run = Callable[["Store"], Awaitable[Ranked]]
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def hits_at(found: Sequence[Sequence[frozenset[str]]], evidence: Sequence[frozenset[str]], k: int) -> np.ndarray:
+    """Per question: |evidence ∩ what the top k cover| / |evidence|."""
+    return np.array([len(frozenset().union(*f[:k]) & e) / len(e) for f, e in zip(found, evidence, strict=True)])
+
+
+def recall_at(found: Sequence[Sequence[frozenset[str]]], evidence: Sequence[frozenset[str]], k: int) -> float:
+    """Mean over questions of |evidence ∩ what the top k cover| / |evidence|."""
+    return float(np.mean(hits_at(found, evidence, k)))
+
+
+@dataclass
+class Store:
+    """One conversation's memories in a database of their own, and its questions."""
+
+    conv: str
+    split: str
+    pool: asyncpg.Pool
+    embedder: Embedder
+    reranker: Reranker | None
+    now: datetime
+    questions: list[dict]
+    vectors: list[np.ndarray] = field(default_factory=list)
+    covers: dict[int, frozenset[str]] = field(default_factory=dict)   # memory id → turn ids it stands for
+
+    async def load(self, turns: Sequence[dict]) -> None:
+        lines = (json.dumps({"content": f"{t['speaker']}: {t['text']}", "memory_type": "episodic",
+                             "event_time": t["time"], "source_tag": "external_user",
+                             "metadata": {"turn": t["turn"], "conv": t["conv"], "session": t["session"],
+                                          "speaker": t["speaker"]}}) for t in turns)
+        records = [parse_line(line, n) for n, line in enumerate(lines, start=1)]
+        for start in range(0, len(records), BATCH):
+            await write_batch(self.pool, self.embedder, records[start:start + BATCH], {})
+        self.vectors = await self.embedder.embed([q["question"] for q in self.questions], "RETRIEVAL_QUERY")
+        await self.read_covers()
+
+    async def read_covers(self) -> None:
+        """Each memory's turn ids: its own, plus those of what it supersedes, transitively."""
+        turn = {r["id"]: r["turn"] for r in await self.pool.fetch(
+            "SELECT id, metadata->>'turn' AS turn FROM memories")}
+        sources: dict[int, list[int]] = defaultdict(list)
+        for r in await self.pool.fetch("SELECT insight_id, source_id FROM memory_supersedes"):
+            sources[r["insight_id"]].append(r["source_id"])
+
+        def cover(mid: int, seen: frozenset[int]) -> frozenset[str]:
+            own = frozenset([turn[mid]]) if turn.get(mid) else frozenset()
+            return own.union(*(cover(s, seen | {mid}) for s in sources[mid] if s not in seen))
+
+        self.covers = {mid: cover(mid, frozenset()) for mid in turn}
+
+    def covered(self, ranked: Ranked) -> list[list[frozenset[str]]]:
+        return [[self.covers.get(mid, frozenset()) for mid in ids] for ids in ranked]
+
+    async def hybrid(self, arms: ArmWeights, k: float, candidates: int, *, vector: bool = True) -> Ranked:
+        out = []
+        for q, v in zip(self.questions, self.vectors, strict=True):
+            hits = await search_hybrid(self.pool, q["question"], v if vector else None,
+                                       embed_model=self.embedder.model_name, limit=20, k=k,
+                                       w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
+                                       w_recency=arms.w_recency, candidates=candidates, now=self.now)
+            out.append([h.id for h in hits])
+        return out
+
+    async def pipeline(self, cfg: RetrievalSettings, safety: Safety, seed: int) -> Ranked:
+        """`python -m src.memory search --k 20`'s path: keep 20, read-only, one rng for the batch."""
+        cfg = cfg.model_copy(update={"keep": 20, "limit": max(cfg.limit, 20)})
+        retriever = Retriever(self.pool, self.embedder, self.reranker, safety, cfg)
+        rng = np.random.default_rng(seed)
+        out = []
+        for q, v in zip(self.questions, self.vectors, strict=True):
+            r = await retriever.retrieve(q["question"], rng=rng, now=self.now, mutate=False, query_vec=v)
+            out.append(r.ids)
+        return out
+
+    async def deep_pass(self, settings: Settings, providers: Providers) -> dict[str, int]:
+        """One offline deep pass at `now`; the new covers; what merge did."""
+        report = await run_deep_pass(self.pool, embedder=providers.embedder, llm=None,
+                                     safety=Safety(settings.safety), settings=settings.consolidation,
+                                     trigger="manual", now=self.now)
+        if report is None or report.status != "done":
+            raise RuntimeError(f"{self.conv}: the deep pass did not finish ({report and report.status})")
+        await self.read_covers()
+        row = await self.pool.fetchrow(
+            "SELECT count(DISTINCT insight_id) AS insights, count(*) AS links FROM memory_supersedes")
+        return {"insights": row["insights"], "links": row["links"]}
+
+
+class Evaluation:
+    """The stores of the conversations asked for, open for as long as the evaluation runs."""
+
+    def __init__(self, settings: Settings, providers: Providers, stack: AsyncExitStack):
+        self.settings, self.providers, self.stack = settings, providers, stack
+        self.stores: list[Store] = []
+
+    async def open(self, splits: Iterable[str]) -> None:
+        turns = _read_jsonl(TURNS)
+        questions = _read_jsonl(QUESTIONS)
+        wanted = set(splits)
+        convs = list(dict.fromkeys(q["conv"] for q in questions if q["split"] in wanted))
+        for n, conv in enumerate(convs):
+            mine = [t for t in turns if t["conv"] == conv]
+            asked = [q for q in questions if q["conv"] == conv]
+            pool = await self.stack.enter_async_context(bench_pool(f"bench_realconv_{n}"))
+            last = max(datetime.fromisoformat(t["time"]) for t in mine)
+            store = Store(conv, asked[0]["split"], pool, self.providers.embedder, self.providers.reranker,
+                          last + timedelta(days=1), asked)
+            await store.load(mine)
+            self.stores.append(store)
+
+    def evidence(self, split: str) -> list[frozenset[str]]:
+        return [frozenset(q["evidence"]) for s in self.stores if s.split == split for q in s.questions]
+
+    async def found(self, split: str, run: Run) -> list[list[frozenset[str]]]:
+        """`run(store)` → ranked ids per question; their covers, over the split's stores in order."""
+        out: list[list[frozenset[str]]] = []
+        for store in self.stores:
+            if store.split == split:
+                out += store.covered(await run(store))
+        return out
+
+    async def per_question(self, split: str, runs: Sequence[Run], k: int = 10) -> np.ndarray:
+        """recall@k of each question of `split`, averaged over the runs (the pipeline's seeds)."""
+        evidence = self.evidence(split)
+        return np.mean([hits_at(await self.found(split, run), evidence, k) for run in runs], axis=0)
+
+    async def rows(self, label: str, runs: Sequence[Run]) -> list[dict]:
+        """recall@k rows for each split of the open stores."""
+        out = []
+        for split in SPLITS:
+            evidence = self.evidence(split)
+            if not evidence:
+                continue
+            found = [await self.found(split, run) for run in runs]
+            out += [{"name": f"{split}: {label}: recall@{k}",
+                     "value": 100 * float(np.mean([recall_at(f, evidence, k) for f in found])), "unit": "%"}
+                    for k in KS]
+        return out
+
+    def pipeline_runs(self, cfg: RetrievalSettings) -> list[Run]:
+        safety = Safety(self.settings.safety)
+        return [lambda s, seed=seed: s.pipeline(cfg, safety, seed) for seed in SEEDS]
+
+
+def _arms(cfg: RetrievalSettings, model: str) -> tuple[ArmWeights, float]:
+    return cfg.arm_weights(model), cfg.rrf_k_for(model)
+
+
+async def run() -> list[dict]:
+    if not (TURNS.exists() and QUESTIONS.exists()):   # not in git: REALTALK has no licence
+        return [{"name": "skipped: no bench/data/realconv_*.jsonl (make them: python -m bench.realconv_dataset "
+                         "MIRROR, bench/data/README.md)", "value": 0, "unit": "n/a"}]
+    started = time.perf_counter()
+    settings = load_settings(env={})
+    providers = build_providers(settings.providers, settings.secrets, None, None)
+    cfg = settings.retrieval
+    model = providers.embedder.model_name
+    arms, k = _arms(cfg, model)
+    async with AsyncExitStack() as stack:
+        ev = Evaluation(settings, providers, stack)
+        await ev.open(SPLITS)
+        rows = [row for split in SPLITS for row in (
+            {"name": f"{split}: conversations ({model})", "value": sum(s.split == split for s in ev.stores),
+             "unit": "conversations"},
+            {"name": f"{split}: turns", "value": sum(len(s.covers) for s in ev.stores if s.split == split),
+             "unit": "memories"},
+            {"name": f"{split}: questions", "value": len(ev.evidence(split)), "unit": "questions"})]
+        rows += await ev.rows("vector arm alone", [
+            lambda s: s.hybrid(ArmWeights(w_vector=1, w_fulltext=0, w_recency=0), k, cfg.candidates)])
+        rows += await ev.rows("full-text arm alone", [
+            lambda s: s.hybrid(ArmWeights(w_vector=0, w_fulltext=1, w_recency=0), k, cfg.candidates,
+                               vector=False)])
+        rows += await ev.rows(
+            f"bare hybrid (w_vector {arms.w_vector:g}, w_fulltext {arms.w_fulltext:g}, "
+            f"w_recency {arms.w_recency:g}, k {k:g})",
+            [lambda s: s.hybrid(arms, k, cfg.candidates)])
+        reranked = "no rerank" if providers.reranker.skipped else "rerank"
+        label = f"full pipeline ({reranked}, activation_share {cfg.activation_share:g}; mean of 3 seeds)"
+        rows += await ev.rows(label, ev.pipeline_runs(cfg))
+        for signal in SEMANTIC_SIGNALS:     # the alternatives for the semantic component
+            if signal != cfg.semantic_signal:
+                variant = cfg.model_copy(update={"semantic_signal": signal})
+                rows += await ev.rows(f"  variant: pipeline with semantic = {signal}", ev.pipeline_runs(variant))
+        merged = defaultdict(int)
+        for store in ev.stores:
+            for key, n in (await store.deep_pass(settings, providers)).items():
+                merged[key] += n
+        rows += [{"name": "deep pass: merge insights", "value": merged["insights"], "unit": "memories"},
+                 {"name": "deep pass: supersedes links", "value": merged["links"], "unit": "links"}]
+        rows += await ev.rows("pipeline after one deep pass", ev.pipeline_runs(cfg))
+    await providers.aclose()
+    rows.append({"name": "wall time", "value": time.perf_counter() - started, "unit": "s"})
+    return rows
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One grid point of --tune and its recall@10 per tune question."""
+
+    scores: np.ndarray
+    arms: ArmWeights
+    activation_share: float
+    semantic_signal: str
+
+    def knobs(self) -> tuple:
+        return (self.arms.w_vector, self.arms.w_recency, self.arms.rrf_k, self.activation_share,
+                self.semantic_signal)
+
+    def line(self) -> str:
+        return (f"w_vector {self.arms.w_vector:<4g} w_recency {self.arms.w_recency:<4g} rrf_k {self.arms.rrf_k:<3g} "
+                f"activation_share {self.activation_share:<4g} semantic {self.semantic_signal:<6}  "
+                f"recall@10 {self.scores.mean():.3f}")
+
+
+def choose(trials: Sequence[Trial], configured: Trial) -> Trial:
+    """The best mean recall@10, unless settings closer to the configured ones do as well.
+
+    A trial "does as well" when the best beats it by at most one standard error of their
+    paired per-question difference: at ~350 questions such gaps are noise, and a change
+    the tune half cannot tell from noise should not move a default. Among those, the
+    fewest knobs changed from `configured` wins, then the higher mean.
+    """
+    best = max(trials, key=lambda t: t.scores.mean())
+
+    def as_good(t: Trial) -> bool:
+        diff = best.scores - t.scores
+        return diff.mean() <= diff.std(ddof=1) / np.sqrt(len(diff))
+
+    def changed(t: Trial) -> int:
+        return sum(a != b for a, b in zip(t.knobs(), configured.knobs(), strict=True))
+
+    return min((t for t in trials if as_good(t)), key=lambda t: (changed(t), -t.scores.mean()))
+
+
+async def tune(config: str | None = None) -> None:
+    """Pick recall's values on the tune conversations by recall@10; report is never opened.
+
+    Coarse to fine, because the pipeline only reorders (and, by spreading, adds to) the
+    hybrid statement's top 20: every arms setting (w_vector, w_recency, rrf_k) is scored
+    on the bare hybrid statement; the best TOP_ARMS of them are scored through the full
+    pipeline under every pipeline setting (activation_share, semantic_signal), 3 seeds,
+    and `choose` picks among those. `config`: the runtime.yaml whose values count as
+    the configured ones (default ./runtime.yaml).
+    """
+    settings = load_settings(config, env={})
+    providers = build_providers(settings.providers, settings.secrets, None, None)
+    model = providers.embedder.model_name
+    base = settings.retrieval
+    configured_arms, configured_k = _arms(base, model)
+    configured = Trial(np.zeros(1), configured_arms.model_copy(update={"rrf_k": configured_k}),
+                       base.activation_share, base.semantic_signal)
+    async with AsyncExitStack() as stack:
+        ev = Evaluation(settings, providers, stack)
+        await ev.open(["tune"])
+        bare = []
+        for wv, wr, k in itertools.product(GRID_W_VECTOR, GRID_W_RECENCY, GRID_RRF_K):
+            arms = ArmWeights(w_vector=wv, w_fulltext=1.0, w_recency=wr, rrf_k=k)
+            score = float((await ev.per_question("tune", [
+                lambda s, a=arms: s.hybrid(a, a.rrf_k, base.candidates)])).mean())
+            print(f"bare hybrid  w_vector {wv:<4g} w_recency {wr:<4g} rrf_k {k:<3g}  recall@10 {score:.3f}",
+                  flush=True)
+            bare.append((score, arms))
+        bare.sort(key=lambda r: -r[0])
+        trials = []
+        for _, arms in bare[:TOP_ARMS]:
+            for share, signal in itertools.product(GRID_ACTIVATION_SHARE, SEMANTIC_SIGNALS):
+                cfg = base.model_copy(update={"arms": {**base.arms, model: arms}, "activation_share": share,
+                                              "semantic_signal": signal})
+                trials.append(Trial(await ev.per_question("tune", ev.pipeline_runs(cfg)), arms, share, signal))
+                print(f"pipeline  {trials[-1].line()}", flush=True)
+        best = max(trials, key=lambda t: t.scores.mean())
+        print(f"best on the tune half: {best.line()}")
+        print(f"chosen (closest to the configured values within one paired SE of the best): {choose(trials, configured).line()}")
+    await providers.aclose()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--tune"]:
+        asyncio.run(tune(sys.argv[2] if len(sys.argv) > 2 else None))
+    else:
+        for row in asyncio.run(run()):
+            print(f"{row['name']}: {row['value']:.1f}" if isinstance(row["value"], float) else row)
