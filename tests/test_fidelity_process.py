@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.proc import ROOT, agent_env, read_until, spawn_agent, wait_ready
+from tests.proc import ROOT, agent_env, noiseless_config, read_until, spawn_agent, wait_ready
 
 OTHER_PEOPLES_CHAT = ROOT / "bench" / "data" / "recall_memories.jsonl"
 # (what the user states, what is asked later)
@@ -34,10 +34,10 @@ def _memory_cli(env: dict[str, str], *args: str, stdin: bytes | None = None) -> 
                           capture_output=True, timeout=300)
 
 
-def _say_one_at_a_time(env: dict[str, str], lines: list[str]) -> list[str]:
+def _say_one_at_a_time(env: dict[str, str], lines: list[str], config: Path) -> list[str]:
     """Start the service, type each line once the previous one is answered, /quit; the
     replies, one text each (a reply runs from its first line to the next reply's)."""
-    proc = spawn_agent(env)
+    proc = spawn_agent(env, ("--config", str(config)))
     try:
         wait_ready(proc, timeout=120)
         seen: list[str] = []
@@ -70,8 +70,11 @@ async def test_ten_facts_typed_into_a_store_of_1500_are_found_after_a_restart(db
     imported = _memory_cli(env, "import", str(chat))
     assert imported.returncode == 0, imported.stderr.decode()[-2000:]
 
-    _say_one_at_a_time(env, [fact for fact, _ in FACTS])
-    _say_one_at_a_time(env, [])                       # a restart: nothing said, nothing lost
+    # the shipped settings without the noise floor, whose OS-seeded draws would leave a fact
+    # deferred in the buffer at random (tests/proc.noiseless_config)
+    config = noiseless_config(tmp_path)
+    _say_one_at_a_time(env, [fact for fact, _ in FACTS], config)
+    _say_one_at_a_time(env, [], config)               # a restart: nothing said, nothing lost
 
     questions = tmp_path / "questions.txt"
     questions.write_text("".join(f"{q}\n" for _, q in FACTS), encoding="utf-8")
@@ -80,14 +83,17 @@ async def test_ten_facts_typed_into_a_store_of_1500_are_found_after_a_restart(db
     answers = [json.loads(line) for line in searched.stdout.decode().splitlines()]
     found = [fact for (fact, _), a in zip(FACTS, answers, strict=True)
              if fact in [r["content"] for r in a["results"][:5]]]
-    assert len(found) >= 9, (found, [[r["content"] for r in a["results"]] for a in answers])
+    missed = {q: [r["content"] for r in a["results"]] for (fact, q), a in zip(FACTS, answers, strict=True)
+              if fact not in found}
+    assert len(found) >= 9, missed
 
 
-async def test_what_was_said_one_message_ago_comes_back_before_any_flush(db_dsn):
+async def test_what_was_said_one_message_ago_comes_back_before_any_flush(db_dsn, tmp_path: Path):
     env = agent_env(DATABASE_URL=db_dsn)
+    config = noiseless_config(tmp_path)
     _, asked = _say_one_at_a_time(env, ["my neighbour's parrot is called Captain Biscuit",
-                                        "what is my neighbour's parrot called?"])
+                                        "what is my neighbour's parrot called?"], config)
     assert "What this brings back:" in asked and "Captain Biscuit" in asked, asked
     # the bees of a newborn mind, asked at once
-    _, asked = _say_one_at_a_time(env, ["hi, I am Dana and I keep bees", "what do I keep?"])
+    _, asked = _say_one_at_a_time(env, ["hi, I am Dana and I keep bees", "what do I keep?"], config)
     assert "I keep bees" in asked, asked
