@@ -81,7 +81,7 @@ async def test_search_text_output_names_each_stage(pool, db_dsn, tmp_path):
     assert lines[0] == "query: green tea\\x1b[31m"          # control characters escaped
     assert lines[2] == "rerank skipped: no reranker configured"
     assert lines[3].startswith("1. #2  final ")
-    assert lines[4].startswith("   search: score ") and " full-text #1 ts_rank " in lines[4]
+    assert lines[4].startswith("   search: score ") and " full-text #1 idf " in lines[4]
     assert lines[5].startswith("   act-r: B ") and " P(retrieve) " in lines[5]
     assert lines[6].startswith("   relevance ") and " from semantic " in lines[6]
     assert lines[7].startswith("   weighted ") and lines[7].endswith("  rerank —")

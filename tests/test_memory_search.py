@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -85,6 +86,20 @@ async def test_hybrid_finds_a_keyword_the_embedding_misses(pool):
 
 # --- RRF: SQL against the Python reference --------------------------------------------------
 
+async def test_a_rare_name_outranks_common_words_in_the_full_text_arm(pool):
+    """idf, not term counts: the one memory naming Miso beats every chat about old cats."""
+    embedder = HashEmbedder()
+    chatter = [f"my old cat number {i} is old and the cat sleeps" for i in range(40)]
+    ids = await MemoryStore(pool, embedder).store_many(
+        [NewMemory(t) for t in [*chatter, "Our cat Miso is fourteen years old."]])
+    await pool.execute("ANALYZE memories")
+    hits = await search_hybrid(pool, "How old is our cat Miso?", None, embed_model=MODEL, limit=5, now=NOW)
+    assert hits[0].id == ids[-1] and hits[0].fts_rank == 1
+    # every chat matches two of the three lexemes; idf(miso) alone outweighs both
+    assert hits[0].fts_score > 2 * hits[1].fts_score
+
+
+
 COMETS = [
     "comet comet comet orbit over the observatory",
     "a comet near the orbit of mars",
@@ -115,11 +130,18 @@ async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fullt
     vector_ids = sorted(distance, key=lambda i: (distance[i], i))
     assert sorted((h.vec_rank, h.id) for h in hits) == [(r + 1, i) for r, i in enumerate(vector_ids)]
 
-    # the full-text arm's order, from an independently written query
-    keyword_ids = [r["id"] for r in await pool.fetch(
-        "SELECT id FROM memories, to_tsquery('english', 'comet | orbit') q WHERE content_tsv @@ q "
-        "ORDER BY ts_rank(content_tsv, q) DESC, id")]
+    # the full-text arm's order, computed here: the sum of each matched lexeme's BM25 idf
+    # over N rows (the planner's estimate: ANALYZE made it exact), ties by id
+    await pool.execute("ANALYZE memories")
+    has = {w: [i for i, t in zip(ids, COMETS, strict=True) if w in t] for w in ("comet", "orbit")}
+    idf = {w: math.log(1 + (len(COMETS) - len(rows) + 0.5) / (len(rows) + 0.5)) for w, rows in has.items()}
+    score = {i: sum(idf[w] for w in has if i in has[w]) for i in set(has["comet"]) | set(has["orbit"])}
+    keyword_ids = sorted(score, key=lambda i: (-score[i], i))
+    hits = await search_hybrid(pool, question, qvec, embed_model=MODEL, limit=100, k=k,
+                               w_vector=w_vector, w_fulltext=w_fulltext, now=NOW)
     assert [h.id for h in sorted((h for h in hits if h.fts_rank), key=lambda h: h.fts_rank)] == keyword_ids
+    assert [h.fts_score for h in sorted((h for h in hits if h.fts_rank), key=lambda h: h.fts_rank)] == \
+        pytest.approx([score[i] for i in keyword_ids], rel=1e-6)
     assert len(keyword_ids) == 6
 
     expected = rrf_fuse({"vector": vector_ids, "keyword": keyword_ids}, k=k,

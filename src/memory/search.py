@@ -60,7 +60,7 @@ def format_text(result: Retrieval) -> str:
         j = result_json(r)
         se, ar = j["search"], j["act_r"]
         vec = f"#{se['vector_rank']} cos {se['cosine']}" if se["vector_rank"] else "—"
-        fts = f"#{se['fulltext_rank']} ts_rank {se['fulltext_score']}" if se["fulltext_rank"] else "—"
+        fts = f"#{se['fulltext_rank']} idf {se['fulltext_score']}" if se["fulltext_rank"] else "—"
         comps = "  ".join(f"{c} {v}" for c, v in j["relevance"]["components"].items())
         lines += [
             f"{n}. #{r.id}  final {r.final:.4f}  [{r.hit.memory_type}, {printable(r.hit.source_tag)}, "

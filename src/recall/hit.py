@@ -34,7 +34,7 @@ class SearchHit:
     similarity: float | None          # cosine to the query; None for another model / no query vector
     vec_rank: int | None              # 1-based rank in the vector arm, None if absent from it
     fts_rank: int | None
-    fts_score: float | None           # ts_rank
+    fts_score: float | None           # full-text arm: sum of the idf of the lexemes it contains
     rrf: float
     recency: float
     score: float                      # rrf / rrf_max + w_recency * recency

@@ -10,11 +10,14 @@ exit gate's novelty lookup is src/gates/novelty.py.
 * vector arm: top-`candidates` by `embedding <=> query` over the HNSW index
   (iterative scan is SET on every pool connection), restricted to rows of the
   current `embed_model`; vectors of another model are never compared;
-* full-text arm: top-`candidates` over `content_tsv`, ranked by ts_rank (term
-  frequency, no length normalisation). Every matching row is ranked, so the ranking
-  function is the arm's cost: ts_rank_cd (cover density, i.e. proximity, which an OR
-  of lexemes hardly needs) took 111 ms p50 for common-word questions at 100k rows,
-  ts_rank 63 ms in the same run. The
+* full-text arm: top-`candidates` over `content_tsv`, ranked by the sum of the
+  inverse document frequencies of the question's lexemes a row contains (BM25's idf,
+  ln(1 + (N - df + 0.5) / (df + 0.5)); N from the planner's row estimate, df counted
+  per lexeme up to DF_COUNT_CAP rows). ts_rank counts how often any lexeme occurs,
+  so "How old is our cat Miso?" ranked every chat about old cats above the one memory
+  naming Miso; names and rare words are what a user's facts hang on (issue 22).
+  Every matching row is scored, so the score is the arm's cost (ts_rank_cd took
+  111 ms p50 for common-word questions at 100k rows, ts_rank 63 ms). The
   question becomes an OR of its own lexemes: `to_tsvector('english', question)`
   is unnested, each lexeme is quoted for tsquery input (`'` doubled, `\\`
   escaped) and the `'a' | 'b'` string is cast to ::tsquery. The cast reads
@@ -77,6 +80,11 @@ QUESTION_TSQUERY = r"""(
 )"""
 
 #: The `memories` columns of a SearchHit, read by both statements below.
+#: Rows counted for a lexeme's document frequency: past this a word is common, and the
+#: count (a GIN bitmap scan plus heap fetches) stops. Its idf then floors at about
+#: ln(N / cap) instead of ln(N / df): common words still rank below rare ones.
+DF_COUNT_CAP = 1000
+
 _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weight_alpha AS alpha,
            m.depth_weight_beta AS beta, m.immutable, m.source_tag, m.source_confidence,
            m.access_count, m.last_accessed, m.access_timestamps, m.event_time, m.created_at,
@@ -97,9 +105,21 @@ vec_ranked AS (
 question AS (
     SELECT """ + QUESTION_TSQUERY + r""" AS tsq
 ),
+terms AS MATERIALIZED (
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE content_tsv @@ t.q
+                                   LIMIT $11::int) c) AS df, t.q
+    FROM (SELECT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS q
+          FROM unnest(tsvector_to_array(to_tsvector('english', left($1::text, 100000)))) AS lexeme) t
+),
+weighted AS MATERIALIZED (
+    SELECT q, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
+    FROM (SELECT q, df, GREATEST((SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass),
+                                 max(df) OVER (), 1) AS n
+          FROM terms) c
+),
 fts AS MATERIALIZED (
-    SELECT id, ts_rank(content_tsv, (SELECT tsq FROM question)) AS fts_score
-    FROM memories
+    SELECT id, (SELECT sum(w.idf) FROM weighted w WHERE m.content_tsv @@ w.q)::real AS fts_score
+    FROM memories m
     WHERE content_tsv @@ (SELECT tsq FROM question)
     ORDER BY fts_score DESC, id
     LIMIT $4::int
@@ -184,7 +204,7 @@ class HybridTuning:
 
 def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
                      embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $10), in order.
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $11), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
     vec = query_vector(query_vec)
@@ -194,7 +214,7 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
                          f"query vector {'given' if vec is not None else 'absent'})")
     text = clean_text(query_text).text
     return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
-            float(t.w_recency), now, t.limit)
+            float(t.w_recency), now, t.limit, DF_COUNT_CAP)
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:
