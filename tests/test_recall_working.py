@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import aiohttp
 import numpy as np
 
 from src.context.assembly import ContextAssembler
@@ -15,6 +16,9 @@ from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.recall.working import NOT_CONSOLIDATED, recall_working
+from src.web.app import WebServer
+from src.web.settings import WebSettings
+from src.web.view import View
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM, gate_settings
@@ -86,3 +90,21 @@ async def test_buffered_rows_stay_recallable_until_decided(pool):
                        "WHERE id = $1", row.scratch_id)
     hits = await recall_working(pool, "where is the spare key?", limit=3)
     assert [h.scratch_id for h in hits] == [row.scratch_id]
+
+
+async def test_the_web_view_shows_what_was_just_said_as_not_consolidated(pool):
+    gates = await _gates(pool)
+    said = await gates.admit("my neighbour's parrot is called Captain Biscuit", exchange=False)
+    retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
+    server = WebServer(View(pool=pool, settings=WebSettings(port=0), mode="test", retriever=retriever))
+    url = await server.start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(url + "memories?q=what+is+the+parrot+called&format=json") as r:
+                data = await r.json()
+            async with s.get(url + "memories?q=what+is+the+parrot+called") as r:
+                html = await r.text()
+    finally:
+        await server.stop()
+    assert [(w["scratch_id"], w["consolidated"]) for w in data["working"]] == [(said.scratch_id, False)]
+    assert "just said, not yet consolidated" in html and "Captain Biscuit" in html
