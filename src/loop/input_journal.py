@@ -151,13 +151,15 @@ class InputJournal:
             except DB_ERRORS as exc:
                 self.outage.down("input journal", exc)
                 return False
+            # the spill goes at once: anything between the insert and the unlink that
+            # fails (a closed stdout under the notice, seen) made the next start store
+            # the same lines again, and the user was answered twice
+            await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
             for line, i in zip(self._held, ids, strict=True):
                 line.id = i
-            self.notify(f"database is back: {len(self._held)} held input line(s) stored")
-            self._held.clear()
-            self._told = False
-            await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
+            held, self._held, self._told = len(self._held), [], False
             self.outage.up("input journal")
+            self.notify(f"database is back: {held} held input line(s) stored")
             return True
 
     async def answered(self, ids: Sequence[int], conn: asyncpg.Connection | None = None) -> None:
