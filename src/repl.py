@@ -73,61 +73,79 @@ def start_stdin_reader(
     reader waits for it before reading on: what it returns is queued instead.
     """
     fd = sys.stdin.fileno() if fd is None else fd
-
-    def put(item: object) -> None:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-        except RuntimeError:  # loop closed during shutdown
-            pass
-
-    def flush(batch: list) -> None:
-        ready = list(batch)
-        batch.clear()
-        if persist is not None and ready:
-            try:
-                ready = asyncio.run_coroutine_threadsafe(persist(ready), loop).result()
-            except Exception as exc:  # noqa: BLE001 - the lines still reach the prompt
-                log.warning("input could not be journaled: %s", exc)
-        for item in ready:
-            put(item)
+    deliver = _Delivery(loop, queue, persist)
 
     def run() -> None:
-        pending = bytearray()
-        batch: list = []
-        oversize = 0  # bytes of a too-long line seen so far; 0 when not in one
+        lines = _LineSplitter(max_chars)
         try:
-            while True:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    break
-                pending += chunk
-                while True:
-                    newline = pending.find(b"\n")
-                    if newline < 0:
-                        break
-                    line = bytes(pending[:newline])
-                    del pending[: newline + 1]
-                    if oversize or len(line) > max_chars:
-                        batch.append(("oversize", oversize + len(line) + 1))
-                        oversize = 0
-                    else:
-                        batch.append(line)
-                flush(batch)
-                if len(pending) > max_chars:
-                    oversize += len(pending)
-                    pending.clear()
+            while chunk := os.read(fd, 1 << 16):
+                deliver(lines.feed(chunk))
         except OSError as exc:
             log.warning("stdin reader stopped: %s", exc)
-        if oversize or len(pending) > max_chars:
-            batch.append(("oversize", oversize + len(pending)))
-        elif pending:
-            batch.append(bytes(pending))
-        flush(batch)
-        put(EOF_MARK)
+        deliver(lines.end())
+        deliver.put(EOF_MARK)
 
     thread = threading.Thread(target=run, name="stdin-reader", daemon=True)
     thread.start()
     return thread
+
+
+class _LineSplitter:
+    """Bytes in, whole lines out; a line over `max_chars` becomes ("oversize", its bytes)
+    without ever being held whole."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self.pending = bytearray()
+        self.oversize = 0          # bytes of a too-long line seen so far; 0 when not in one
+
+    def feed(self, chunk: bytes) -> list:
+        """The lines `chunk` completes."""
+        self.pending += chunk
+        out: list = []
+        while (newline := self.pending.find(b"\n")) >= 0:
+            line = bytes(self.pending[:newline])
+            del self.pending[: newline + 1]
+            if self.oversize or len(line) > self.max_chars:
+                out.append(("oversize", self.oversize + len(line) + 1))
+                self.oversize = 0
+            else:
+                out.append(line)
+        if len(self.pending) > self.max_chars:
+            self.oversize += len(self.pending)
+            self.pending.clear()
+        return out
+
+    def end(self) -> list:
+        """The last line, which had no newline (if any)."""
+        if self.oversize or len(self.pending) > self.max_chars:
+            return [("oversize", self.oversize + len(self.pending))]
+        return [bytes(self.pending)] if self.pending else []
+
+
+class _Delivery:
+    """From the reader thread to the event loop's queue, through `persist` (the input
+    journal) when given: a line is journaled before the loop sees it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue,
+                 persist: Callable[[list], Awaitable[list]] | None):
+        self.loop, self.queue, self.persist = loop, queue, persist
+
+    def put(self, item: object) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def __call__(self, batch: list) -> None:
+        ready = batch
+        if self.persist is not None and ready:
+            try:
+                ready = asyncio.run_coroutine_threadsafe(self.persist(ready), self.loop).result()
+            except Exception as exc:  # noqa: BLE001 - the lines still reach the prompt
+                log.warning("input could not be journaled: %s", exc)
+        for item in ready:
+            self.put(item)
 
 
 def decode_line(raw: bytes) -> tuple[str, list[str]]:

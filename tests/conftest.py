@@ -87,38 +87,36 @@ def template_db(pg_server: str) -> str:
     return name
 
 
+async def _admin(pg_server: str, statement: str) -> None:
+    """One statement on the server's maintenance connection (CREATE/DROP DATABASE cannot
+    run inside a transaction or a pool's session)."""
+    admin = await asyncpg.connect(pg_server)
+    try:
+        await admin.execute(statement)
+    finally:
+        await admin.close()
+
+
+async def _own_database(pg_server: str, template: str | None = None):
+    """A database for one test alone (a clone of `template`, else empty): its DSN, then dropped."""
+    name = f"t_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+    await _admin(pg_server, f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    yield dsn_for(pg_server, name)
+    await _admin(pg_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 async def empty_db(pg_server: str):
     """DSN of a brand-new database with nothing in it (for migration tests)."""
-    name = f"t_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(pg_server)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    yield dsn_for(pg_server, name)
-    admin = await asyncpg.connect(pg_server)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async for dsn in _own_database(pg_server):
+        yield dsn
 
 
 @pytest.fixture
 async def db_dsn(pg_server: str, template_db: str):
     """DSN of a fresh, fully migrated database for this test alone."""
-    name = f"t_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(pg_server)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    finally:
-        await admin.close()
-    yield dsn_for(pg_server, name)
-    admin = await asyncpg.connect(pg_server)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async for dsn in _own_database(pg_server, template_db):
+        yield dsn
 
 
 @pytest.fixture

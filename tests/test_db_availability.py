@@ -10,7 +10,8 @@ import asyncpg
 
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
-from src.db.availability import AwayNotice
+from src.db import availability
+from src.db.availability import AwayNotice, tick_until_stopped
 from src.logging_setup import OneLineErrors
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
@@ -52,6 +53,44 @@ async def test_the_light_ticker_says_an_outage_once(pool, caplog, monkeypatch):
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "light consolidation paused", "light consolidation resumed"]
     assert all(r.exc_info is None for r in caplog.records)
+
+
+async def test_the_tick_loop_backs_off_while_ticks_fail_and_resets_when_one_works(monkeypatch):
+    waits: list[float] = []
+
+    async def pause(stop, seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(availability, "_pause", pause)
+    outcomes = [AWAY, AWAY, AWAY, AWAY, None, AWAY]
+
+    async def tick():
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    notice = AwayNotice(logging.getLogger("test.worker"), "worker")
+    assert await tick_until_stopped(tick, every_s=10.0, notice=notice, max_ticks=6) == 6
+    assert waits == [10.0, 20.0, 40.0, 80.0, 80.0, 10.0]       # doubling, capped at 8x, reset by a success
+    assert notice.away
+
+
+async def test_the_tick_loop_ends_a_wait_when_stopped_and_can_tick_first():
+    notice = AwayNotice(logging.getLogger("test.worker"), "worker")
+    stop = asyncio.Event()
+    ticks: list[int] = []
+
+    async def tick():
+        ticks.append(1)
+        stop.set()
+
+    assert await asyncio.wait_for(tick_until_stopped(tick, every_s=60.0, notice=notice, stop=stop,
+                                                     wait_first=False), 5) == 1
+    stop.clear()
+    waiting = asyncio.create_task(tick_until_stopped(tick, every_s=60.0, notice=notice, stop=stop))
+    await asyncio.sleep(0.01)
+    stop.set()
+    assert await asyncio.wait_for(waiting, 5) == 0 and ticks == [1]
 
 
 def test_asyncpg_reconnect_retries_are_said_once_per_quiet_period():

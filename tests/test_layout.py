@@ -13,6 +13,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 400
+#: A function longer than this is split into named steps (issue 23): one screen, one job.
+MAX_FUNCTION_LINES = 60
 # Known offenders, to be split by their owners (none now: approvals↔promotion and the long
 # evolution_repository were fixed); listed by name so that nothing new can join them unseen.
 KNOWN_CYCLES: list[list[str]] = []
@@ -132,6 +134,40 @@ def test_no_module_over_the_size_limit():
     too_long = {name: n for name, path in _modules().items()
                 if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert set(too_long) == KNOWN_LONG, f"split these modules (one concept each, ~400 lines): {too_long}"
+
+
+def long_functions(source: str, max_lines: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
+    """(qualified name, lines) of every function or method in `source` longer than `max_lines`,
+    counted from its `def` to its last line (decorators not counted; nested functions count
+    in their parent and on their own)."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = child.end_lineno - child.lineno + 1
+                if lines > max_lines:
+                    found.append((prefix + child.name, lines))
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_the_function_length_check_finds_a_long_method():
+    body = "\n".join(f"        x{i} = {i}" for i in range(60))
+    source = f"class A:\n    @property\n    def short(self):\n        return 1\n\n    async def long(self):\n{body}\n"
+    assert long_functions(source) == [("A.long", 61)]
+
+
+def test_no_function_over_the_length_limit():
+    too_long = [f"{name}.{function} ({n} lines)" for name, path in _modules().items()
+                for function, n in long_functions(path.read_text(encoding="utf-8"))]
+    assert too_long == [], f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {too_long}"
 
 
 def layer_of(module: str) -> int:

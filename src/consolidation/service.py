@@ -28,7 +28,7 @@ from src.consolidation.deep.deep_pass import (
 )
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
-from src.db.availability import AwayNotice
+from src.db.availability import AwayNotice, tick_until_stopped
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.safety import Safety
 
@@ -94,21 +94,15 @@ class Consolidation:
         return report
 
     async def _schedule(self) -> None:
-        deep = self.settings.deep
-        away = AwayNotice(log, "deep consolidation scheduler")
-        while not self._stop.is_set():
-            try:
-                state = await check_trigger(self.pool, self.settings, datetime.now(UTC), self._epoch)
-                if state.trigger is not None:
-                    await self.deep_pass(state.trigger, state.importance)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                away.failed(exc)
-            else:
-                away.succeeded()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), deep.check_interval_s)
+        """Check the deep pass's triggers at start and every `check_interval_s`."""
+        await tick_until_stopped(self._check_triggers, every_s=self.settings.deep.check_interval_s,
+                                 notice=AwayNotice(log, "deep consolidation scheduler"), stop=self._stop,
+                                 wait_first=False)
+
+    async def _check_triggers(self) -> None:
+        state = await check_trigger(self.pool, self.settings, datetime.now(UTC), self._epoch)
+        if state.trigger is not None:
+            await self.deep_pass(state.trigger, state.importance)
 
     async def status_line(self) -> str:
         """The last pass's calls and outcome, for /status."""

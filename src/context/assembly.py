@@ -52,6 +52,7 @@ import asyncpg
 import numpy as np
 
 from src.context import tracks
+from src.context.prompts import IDENTITY_HEADER, IMMUTABLE_HEADER, SITUATIONAL_HEADER
 from src.context.settings import ContextBudget, ContextSettings
 from src.db.sql import Executor
 from src.recall.co_access import record_co_access
@@ -62,9 +63,6 @@ from src.text import excerpt
 log = logging.getLogger(__name__)
 
 
-IMMUTABLE_HEADER = "Boundaries (always hold):"
-IDENTITY_HEADER = "Who I am (what surfaced this cycle):"
-SITUATIONAL_HEADER = "Relevant memories:"
 #: Characters of one working-memory line (what was just said is usually short).
 WORKING_LINE_CHARS = 600
 

@@ -5,13 +5,24 @@ ticker, deep scheduler, DMN) fail on every tick while the database restarts. Wit
 this each tick wrote an ERROR with a traceback (issue 11: one WARNING per outage, no
 traceback for an expected outage). A failure that is not the database's stays an
 ERROR with its traceback: that is a bug to see.
+
+`tick_until_stopped` is the one loop those three workers run: wait, tick, say how the
+tick went, back off while ticks keep failing (issue 23: it was written three times).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from src.db.pool import DB_ERRORS
+
+#: While ticks keep failing the wait doubles, up to this many times the worker's interval:
+#: a restarting database is not asked every few seconds, and comes back into use within a
+#: few intervals of its return.
+BACKOFF_MAX_FACTOR = 8.0
 
 
 class AwayNotice:
@@ -37,3 +48,48 @@ class AwayNotice:
         if self.away:
             self.away = False
             self.log.warning("%s resumed: the database is back", self.worker)
+
+
+async def tick_until_stopped(tick: Callable[[], Awaitable[object]], *, every_s: float, notice: AwayNotice,
+                             stop: asyncio.Event | None = None, wait_first: bool = True,
+                             max_ticks: int | None = None, burst: bool = False,
+                             backoff_max_factor: float = BACKOFF_MAX_FACTOR) -> int:
+    """Run `tick` every `every_s` until `stop` is set (or `max_ticks` ran); how many ran.
+
+    A background worker outlives a bad tick: the failure goes to `notice` (one WARNING per
+    database outage, an ERROR with traceback for anything else) and the next wait doubles,
+    up to `backoff_max_factor` × `every_s`; a tick that works resets it. `wait_first`
+    waits one interval before the first tick (a mind that just woke up attends to its
+    input first); `burst` never waits (tests). Setting `stop` ends a wait at once.
+    """
+    done, factor = 0, 1.0
+    while not _stopped(stop) and (max_ticks is None or done < max_ticks):
+        if not burst and (done or wait_first):
+            await _pause(stop, every_s * factor)
+            if _stopped(stop):
+                break
+        try:
+            await tick()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the worker outlives a bad tick (database restarting, a bug)
+            notice.failed(exc)
+            factor = min(factor * 2, backoff_max_factor)
+        else:
+            notice.succeeded()
+            factor = 1.0
+        done += 1
+    return done
+
+
+def _stopped(stop: asyncio.Event | None) -> bool:
+    return stop is not None and stop.is_set()
+
+
+async def _pause(stop: asyncio.Event | None, seconds: float) -> None:
+    """Sleep `seconds`, or less when `stop` is set meanwhile."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

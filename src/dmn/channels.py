@@ -6,7 +6,8 @@
 
 With no goal in reach (a newborn mind has none) channel 1 still speaks: the most
 strongly drawn memory becomes a spontaneous self-prompt, so the DMN works from the first
-memory on, and offline (the text is built from the memories, no model needed).
+memory on, and offline (the text is built from the memories, no model needed). The
+texts that reach the loop are in src/dmn/prompts.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import datetime
 
 import numpy as np
 
+from src.dmn.prompts import goal_self_prompt, review_self_prompt, spontaneous_self_prompt
 from src.text import excerpt
 from src.vectors import closest
 
@@ -50,9 +52,7 @@ def goal_prompts(samples: Sequence[Sampled], goals: Sequence[tuple[str, np.ndarr
     for s in samples:
         best = _best(s.unit, goals)
         if best is not None and best[1] >= threshold:
-            out.append(DmnOutput("self_prompt", [s.id],
-                                 f"'{excerpt(s.content, chars)}' connects to my goal "
-                                 f"'{excerpt(best[0], chars)}'. What does it suggest I do next?",
+            out.append(DmnOutput("self_prompt", [s.id], goal_self_prompt(s.content, best[0], chars),
                                  {"goal": best[0], "similarity": round(best[1], 4), "purposeful": True}))
     return out
 
@@ -60,10 +60,8 @@ def goal_prompts(samples: Sequence[Sampled], goals: Sequence[tuple[str, np.ndarr
 def spontaneous_prompt(s: Sampled, now: datetime, chars: int) -> DmnOutput:
     """Channel 1 without a goal in reach: the memory itself, and why it might matter."""
     days = max(0.0, (now - s.at).total_seconds() / 86400.0)
-    when = "today" if days < 1 else f"{days:.0f} days ago"
-    return DmnOutput("self_prompt", [s.id],
-                     f"This comes back to me, from {when}: '{excerpt(s.content, chars)}'. "
-                     "Why does it matter now?", {"purposeful": False})
+    return DmnOutput("self_prompt", [s.id], spontaneous_self_prompt(s.content, days, chars),
+                     {"purposeful": False})
 
 
 def creative_pairs(samples: Sequence[Sampled], low: float, high: float, min_days: float,
@@ -102,7 +100,5 @@ def review_prompt(winner_text: str, candidates: Sequence[dict], chars: int) -> D
         return None
     loser = max(losers, key=lambda c: c.get("salience", 0.0))
     return DmnOutput("review", [],
-                     f"Last cycle I prioritised '{excerpt(winner_text, chars)}' over "
-                     f"'{excerpt(loser.get('text', ''), chars)}' ({loser.get('source', '?')}). "
-                     "Was that right? Should I revisit it?",
+                     review_self_prompt(winner_text, loser.get("text", ""), loser.get("source", "?"), chars),
                      {"loser_source": loser.get("source"), "loser_salience": loser.get("salience")})

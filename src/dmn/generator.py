@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from src.db.availability import AwayNotice
+from src.db.availability import AwayNotice, tick_until_stopped
 from src.dmn import channels as ch
 from src.dmn import repository as repo
 from src.dmn.entropy_guard import EntropyGuard
@@ -76,21 +76,8 @@ class DmnGenerator:
 
         The first tick comes one interval after start: a mind that just woke up attends to
         what arrives (piped input, a person typing) before it starts to wander."""
-        away = AwayNotice(log, "DMN")
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), self.settings.interval_s)
-                return
-            except TimeoutError:
-                pass
-            try:
-                await self.tick(clock())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:   # the generator goes on
-                away.failed(exc)
-            else:
-                away.succeeded()
+        await tick_until_stopped(lambda: self.tick(clock()), every_s=self.settings.interval_s,
+                                 notice=AwayNotice(log, "DMN"), stop=stop)
 
     async def tick(self, now: datetime) -> TickReport:
         """One DMN step at `now` (see the module docstring)."""

@@ -22,8 +22,8 @@
    similarity would *reinforce* the memory it contradicts, the worst error here,
    while an undecided pair costs one micro-call (or, in reflex mode, is kept as a
    novel memory).
-3. LLM micro-call (~100 ms): an isolated meta-context call ("Does A contradict B?")
-   only for pairs the first two left inconclusive. The same call returns the
+3. LLM micro-call (~100 ms): an isolated meta-context call ("Does A contradict B?",
+   src/gates/prompts.py) only for pairs the first two left inconclusive. The same call returns the
    one-line `compressed` summary of A, so the gate never makes an extra call for it.
    In reflex mode the layer is skipped and logged; the pair stays undecided.
 """
@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 import asyncpg
 import numpy as np
-from pydantic import BaseModel, Field
 
 from src.errors import ProviderError, ProviderSkipped
 from src.gates.negation_pairs import (
@@ -46,6 +45,7 @@ from src.gates.negation_pairs import (
     RELATED_PAIRS,
     pairs_sha256,
 )
+from src.gates.prompts import ContradictionAnswer, contradiction_question
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.vectors import unit
@@ -67,8 +67,6 @@ HEURISTIC_OVERLAP = 0.5
 #: rounded to half precision (about 1e-3 off), and the direction of such a rounding
 #: step is noise whose cosine with anything is meaningless.
 MIN_STEP = 0.02
-#: Characters of each statement put into the LLM question.
-QUESTION_CHARS = 1000
 LEARN_AS_TYPE = "episodic"
 
 
@@ -205,21 +203,6 @@ async def load_or_learn(pool: asyncpg.Pool | asyncpg.Connection,
     direction = np.asarray(row["direction"].to_numpy(), dtype=np.float32)
     return NegationDirection(embedder.model_name, direction, row["no_below"], row["yes_above"],
                              row["n_pairs"], json.loads(row["details"]))
-
-
-class ContradictionAnswer(BaseModel):
-    """The micro-call's answer: the verdict and, for free, A as one line."""
-
-    contradicts: bool = Field(description="true if statement A contradicts statement B (YES), else false (NO)")
-    summary_a: str = Field(description="statement A as one line of at most 15 words")
-
-
-def contradiction_question(a: str, b: str) -> str:
-    """The isolated meta-context question: the two statements and nothing else."""
-    return (f"Statement A: {a[:QUESTION_CHARS]}\n"
-            f"Statement B: {b[:QUESTION_CHARS]}\n"
-            "Does A contradict B? Answer YES or NO as `contradicts` (true = YES). "
-            "Also give `summary_a`: statement A as one line of at most 15 words.")
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import numpy as np
 
 from src.gut import centroids as c
 from src.gut import repository as repo
+from src.gut.prompts import gut_signal
 from src.gut.settings import GutSettings
-from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +153,7 @@ class Gut:
     def signal_text(self, focus: str) -> str:
         """What a gut signal says: how strong, and about what (the focus that raised it)."""
         r = self.reading
-        flat = excerpt(focus, 120)
-        return (f"A {c.describe_intensity(r.intensity)} in my gut (intensity {r.intensity:.2f}) "
-                f"while attending to: {flat}. What is it telling me?")
+        return gut_signal(c.describe_intensity(r.intensity), r.intensity, focus)
 
 
 def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:

@@ -30,7 +30,9 @@ from src.bootstrap.settings import BootstrapSettings
 from src.errors import ProviderError
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
+from src.loop.prompts import GOAL_ACHIEVED_WHEN
 from src.outcomes import alignment, goals
+from src.outcomes.prompts import goal_reflection_prompt
 from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.tools.verbs import ToolVerb
 
@@ -186,8 +188,7 @@ class InnerLife:
             words = set(_WORDS.findall(focus.lower()))
             return any(words & set(_WORDS.findall(text.lower())) for text, _ in self.goal_layer)
         return ToolVerb(verb="GOAL_ACHIEVED", handler=self.declare_goal, usage="GOAL_ACHIEVED: <the goal>",
-                        when="Only when this message shows that one of your goals has just been achieved: "
-                             "declare which.", offered=offered, kind="internal")
+                        when=GOAL_ACHIEVED_WHEN, offered=offered, kind="internal")
 
     async def declare_goal(self, text: str) -> str:
         """The verb's handler: match a held goal, record the outcome, queue the reflection."""
@@ -206,7 +207,7 @@ class InnerLife:
                                    evidence={"declared": text, "cycle": cycle, "similarity": round(match.similarity, 4)},
                                    subjects=subjects, lookback=timedelta(seconds=self.settings.outcome_lookback_s),
                                    max_links=self.settings.outcome_max_links)
-        prompt = goals.reflection_prompt(match.text)
+        prompt = goal_reflection_prompt(match.text)
         self._reflections[prompt] = _Reflection(match.text, oid, cycle)
         if self.submit is not None:
             await self.submit("dmn", prompt, now=now)

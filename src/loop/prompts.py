@@ -1,18 +1,24 @@
 """The texts the loop puts in front of the model (plan §3.4, §4.10, §5.2).
 
 The bootstrap prompt opens every system prompt (tool lines are added per focus by
-src/loop/tool_protocol.py); internal sources are framed so the model knows a thought is
-its own and not the user's. The reflex reply is what the user reads when no
-language model can answer.
+src/loop/tool_protocol.py, in the words of `tools_section`, `NO_TOOLS_NOTE` and
+`tool_result`); internal sources are framed so the model knows a thought is its own
+and not the user's. The reflex reply is what the user reads when no language model
+can answer.
+
+Every stage keeps the texts it sends a model in a `prompts.py` of its own package (issue
+23): this one's parts come from src/metacognition/prompts.py (the confidence line), and
+the memory sections, skills, gut and reflection lines are rendered by their packages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
+from src.metacognition.prompts import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.providers.llm_reflex import NO_LANGUAGE_MODEL
 from src.text import excerpt
+from src.tools.verbs import ToolVerb
 
 BOOTSTRAP_PROMPT = (
     "You are {name}. You have memory, goals, and values — all currently empty or still forming. "
@@ -27,6 +33,11 @@ INTERNAL_FRAMES = {
 }
 #: Characters of one recalled memory in the reflex reply.
 REFLEX_LINE_CHARS = 160
+
+#: Appended to the system prompt of the last, tool-less request.
+NO_TOOLS_NOTE = ("No tools are available for this reply. Answer the last message directly, in plain "
+                 "words, from what you know and remember; if you cannot, say so briefly.")
+GOAL_ACHIEVED_WHEN = "Only when this message shows that one of your goals has just been achieved: declare which."
 
 
 def frame_input(source: str, text: str) -> str:
@@ -45,6 +56,18 @@ def system_prompt(agent_name: str, memories: str, report: str, reflection: str, 
         parts.append(reflection)
     parts += [cost_line, VERBALIZED_CONFIDENCE_INSTRUCTION]
     return "\n\n".join(p for p in parts if p)
+
+
+def tools_section(offered: Sequence[ToolVerb]) -> str:
+    """The tool lines of the system prompt: one per verb offered for this focus."""
+    lines = [f"- {v.when} Reply with exactly one line `{v.usage}` and nothing else; "
+             "the result will be given to you." for v in offered]
+    return "Tools (use one only when the line says so; otherwise just answer):\n" + "\n".join(lines)
+
+
+def tool_result(verb: str, argument: str, text: str) -> str:
+    """A tool's result as the model reads it, after its call."""
+    return f"[{verb} {argument}]\n{text}"
 
 
 def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: str | None = None,

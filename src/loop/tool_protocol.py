@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from src.loop.prompts import NO_TOOLS_NOTE, tool_result, tools_section
 from src.providers.protocols import ChatMessage
 from src.tools.verbs import ToolVerb
 
@@ -41,9 +42,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Answer = Callable[[list[ChatMessage], str], Awaitable[T]]
 
-#: Appended to the system prompt of the last, tool-less request.
-NO_TOOLS_NOTE = ("No tools are available for this reply. Answer the last message directly, in plain "
-                 "words, from what you know and remember; if you cannot, say so briefly.")
 _ARG_TRIM = "`'\"*_ \t"
 
 
@@ -65,7 +63,7 @@ class ToolResult:
 
     def message(self) -> ChatMessage:
         """The result as the model reads it."""
-        return ChatMessage("user", f"[{self.call.verb} {self.call.argument}]\n{self.text}")
+        return ChatMessage("user", tool_result(self.call.verb, self.call.argument, self.text))
 
     def action(self) -> dict:
         """The thought_log `actions` entry for this call."""
@@ -126,9 +124,7 @@ class ToolProtocol:
         offered = self.offered(focus)
         if not offered:
             return ""
-        lines = [f"- {v.when} Reply with exactly one line `{v.usage}` and nothing else; "
-                 "the result will be given to you." for v in offered]
-        return "Tools (use one only when the line says so; otherwise just answer):\n" + "\n".join(lines)
+        return tools_section(offered)
 
     def find_calls(self, text: str) -> list[ToolCall]:
         """Every protocol line in `text`, in order (any registered verb, any case)."""

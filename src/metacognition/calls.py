@@ -1,10 +1,10 @@
 """The metacognitive calls (plan §2.11): feeling of knowing in an isolated meta-context.
 
-The FOK question goes out through `LanguageModel.meta_call_structured`, which
-takes one question string and nothing else: no history, no identity, no system
-prompt of the agent's, and the answer is discarded once its signal is read. The
-model judges whether it knows the answer *before* seeing any answer, so the
-judgement is not anchored on a draft it would defend.
+The FOK question (`FOK_PROMPT`, src/metacognition/prompts.py) goes out through
+`LanguageModel.meta_call_structured`, which takes one question string and nothing else:
+no history, no identity, no system prompt of the agent's, and the answer is discarded
+once its signal is read. The model judges whether it knows the answer *before* seeing
+any answer, so the judgement is not anchored on a draft it would defend.
 
 Failure is never fatal here: reflex mode (ProviderSkipped) and any provider
 error give a FeelingOfKnowing without a value and the reason recorded; the
@@ -18,14 +18,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from pydantic import BaseModel, Field
-
 from src.errors import ProviderError, ProviderSkipped
-from src.metacognition.confidence import (
-    FeelingOfKnowing,
-    Judgement,
-    fok_value,
-)
+from src.metacognition.confidence import FeelingOfKnowing, fok_value
+from src.metacognition.prompts import FOK_PROMPT, FokAnswer
 from src.metacognition.settings import MetacognitionSettings
 from src.providers.protocols import LanguageModel
 
@@ -34,25 +29,6 @@ log = logging.getLogger(__name__)
 FOK_PURPOSE = "metacognition_fok"
 #: Questions longer than this are cut for the FOK call: the judgement needs the gist.
 FOK_QUESTION_CHARS = 4000
-
-FOK_PROMPT = """Do you know the answer to the question below? Do not answer it.
-Judge only your own knowledge:
-- KNOWN: you know the answer and could state it correctly;
-- PARTIAL: you know part of it, or you would have to guess some of it;
-- UNKNOWN: you do not know it (or it depends on facts you do not have).
-Also give a confidence from 0 to 1 that an answer you gave now would be correct.
-
-Question:
-<<<
-{question}
->>>"""
-
-
-class FokAnswer(BaseModel):
-    """The meta call's reply."""
-
-    judgement: Judgement
-    confidence: float = Field(ge=0.0, le=1.0)
 
 
 async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,

@@ -31,20 +31,14 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from src.metacognition.prompts import VERBALIZED_CONFIDENCE_INSTRUCTION, Judgement, weaknesses
 from src.metacognition.settings import ConfidenceWeights, MetacognitionSettings
 
-Judgement = Literal["KNOWN", "PARTIAL", "UNKNOWN"]
 FOK_BANDS: Mapping[str, tuple[float, float]] = {
     "KNOWN": (0.6, 1.0), "PARTIAL": (0.3, 0.7), "UNKNOWN": (0.0, 0.35),
 }
-
-#: Ask for this in System 1's system prompt so a verbalized signal exists.
-VERBALIZED_CONFIDENCE_INSTRUCTION = (
-    "End every reply with a last line 'Confidence: <a number from 0 to 1>' saying how sure "
-    "you are that the reply is right.")
-
 
 
 @dataclass(frozen=True)
@@ -271,37 +265,6 @@ def score_answer(text: str, fok: FeelingOfKnowing | None = None, *, mean_logprob
     if fok and fok.skipped:
         out["fok_skipped"] = fok.skipped
     return Confidence(composite, objective, fok_v, verbalized, out)
-
-
-def weaknesses(confidence: Confidence) -> list[str]:
-    """What made the answer look unsure, in words System 1 can act on (the retry's feedback)."""
-    s = confidence.signals
-    out = []
-    hedges = s.get("hedge_phrases") or []
-    if hedges:
-        shown = ", ".join(f"'{h}'" for h in dict.fromkeys(h.lower() for h in hedges))
-        out.append(f"it hedged {len(hedges)} time{'s' if len(hedges) > 1 else ''} ({shown}) instead "
-                   "of saying plainly what is known and what is not")
-    markers = s.get("correction_markers") or []
-    if markers:
-        shown = ", ".join(f"'{m}'" for m in dict.fromkeys(m.lower() for m in markers))
-        out.append(f"it corrected itself mid-answer ({shown}); give only the corrected version")
-    if s.get("question_rate", 0) > 0:
-        out.append("it answered with questions; answer first, ask at most one clarifying question")
-    if s.get("length_anomaly", 0) >= 0.5:
-        out.append("its length was far from what such an answer usually needs")
-    if s.get("words", 1) == 0:
-        out.append("it was empty")
-    if confidence.fok_unknown:
-        out.append("the feeling-of-knowing check judged the question UNKNOWN: separate what you "
-                   "can support from what you would be guessing")
-    elif s.get("fok_judgement") == "PARTIAL":
-        out.append("the feeling-of-knowing check judged the answer only PARTIALLY known")
-    if confidence.verbalized is not None and confidence.verbalized < 0.5:
-        out.append(f"its stated confidence was low ({confidence.verbalized:.2f})")
-    if "logprob_confidence" in s and s["logprob_confidence"] < 0.5:
-        out.append("its wording was improbable to the model itself (low token probabilities)")
-    return out or ["its overall confidence was low without one clear cause; check each claim"]
 
 
 __all__ = [

@@ -33,8 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
-from pydantic import BaseModel, Field
-
 from src.errors import ProviderError, ProviderSkipped
 from src.metacognition.calls import FokSource, feeling_of_knowing
 from src.metacognition.confidence import (
@@ -42,15 +40,15 @@ from src.metacognition.confidence import (
     FeelingOfKnowing,
     score_answer,
     strip_verbalized_confidence,
-    weaknesses,
 )
 from src.metacognition.escalation_log import EscalationRow, record_escalation
+from src.metacognition.prompts import System2Answer, retry_feedback, system2_brief
 from src.metacognition.reflection import store_correction
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold, ThresholdReading, read_threshold
+from src.providers.prompts import EMPTY_REPLY
 from src.providers.protocols import ChatMessage, LanguageModel, LLMResult
 from src.recall.store import MemoryStore
-from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -118,16 +116,6 @@ def complexity(text: str) -> float:
 
 # --- the loop --------------------------------------------------------------------------------
 
-class System2Answer(BaseModel):
-    """System 2's structured reply (§3.6: answer + explanation + correction pattern)."""
-
-    answer: str = Field(min_length=1, description="the reply the agent should give")
-    explanation: str = Field(description="why, briefly")
-    needed_correction: bool = Field(description="whether System 1's draft was wrong or weak")
-    error_type: str = Field("", description="a few words naming the error; empty when none")
-    correction_pattern: str = Field("", description="the general lesson for similar situations")
-
-
 Assess = Callable[[LLMResult, FeelingOfKnowing], Confidence]
 
 
@@ -156,33 +144,9 @@ class Outcome:
         return (sum(r.tokens_in for _, r in self.results), sum(r.tokens_out for _, r in self.results))
 
 
-def retry_feedback(focus: str, confidence: Confidence, threshold: float) -> str:
-    """The targeted feedback of the one retry: what was weak and what to do."""
-    points = "\n".join(f"- {w}" for w in weaknesses(confidence))
-    return (f"[SELF-CHECK] Your reply above scored {confidence.composite:.2f} on confidence, below the "
-            f"{threshold:.2f} needed before you answer without deeper review. What was weak:\n{points}\n"
-            f"Reply again to the same focus (\"{excerpt(focus, 200)}\"), fixing these points. Say plainly "
-            "what you know and say explicitly what you do not know rather than guessing. End with a "
-            "line 'Confidence: <0-1>'.")
-
-
-def system2_brief(focus: str, reasons: str, confidence: Confidence) -> str:
-    """The request System 2 gets after System 1's draft."""
-    weak = "; ".join(weaknesses(confidence))
-    return ("[ESCALATION TO SYSTEM 2] You are this agent's slow, deliberate reasoning. The reply above "
-            f"is a draft by its fast System 1 for the current focus: \"{excerpt(focus, 500)}\". "
-            f"It was escalated because: {reasons}. The draft scored {confidence.composite:.2f} on "
-            f"confidence; what looked weak: {weak}. Write the reply the agent should give (answer), "
-            "explain your reasoning briefly (explanation), say whether the draft needed correcting "
-            "(needed_correction), name the kind of error in a few words (error_type, e.g. 'unsupported "
-            "claim', 'missed step', 'overconfident guess'; empty when none) and state the general "
-            "lesson System 1 should apply next time in a similar situation (correction_pattern, one "
-            "or two sentences).")
-
-
 def _draft(result: LLMResult) -> ChatMessage:
     # providers refuse an empty assistant turn; an empty draft is still a draft to review
-    return ChatMessage("assistant", result.text if result.text.strip() else "(empty reply)")
+    return ChatMessage("assistant", result.text if result.text.strip() else EMPTY_REPLY)
 
 
 async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, messages: Sequence[ChatMessage],
@@ -228,113 +192,167 @@ async def loop_before_escalate(
     mcfg = metacognition or MetacognitionSettings()
     score = assess or (lambda result, fok: score_answer(result.text, fok, mean_logprob=result.mean_logprob,
                                                         expected_words=expected_words, settings=mcfg))
-    results: list[tuple[str, LLMResult]] = []
-    first, fok = await _first_answer(system1, meta or system1, messages, system, focus, mcfg, fok_source)
-    results.append(("system1_answer", first))
-    c1 = score(first, fok)
-    known = triggers or EscalationTriggers()
-    trig = replace(known, complexity=known.complexity or complexity(focus) >= cfg.complexity_threshold,
-                   novelty_fok_unknown=fok.judgement == "UNKNOWN")
-    base = dict(confidence_before=c1.composite, threshold=threshold, fok=fok, results=results)
+    turn = _Turn(messages, system=system, focus=focus, threshold=threshold, cfg=cfg, score=score,
+                 store=store, source_tag=source_tag, now=now, keep_corrections=keep_corrections)
+    await turn.answer(system1, meta or system1, mcfg, fok_source, triggers or EscalationTriggers())
+    draft = turn.escalating_at_once()
+    if draft is None:
+        confident = turn.confident_first_answer()
+        if confident is not None:
+            return await turn.finish(confident)
+        retried = await turn.retry_once(system1)
+        if isinstance(retried, Outcome):
+            return await turn.finish(retried)
+        draft = retried
+    return await turn.finish(await turn.escalate(system2, draft))
 
-    def done(answer: LLMResult, conf: Confidence, path: str, reason: str, **kw) -> Outcome:
+
+@dataclass(frozen=True)
+class _Draft:
+    """System 1's best answer on its way to System 2, why, and the retry's Outcome fields."""
+
+    result: LLMResult
+    confidence: Confidence
+    reason: str
+    retry: dict = field(default_factory=dict)
+
+
+class _Turn:
+    """One focus on its way through §3.5/§3.6, one method per step: System 1 answers,
+    escalate at once, accept, retry once, escalate, keep the correction, finish. The state
+    they share: the conversation, the first answer with its FOK and confidence, the
+    triggers (low confidence joins them after a failed retry), the generations so far."""
+
+    def __init__(self, messages: Sequence[ChatMessage], *, system: str | None, focus: str, threshold: float,
+                 cfg: EscalationSettings, score: Assess, store: MemoryStore | None, source_tag: str | None,
+                 now: datetime | None, keep_corrections: bool):
+        self.messages, self.system, self.focus, self.threshold = messages, system, focus, threshold
+        self.cfg, self.score = cfg, score
+        self.store, self.source_tag, self.now, self.keep_corrections = store, source_tag, now, keep_corrections
+        self.results: list[tuple[str, LLMResult]] = []
+
+    async def answer(self, system1: LanguageModel, meta: LanguageModel, mcfg: MetacognitionSettings,
+                     fok_source: FokSource | None, known: EscalationTriggers) -> None:
+        """System 1 answers (the FOK call alongside); its composite confidence; the triggers."""
+        self.first, self.fok = await _first_answer(system1, meta, self.messages, self.system, self.focus, mcfg,
+                                                   fok_source)
+        self.results.append(("system1_answer", self.first))
+        self.c1 = self.score(self.first, self.fok)
+        self.trig = replace(known, novelty_fok_unknown=self.fok.judgement == "UNKNOWN",
+                            complexity=known.complexity or complexity(self.focus) >= self.cfg.complexity_threshold)
+
+    def outcome(self, answer: LLMResult, conf: Confidence, path: str, reason: str, **kw) -> Outcome:
+        """Delivering `answer`; `kw` sets what differs from a first answer kept as it is."""
         return Outcome(answer=strip_verbalized_confidence(answer.text), path=path, confidence=conf,
                        reason=reason, **{"confidence_after_retry": None, "retried": False,
-                                         "retry_succeeded": None, "escalated": False,
-                                         "system2_ok": None, "triggers": trig, **base, **kw})
+                                         "retry_succeeded": None, "escalated": False, "system2_ok": None,
+                                         "triggers": self.trig, "confidence_before": self.c1.composite,
+                                         "threshold": self.threshold, "fok": self.fok,
+                                         "results": self.results, **kw})
 
-    best, best_c = first, c1
-    retry_kw: dict = {}
-    if trig.always_fired():
-        reason = f"always-escalate trigger: {', '.join(trig.always_fired())}"
-    elif trig.should_escalate():
-        reason = f"{len(trig.fired())} triggers: {', '.join(trig.fired())}"
-    elif c1.composite >= threshold:
-        note = f"; trigger noted: {', '.join(trig.fired())}" if trig.fired() else ""
-        return await _finish(done(first, c1, "system1",
-                                  f"confidence {c1.composite:.2f} >= threshold {threshold:.2f}{note}"),
-                             store, focus, source_tag, now)
-    else:
-        feedback = retry_feedback(focus, c1, threshold)
-        retry_messages = [*messages, _draft(first), ChatMessage("user", feedback)]
+    def escalating_at_once(self) -> _Draft | None:
+        """An always-escalate trigger, or two triggers: a retry cannot fix what they are about."""
+        fired = self.trig.fired()
+        if self.trig.always_fired():
+            return _Draft(self.first, self.c1, f"always-escalate trigger: {', '.join(self.trig.always_fired())}")
+        if self.trig.should_escalate():
+            return _Draft(self.first, self.c1, f"{len(fired)} triggers: {', '.join(fired)}")
+        return None
+
+    def confident_first_answer(self) -> Outcome | None:
+        """System 1's answer when its confidence reaches the threshold."""
+        if self.c1.composite < self.threshold:
+            return None
+        note = f"; trigger noted: {', '.join(self.trig.fired())}" if self.trig.fired() else ""
+        return self.outcome(self.first, self.c1, "system1",
+                            f"confidence {self.c1.composite:.2f} >= threshold {self.threshold:.2f}{note}")
+
+    async def retry_once(self, system1: LanguageModel) -> Outcome | _Draft:
+        """System 1 once more, told what was weak: its answer when now confident, else the
+        better of the two drafts for System 2 (§3.5: a failed retry escalates on its own)."""
+        feedback = retry_feedback(self.focus, self.c1, self.threshold)
+        retry_messages = [*self.messages, _draft(self.first), ChatMessage("user", feedback)]
+        best, best_c, c2 = self.first, self.c1, None
         try:
-            second = await system1.generate(retry_messages, purpose="system1_retry", system=system)
+            second = await system1.generate(retry_messages, purpose="system1_retry", system=self.system)
         except ProviderError as exc:
             log.warning("System 1 retry failed, escalating: %s", exc)
-            second, c2 = None, None
+            second = None
         if second is not None:
-            results.append(("system1_retry", second))
-            c2 = score(second, fok)
-            if c2.composite >= threshold:
-                return await _finish(done(second, c2, "retry",
-                                          f"confidence {c1.composite:.2f} < threshold {threshold:.2f}; "
-                                          f"retry reached {c2.composite:.2f}",
-                                          confidence_after_retry=c2.composite, retried=True,
-                                          retry_succeeded=True), store, focus, source_tag, now)
-            if c2.composite >= c1.composite:
+            self.results.append(("system1_retry", second))
+            c2 = self.score(second, self.fok)
+            if c2.composite >= self.threshold:
+                return self.outcome(second, c2, "retry", f"confidence {self.c1.composite:.2f} < threshold "
+                                    f"{self.threshold:.2f}; retry reached {c2.composite:.2f}",
+                                    confidence_after_retry=c2.composite, retried=True, retry_succeeded=True)
+            if c2.composite >= self.c1.composite:
                 best, best_c = second, c2
-        trig = replace(trig, low_confidence=True)
+        self.trig = replace(self.trig, low_confidence=True)
         after = f"{c2.composite:.2f}" if c2 is not None else "no answer (retry failed)"
-        reason = (f"confidence {c1.composite:.2f} < threshold {threshold:.2f}, still {after} "
+        reason = (f"confidence {self.c1.composite:.2f} < threshold {self.threshold:.2f}, still {after} "
                   "after one retry")
-        if len(trig.fired()) > 1:
-            reason += f"; triggers: {', '.join(trig.fired())}"
-        retry_kw = dict(confidence_after_retry=None if c2 is None else c2.composite, retried=True,
-                        retry_succeeded=False)
+        if len(self.trig.fired()) > 1:
+            reason += f"; triggers: {', '.join(self.trig.fired())}"
+        return _Draft(best, best_c, reason, dict(confidence_after_retry=None if c2 is None else c2.composite,
+                                                 retried=True, retry_succeeded=False))
 
-    log.info("escalating to System 2 (%s): %s", system2.model, reason)
-    brief = system2_brief(focus, reason, best_c)
-    s2_messages = [*messages, _draft(best), ChatMessage("user", brief)]
-    try:
-        if not system2.configured:
-            raise ProviderSkipped("no language model is configured for System 2", provider=system2.provider)
-        reply = await system2.generate_structured(s2_messages, System2Answer, purpose="system2_escalation",
-                                                  system=system, max_tokens=cfg.system2_max_tokens)
-    except ProviderSkipped as exc:
-        return await _finish(done(best, best_c, "system1_fallback", f"{reason}; system2 unavailable ({exc})",
-                                  escalated=True, system2_ok=False, **retry_kw),
-                             store, focus, source_tag, now)
-    except ProviderError as exc:
-        log.warning("System 2 failed, keeping System 1's best answer: %s", exc)
-        return await _finish(done(best, best_c, "system1_fallback",
-                                  f"{reason}; system2 failed ({type(exc).__name__}: {exc})",
-                                  escalated=True, system2_ok=False, **retry_kw),
-                             store, focus, source_tag, now)
-    results.append(("system2_escalation", reply.result))
-    value = reply.value
-    delivered = replace(reply.result, text=value.answer, logprobs=None)
-    outcome = done(delivered, score(delivered, fok), "system2", reason, escalated=True, system2_ok=True,
-                   system2=value, **retry_kw)
-    if store is not None and keep_corrections and value.needed_correction and value.correction_pattern.strip():
-        correction_id = await store_correction(
-            store, trigger=focus, error_type=value.error_type, original_reasoning=best.text,
+    async def escalate(self, system2: LanguageModel, draft: _Draft) -> Outcome:
+        """System 2 reviews the draft and answers; without it (reflex mode, an error) the draft stands."""
+        log.info("escalating to System 2 (%s): %s", system2.model, draft.reason)
+        brief = system2_brief(self.focus, draft.reason, draft.confidence)
+        s2_messages = [*self.messages, _draft(draft.result), ChatMessage("user", brief)]
+        kept = dict(escalated=True, system2_ok=False, **draft.retry)
+        try:
+            if not system2.configured:
+                raise ProviderSkipped("no language model is configured for System 2", provider=system2.provider)
+            reply = await system2.generate_structured(s2_messages, System2Answer, purpose="system2_escalation",
+                                                      system=self.system, max_tokens=self.cfg.system2_max_tokens)
+        except ProviderSkipped as exc:
+            return self.outcome(draft.result, draft.confidence, "system1_fallback",
+                                f"{draft.reason}; system2 unavailable ({exc})", **kept)
+        except ProviderError as exc:
+            log.warning("System 2 failed, keeping System 1's best answer: %s", exc)
+            return self.outcome(draft.result, draft.confidence, "system1_fallback",
+                                f"{draft.reason}; system2 failed ({type(exc).__name__}: {exc})", **kept)
+        self.results.append(("system2_escalation", reply.result))
+        value = reply.value
+        delivered = replace(reply.result, text=value.answer, logprobs=None)
+        outcome = self.outcome(delivered, self.score(delivered, self.fok), "system2", draft.reason,
+                               escalated=True, system2_ok=True, system2=value, **draft.retry)
+        return replace(outcome, correction_id=await self.keep_correction(system2, value, draft))
+
+    async def keep_correction(self, system2: LanguageModel, value: System2Answer, draft: _Draft) -> int | None:
+        """System 2's correction pattern to the reflection bank, where System 1 meets it before
+        answering in a similar situation; none without a store, with memory mode off, or
+        when the draft needed no correcting."""
+        if (self.store is None or not self.keep_corrections or not value.needed_correction
+                or not value.correction_pattern.strip()):
+            return None
+        return await store_correction(
+            self.store, trigger=self.focus, error_type=value.error_type, original_reasoning=draft.result.text,
             correction=value.correction_pattern,
-            context=(f"source {source_tag or 'unknown'}; escalated because {reason}; System 1 "
-                     f"confidence {best_c.composite:.2f}"),
-            source_confidence=cfg.reflection.source_confidence,
-            extra={"escalation_triggers": trig.fired(), "system2_model": system2.model,
+            context=(f"source {self.source_tag or 'unknown'}; escalated because {draft.reason}; System 1 "
+                     f"confidence {draft.confidence.composite:.2f}"),
+            source_confidence=self.cfg.reflection.source_confidence,
+            extra={"escalation_triggers": self.trig.fired(), "system2_model": system2.model,
                    "explanation": value.explanation[:2000]})
-        outcome = replace(outcome, correction_id=correction_id)
-    return await _finish(outcome, store, focus, source_tag, now)
 
-
-async def _finish(outcome: Outcome, store: MemoryStore | None, focus: str, source_tag: str | None,
-                  now: datetime | None) -> Outcome:
-    """Write the decision row when there is a store; log the path."""
-    log.info("confidence decision: %s (%s)", outcome.path, outcome.reason)
-    if store is None:
-        return outcome
-    row = EscalationRow(
-        attention_focus=focus, source_tag=source_tag, threshold=outcome.threshold,
-        confidence_before=outcome.confidence_before, confidence_after_retry=outcome.confidence_after_retry,
-        retried=outcome.retried, retry_succeeded=outcome.retry_succeeded, escalated=outcome.escalated,
-        triggers=outcome.triggers.fired(), system2_ok=outcome.system2_ok, path=outcome.path,
-        correction_id=outcome.correction_id, reason=outcome.reason,
-        details={"fok": outcome.fok.judgement, "fok_skipped": outcome.fok.skipped,
-                 "confidence": outcome.confidence.composite,
-                 "calls": [purpose for purpose, _ in outcome.results]})
-    escalation_id = await record_escalation(store.pool, row, at=now)
-    return replace(outcome, escalation_id=escalation_id)
+    async def finish(self, outcome: Outcome) -> Outcome:
+        """Write the decision row when there is a store; log the path."""
+        log.info("confidence decision: %s (%s)", outcome.path, outcome.reason)
+        if self.store is None:
+            return outcome
+        row = EscalationRow(
+            attention_focus=self.focus, source_tag=self.source_tag, threshold=outcome.threshold,
+            confidence_before=outcome.confidence_before, confidence_after_retry=outcome.confidence_after_retry,
+            retried=outcome.retried, retry_succeeded=outcome.retry_succeeded, escalated=outcome.escalated,
+            triggers=outcome.triggers.fired(), system2_ok=outcome.system2_ok, path=outcome.path,
+            correction_id=outcome.correction_id, reason=outcome.reason,
+            details={"fok": outcome.fok.judgement, "fok_skipped": outcome.fok.skipped,
+                     "confidence": outcome.confidence.composite,
+                     "calls": [purpose for purpose, _ in outcome.results]})
+        escalation_id = await record_escalation(self.store.pool, row, at=self.now)
+        return replace(outcome, escalation_id=escalation_id)
 
 
 __all__ = [

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,6 +36,7 @@ import numpy as np
 from pgvector import HalfVector
 
 from src.errors import ProviderError
+from src.metacognition.prompts import REFLECTION_HEADER, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import Embedder
 from src.recall.search import QUESTION_TSQUERY
@@ -49,7 +49,6 @@ CORRECTION_TYPE = "correction"
 FIELDS = ("trigger", "error_type", "original_reasoning", "correction", "context")
 #: Longest a field may be in the stored content and metadata.
 FIELD_CHARS = 2000
-REFLECTION_HEADER = "In similar past situations, you made these errors:"
 #: Characters of System 1's original reasoning kept in the content (all of it is in metadata).
 REASONING_CHARS = 300
 
@@ -183,21 +182,6 @@ async def corrections_for(pool: asyncpg.Pool | asyncpg.Connection, embedder: Emb
     rows = await pool.fetch(CORRECTIONS_SQL, text, query, embedder.model_name, k,
                             cfg.floor(embedder.model_name))
     return [_past(r) for r in rows]
-
-
-def reflection_block(corrections: Sequence[PastCorrection], *, field_chars: int = 300) -> str:
-    """The text injected before System 1 answers; "" when there is nothing to inject."""
-    if not corrections:
-        return ""
-    lines = [REFLECTION_HEADER]
-    for i, c in enumerate(corrections, 1):
-        kind = f"[{excerpt(c.error_type, 60)}] " if c.error_type else ""
-        line = f"{i}. {kind}Situation: {excerpt(c.trigger, field_chars)}"
-        if c.original_reasoning:
-            line += f" | What you did: {excerpt(c.original_reasoning, field_chars)}"
-        line += f" | Do instead: {excerpt(c.correction, field_chars)}"
-        lines.append(line)
-    return "\n".join(lines)
 
 
 __all__ = ["CORRECTIONS_SQL", "CORRECTION_TYPE", "FIELDS", "REFLECTION_HEADER", "PastCorrection",

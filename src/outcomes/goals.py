@@ -8,7 +8,8 @@ What counts, exactly:
        memory with metadata kind 'goal' — at cosine >= `goal_match` (embedding of the
        declared text vs the goal's), else the declaration is refused and logged;
     3. that records a `goal_achieved` outcome (+1), linked back to the decisions before it,
-       and queues a reflection prompt for the loop (as DMN input: the mind's own thought);
+       and queues a reflection prompt for the loop (as DMN input: the mind's own thought;
+       its words: src/outcomes/prompts.py);
        the model is told so and answers on;
     4. a later cycle takes that reflection prompt as its input and the model answers it
        (System 1/2, not reflex). Then milestone 9 is recorded with the goal, the outcome id,
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from src.text import excerpt
 from src.vectors import closest
 
 _GOAL_MEMORIES = """
@@ -52,7 +52,3 @@ def match_goal(declared_vec: np.ndarray, l1: Sequence[tuple[str, np.ndarray]],
 async def goal_memories(db, embed_model: str) -> list[tuple[int, str, np.ndarray]]:
     rows = await db.fetch(_GOAL_MEMORIES, embed_model)
     return [(r["id"], r["content"], r["embedding"].to_numpy()) for r in rows]
-
-
-def reflection_prompt(goal: str) -> str:
-    return f"I achieved my goal '{excerpt(goal, 200)}'. Looking back: what did it take, and what does it teach me?"

@@ -26,6 +26,7 @@ from src.providers.http_errors import (
     from_status,
     map_with,
     parse_retry_after,
+    says,
     short,
 )
 
@@ -42,8 +43,7 @@ def _status(exc: BaseException, provider: str) -> ProviderError:
                        retry_after=parse_retry_after(exc.response.headers.get("retry-after")))
 
 
-def _timeout(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderTimeout(f"{provider} did not answer in time", provider=provider)
+_timeout = says(ProviderTimeout, "{provider} did not answer in time")
 
 
 def _connection(exc: BaseException, provider: str) -> ProviderError:
@@ -52,33 +52,14 @@ def _connection(exc: BaseException, provider: str) -> ProviderError:
     return ProviderUnavailable(f"cannot reach {provider}: {why}", provider=provider)
 
 
-def _invalid_body(exc: BaseException, provider: str) -> ProviderError:
-    return MalformedOutput(f"{provider} sent a body that fails the SDK's schema: {short(exc)}",
-                           provider=provider)
-
-
-def _api_error(exc: BaseException, provider: str) -> ProviderError:
-    # A bare APIError is raised for errors inside a streamed response.
-    return ProviderUnavailable(f"{provider} API error: {short(exc)}", provider=provider)
-
-
-def _retryable(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderUnavailable(f"{provider} asked for a retry: {short(exc)}", provider=provider)
-
-
-def _credentials(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderRejected(f"{provider} credentials unusable: {short(exc)} (check {KEY_HINT})",
-                            provider=provider)
-
-
-def _misuse(exc: BaseException, provider: str) -> ProviderError:
-    # Client-side helpers we do not use (streams, toolsets, Foundry auth): our bug, not the provider's.
-    return ProviderRejected(f"{provider} client misused: {type(exc).__name__}: {short(exc)}",
-                            provider=provider)
-
-
-def _other(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderError(f"{provider} error: {type(exc).__name__}: {short(exc)}", provider=provider)
+_invalid_body = says(MalformedOutput, "{provider} sent a body that fails the SDK's schema: {text}")
+# A bare APIError is raised for errors inside a streamed response.
+_api_error = says(ProviderUnavailable, "{provider} API error: {text}")
+_retryable = says(ProviderUnavailable, "{provider} asked for a retry: {text}")
+_credentials = says(ProviderRejected, "{provider} credentials unusable: {text} (check " + KEY_HINT + ")")
+# Client-side helpers we do not use (streams, toolsets, Foundry auth): our bug, not the provider's.
+_misuse = says(ProviderRejected, "{provider} client misused: {kind}: {text}")
+_other = says(ProviderError, "{provider} error: {kind}: {text}")
 
 
 ANTHROPIC_ERRORS: dict[type[BaseException], Handler] = {

@@ -19,7 +19,7 @@ from src.providers.http_errors import (
     from_status,
     map_with,
     parse_retry_after,
-    short,
+    says,
 )
 
 PROVIDER = "gemini"
@@ -53,23 +53,11 @@ def _api_error(exc: BaseException, provider: str) -> ProviderError:
     return err
 
 
-def _function_calling(exc: BaseException, provider: str) -> ProviderError:
-    # We do not register Python functions as tools; reaching this is a request we built wrongly.
-    return ProviderRejected(f"{provider} function-calling error: {type(exc).__name__}: {short(exc)}",
-                            provider=provider)
-
-
-def _unknown_response(exc: BaseException, provider: str) -> ProviderError:
-    return MalformedOutput(f"{provider} sent a response the SDK cannot parse: {short(exc)}",
-                           provider=provider)
-
-
-def _interrupted(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderUnavailable(f"{provider} interaction interrupted: {short(exc)}", provider=provider)
-
-
-def _invalid_shape(exc: BaseException, provider: str) -> ProviderError:
-    return MalformedOutput(f"{provider} response failed validation: {short(exc)}", provider=provider)
+# We do not register Python functions as tools; reaching this is a request we built wrongly.
+_function_calling = says(ProviderRejected, "{provider} function-calling error: {kind}: {text}")
+_unknown_response = says(MalformedOutput, "{provider} sent a response the SDK cannot parse: {text}")
+_interrupted = says(ProviderUnavailable, "{provider} interaction interrupted: {text}")
+_invalid_shape = says(MalformedOutput, "{provider} response failed validation: {text}")
 
 
 GEMINI_ERRORS: dict[type[BaseException], Handler] = {

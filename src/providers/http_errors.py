@@ -4,6 +4,11 @@ Shared by the SDK maps (google-genai lets httpx2 errors through untouched) and b
 OpenAI-compatible client, which speaks httpx2 directly. The tables are keyed by exact
 exception class and looked up along the MRO; tests walk every exported class and fail
 when one would reach the generic fallback.
+
+One shape for every provider's table (issue 23): a foreign class → a `Handler`, consumed
+by `map_with`. Most handlers only word the error, so they are written `says(OurError,
+"…")`: whether it is retried follows from our class (`ProviderError.transient`). A
+handler is a function only where it reads the exception (a status, a cause, a header).
 """
 
 from __future__ import annotations
@@ -38,6 +43,15 @@ def short(text: object) -> str:
     return excerpt(str(text), MESSAGE_LIMIT)
 
 
+def says(error: type[ProviderError], wording: str) -> Handler:
+    """A handler that maps to `error` worded by `wording`, which may name {provider}, {kind}
+    (the foreign exception's class name) and {text} (its message, shortened)."""
+    def handle(exc: BaseException, provider: str) -> ProviderError:
+        return error(wording.format(provider=provider, kind=type(exc).__name__, text=short(exc)),
+                     provider=provider)
+    return handle
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or HTTP date) or a '37s' duration."""
     if not value:
@@ -70,23 +84,10 @@ def from_status(status: int, detail: str, *, provider: str, key_hint: str = "",
     return ProviderUnavailable(text, provider=provider, status=status)
 
 
-def _timeout(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderTimeout(f"{provider} did not answer in time ({type(exc).__name__})", provider=provider)
-
-
-def _unreachable(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderUnavailable(f"cannot reach {provider}: {type(exc).__name__}: {short(exc)}",
-                               provider=provider)
-
-
-def _bad_request_setup(exc: BaseException, provider: str) -> ProviderError:
-    return ProviderRejected(f"{provider} request cannot be sent: {type(exc).__name__}: {short(exc)}",
-                            provider=provider)
-
-
-def _malformed(exc: BaseException, provider: str) -> ProviderError:
-    return MalformedOutput(f"{provider} sent an unreadable body: {type(exc).__name__}: {short(exc)}",
-                           provider=provider)
+_timeout = says(ProviderTimeout, "{provider} did not answer in time ({kind})")
+_unreachable = says(ProviderUnavailable, "cannot reach {provider}: {kind}: {text}")
+_bad_request_setup = says(ProviderRejected, "{provider} request cannot be sent: {kind}: {text}")
+_malformed = says(MalformedOutput, "{provider} sent an unreadable body: {kind}: {text}")
 
 
 def _status_error(exc: BaseException, provider: str) -> ProviderError:

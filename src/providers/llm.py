@@ -17,16 +17,13 @@ from typing import Protocol
 
 from src.errors import MalformedOutput, ProviderError, ProviderRejected
 from src.providers.costs import Ledger
+from src.providers.prompts import EMPTY_REPLY, META_SYSTEM, repair_prompt, schema_instruction
 from src.providers.protocols import ChatMessage, LLMResult, M, Structured
 from src.providers.redact import Redactor
 from src.providers.resilience import Resilience
-from src.providers.structured import parse_structured, repair_prompt, schema_instruction
+from src.providers.structured import parse_structured
 
 log = logging.getLogger(__name__)
-
-# Meta-context calls carry no identity: only this neutral instruction and the question.
-META_SYSTEM = ("You are a careful, neutral evaluator. Answer only the question you are given, "
-               "as briefly as it allows. You have no other context.")
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ class ResilientLanguageModel:
         except MalformedOutput as problem:
             log.info("%s %s: unusable structured reply (%s); asking once for a repair",
                      self.model, purpose, problem)
-            follow_up = (ChatMessage("assistant", first.text.strip() or "(empty reply)"),
+            follow_up = (ChatMessage("assistant", first.text.strip() or EMPTY_REPLY),
                          ChatMessage("user", repair_prompt(problem)))
             second = await self._complete(replace(request, messages=request.messages + follow_up),
                                           f"{purpose}:repair")

@@ -1,27 +1,21 @@
 """Structured output: asking for JSON, finding it in a reply, validating it with pydantic.
 
-Pure functions; the one repair round-trip lives in `llm.ResilientLanguageModel`.
+Pure functions; the one repair round-trip lives in `llm.ResilientLanguageModel`, the texts
+(`schema_instruction`, `repair_prompt`) in `src/providers/prompts.py`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import pydantic
 
 from src.errors import MalformedOutput
 from src.providers.http_errors import short
+from src.providers.prompts import repair_prompt, schema_instruction
 from src.providers.protocols import M
 
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*\n?(.*?)\n?```$", re.DOTALL)
-
-
-def schema_instruction(schema: type[pydantic.BaseModel]) -> str:
-    """The system-prompt paragraph that asks for one JSON object matching `schema`."""
-    spec = json.dumps(schema.model_json_schema(), separators=(",", ":"), sort_keys=True)
-    return ("Reply with exactly one JSON object and nothing else (no prose, no code fence). "
-            f"It must match this JSON Schema: {spec}")
 
 
 def extract_json(text: str) -> str:
@@ -50,7 +44,4 @@ def parse_structured(text: str, schema: type[M]) -> M:
         raise MalformedOutput(f"reply is not a valid {schema.__name__}: {short(problems)}") from exc
 
 
-def repair_prompt(error: MalformedOutput) -> str:
-    """The follow-up message of the single repair attempt."""
-    return (f"Your previous reply could not be used: {error}. "
-            "Reply again with only the corrected JSON object.")
+__all__ = ["extract_json", "parse_structured", "repair_prompt", "schema_instruction"]

@@ -26,10 +26,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -44,6 +45,7 @@ from src.recall import search
 from src.recall.co_access import fetch_partners
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
+from src.recall.rerank import RerankResult
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import count_memories
 from src.recall.working import WorkingHit, recall_working
@@ -139,65 +141,83 @@ class Retriever:
         query = clean_text(query).text
         if not query.strip():
             return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
-        t = time.perf_counter()
-        if query_vec is None:
-            try:
-                query_vec = (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
-            except ProviderError as exc:
-                degraded.append(f"query embedding failed ({exc}); full-text search only")
-                log.warning("query embedding failed, searching full text only: %s", exc)
-        timings["embed"] = _ms(t)
-
-        t = time.perf_counter()
+        with _timed(timings, "embed"):
+            if query_vec is None:
+                query_vec = await self._embed_query(query, degraded)
         arms = cfg.arm_weights(self.embedder.model_name)
-        hits = await search.search_hybrid(
-            self.pool, query, query_vec, embed_model=self.embedder.model_name, limit=cfg.limit,
-            k=cfg.rrf_k_for(self.embedder.model_name), w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
-            w_recency=arms.w_recency, candidates=cfg.candidates, now=now)
-        timings["search"] = _ms(t)
+        with _timed(timings, "search"):
+            hits = await self._search(query, query_vec, arms, now)
+        with _timed(timings, "spread"):
+            hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now)
+        with _timed(timings, "score"):
+            blend = await self._blend(rng)
+            focus = [query_vec] if query_vec is not None else []
+            top = self._awake_top(_score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
+                                         spread, blend, want_types, arms.w_recency, self.emotional))
+        with _timed(timings, "rerank"):
+            memories, near, reranked = await self._rerank(query, top)
+        with _timed(timings, "working"):
+            working = await recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch)
+        if mutate and memories:
+            with _timed(timings, "mutation"):
+                await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
+                                             safety=self.safety, at=now, query=query, settings=cfg,
+                                             contributions=[np.asarray(m.components) * blend for m in memories])
+        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
+                         reranked.reranked, reranked.skipped_reason, degraded, timings, working)
 
-        t = time.perf_counter()
-        spread = await self._spread(active_ids or [h.id for h in hits[:cfg.spread_seeds]], hops)
+    async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
+        """The query's RETRIEVAL_QUERY vector; None when the embedder fails (full text only,
+        said in `degraded`): recall degrades, it does not fail."""
+        try:
+            return (await self.embedder.embed([query], "RETRIEVAL_QUERY"))[0]
+        except ProviderError as exc:
+            degraded.append(f"query embedding failed ({exc}); full-text search only")
+            log.warning("query embedding failed, searching full text only: %s", exc)
+            return None
+
+    async def _search(self, query: str, query_vec: np.ndarray | None, arms: ArmWeights,
+                      now: datetime) -> list[search.SearchHit]:
+        """Step 1: hybrid search, top-`limit`, with the arm weights of the current embed model."""
+        cfg, model = self.settings, self.embedder.model_name
+        return await search.search_hybrid(
+            self.pool, query, query_vec, embed_model=model, limit=cfg.limit, k=cfg.rrf_k_for(model),
+            w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
+            candidates=cfg.candidates, now=now)
+
+    async def _spread_from(self, hits: list[search.SearchHit], active_ids: Sequence[int], hops: int,
+                           query_vec: np.ndarray | None, now: datetime
+                           ) -> tuple[list[search.SearchHit], dict[int, float]]:
+        """Step 2: co-activation from the memories in context (cold: the best hits); the
+        partners search missed join the candidates."""
+        spread = await self._spread(active_ids or [h.id for h in hits[:self.settings.spread_seeds]], hops)
         missing = [mid for mid in spread if mid not in {h.id for h in hits}]
         if missing:
             hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
                                                   embed_model=self.embedder.model_name, now=now)
-        timings["spread"] = _ms(t)
+        return hits, spread
 
-        t = time.perf_counter()
+    async def _blend(self, rng: np.random.Generator) -> np.ndarray:
+        """Step 4's Dirichlet draw: alphas by the store's maturity, evolved by consolidation (§4.5)."""
         total = await count_memories(self.pool, self.maturity_memories)
         maturity = rel.memory_maturity(total, self.maturity_memories)
         factors = await self.dirichlet.get(self.pool)
-        blend = rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
-        focus = [query_vec] if query_vec is not None else []
-        scored = _score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                        spread, blend, want_types, arms.w_recency, self.emotional)
-        awake = [r for r in scored if not _dormant(r.hit, cfg)]
-        awake.sort(key=lambda r: (-r.weighted, r.id))
-        top = awake[:cfg.limit]
-        timings["score"] = _ms(t)
+        return rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
 
-        t = time.perf_counter()
+    def _awake_top(self, scored: list[Recalled]) -> list[Recalled]:
+        """Step 6: dormant memories out (unless the cue is strong); the best `limit` by weighted score."""
+        awake = [r for r in scored if not _dormant(r.hit, self.settings)]
+        awake.sort(key=lambda r: (-r.weighted, r.id))
+        return awake[:self.settings.limit]
+
+    async def _rerank(self, query: str, top: list[Recalled]) -> tuple[list[Recalled], list[Recalled], RerankResult]:
+        """Step 7: top-`limit` → top-`keep` (the retrieved); the rest are the near-misses."""
         reranked = await search.rerank_hits(
-            self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=cfg.keep)
+            self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=self.settings.keep)
         by_id = {r.id: r for r in top}
         memories = [dataclasses.replace(by_id[h.hit.id], rerank=h.rerank, final=h.final) for h in reranked.hits]
         kept = {m.id for m in memories}
-        near = [r for r in top if r.id not in kept]
-        timings["rerank"] = _ms(t)
-
-        t = time.perf_counter()
-        working = await recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch)
-        timings["working"] = _ms(t)
-
-        if mutate and memories:
-            t = time.perf_counter()
-            await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
-                                         safety=self.safety, at=now, query=query, settings=cfg,
-                                         contributions=[np.asarray(m.components) * blend for m in memories])
-            timings["mutation"] = _ms(t)
-        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
-                         reranked.reranked, reranked.skipped_reason, degraded, timings, working)
+        return memories, [r for r in top if r.id not in kept], reranked
 
     async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
         """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""
@@ -276,8 +296,12 @@ def _dormant(hit: search.SearchHit, cfg: RetrievalSettings) -> bool:
     return not (hit.similarity is not None and hit.similarity > cfg.dormant_similarity)
 
 
-def _ms(started: float) -> float:
-    return (time.perf_counter() - started) * 1000.0
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    """How long `step` took, in ms, into `timings` (the explain view shows them)."""
+    started = time.perf_counter()
+    yield
+    timings[step] = (time.perf_counter() - started) * 1000.0
 
 
 __all__ = ["ActRSettings", "ArmWeights", "Recalled", "Retrieval", "RetrievalSettings", "Retriever"]

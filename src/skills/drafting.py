@@ -2,7 +2,7 @@
 
 `/skill save [hint]` sends the recent conversation; deep consolidation sends a
 cluster of procedural memories (src/skills/proposal.py). Either way the model fills
-`SkillDraft`, whose field descriptions are its instructions. Without a language
+`SkillDraft`, whose field descriptions are its instructions (the texts: src/skills/prompts.py). Without a language
 model (reflex mode) drafting is refused with a message that says how to enable it:
 a skill written by no one would be a stub.
 """
@@ -12,37 +12,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from src.errors import ProviderError
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.skills import repository as repo
 from src.skills.labels import slugify
+from src.skills.prompts import (
+    DRAFT_SYSTEM,
+    SkillDraft,
+    conversation_material,
+    draft_request,
+    isolated_draft_question,
+)
 from src.skills.repository import SkillError
 from src.text import cut
 
 OFFLINE_REFUSAL = ("cannot draft a skill: no language model is configured (reflex mode). Drafting needs "
                    "System 1 — set GEMINI_API_KEY, or providers.llm.base_url for a local "
                    "OpenAI-compatible server, and restart")
-
-DRAFT_SYSTEM = (
-    "You turn a worked example into a reusable procedure (a skill) for a future agent. "
-    "Keep only what generalises: the steps, the decisions and their reasons, the pitfalls met. "
-    "Write the procedure as numbered instructions to the agent, not as a story of what happened.")
-
-
-class SkillDraft(BaseModel):
-    """The structured output of a drafting call; the descriptions instruct the model."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    label: str = Field(description="snake_case identifier, 2-4 words, captures the essence (e.g. csv_summary)")
-    name: str = Field(description="short human-readable display name (e.g. 'CSV summary')")
-    when_to_use: str = Field(description="ONE sentence saying when this skill applies: the cue a future "
-                                         "agent sees in every prompt to decide whether to recall it")
-    procedure: str = Field(description="numbered steps, specific decisions and pitfalls, written as "
-                                       "instructions for a future agent (not a retrospective)")
-
 
 def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int) -> str:
     """The last `max_messages` messages as `role: text` lines (objects with role/content)."""
@@ -59,10 +45,10 @@ async def draft(llm: LanguageModel, material: str, *, purpose: str, hint: str = 
     """
     if not getattr(llm, "configured", True):
         raise SkillError(OFFLINE_REFUSAL)
-    ask = material + (f"\n\nThe guardian's hint for this skill: {hint}" if hint else "")
+    ask = draft_request(material, hint)
     try:
         if isolated:
-            structured = await llm.meta_call_structured(f"{DRAFT_SYSTEM}\n\n{ask}", SkillDraft,
+            structured = await llm.meta_call_structured(isolated_draft_question(ask), SkillDraft,
                                                         purpose=purpose, max_tokens=max_tokens)
         else:
             structured = await llm.generate_structured(
@@ -90,9 +76,7 @@ async def save_from_conversation(db: repo.Executor, llm: LanguageModel, messages
     if not text.strip():
         raise SkillError("nothing to draft from: the conversation is empty; work through the task "
                          "with the mind first, then /skill save")
-    material = ("Here is the recent conversation between the guardian (user) and you (assistant). "
-                "Distil the procedure it worked out into a skill.\n\n" + text)
-    value = await draft(llm, material, purpose="skill_draft", hint=hint, max_tokens=max_tokens)
+    value = await draft(llm, conversation_material(text), purpose="skill_draft", hint=hint, max_tokens=max_tokens)
     shown = min(max_messages, len(list(messages)))
     return await save_draft(db, value, {"origin": "conversation", "session_id": session_id,
                                         "messages": shown, "hint": hint or None})

@@ -3,20 +3,19 @@
 One line per skill, `label — when_to_use`, most used first, inside a token cap:
 the procedures stay in the database until the model asks for one with
 `RECALL_SKILL: <label>`. Skills that do not fit are counted in one closing line
-(an unknown label sent to RECALL_SKILL gets the full list back).
+(an unknown label sent to RECALL_SKILL gets the full list back). The fixed wording is
+in src/skills/prompts.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from src.skills.prompts import HEADER, INSTRUCTION, more_skills_line
 from src.skills.repository import SkillSummary
 from src.text import excerpt, without_controls
 from src.tokens import count_tokens
 
-HEADER = "[PROCEDURAL MEMORY — skills available]"
-INSTRUCTION = ("Procedures you have learned, one per line: label — when to use it. Recall one "
-               "(RECALL_SKILL) only when it fits the task at hand.")
 CUE_CHARS = 200
 
 
@@ -39,7 +38,7 @@ def skills_section(skills: Sequence[SkillSummary], max_tokens: int) -> str:
     lines = [skill_line(s) for s in skills]
     total = max(len(lines), skills[0].total)
     # a first guess from per-line counts (one pass), then the exact count decides
-    used = count_tokens(f"{HEADER}\n{INSTRUCTION}") + count_tokens(f"- … {total} more skills not listed") + 1
+    used = count_tokens(f"{HEADER}\n{INSTRUCTION}") + count_tokens(more_skills_line(total)) + 1
     shown = 0
     for line in lines:
         used += count_tokens(line) + 1
@@ -49,7 +48,7 @@ def skills_section(skills: Sequence[SkillSummary], max_tokens: int) -> str:
     shown = min(len(lines), shown + 1)
     while shown > 0:
         rest = total - shown
-        tail = [f"- … {rest} more skill{'s' if rest != 1 else ''} not listed"] if rest else []
+        tail = [more_skills_line(rest)] if rest else []
         text = "\n".join([HEADER, INSTRUCTION, *lines[:shown], *tail])
         if count_tokens(text) <= max_tokens:
             return text

@@ -27,6 +27,7 @@ from src.providers.protocols import LanguageModel
 from src.skills import repository as repo
 from src.skills.drafting import SkillDraft, draft, save_draft
 from src.skills.prompt import one_line
+from src.skills.prompts import procedures_material
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +72,8 @@ async def propose_skill(pool: asyncpg.Pool, llm: LanguageModel, memory_ids: Sequ
     fp = fingerprint(found)       # the procedural members are the pattern
     if not rows or await proposed_fingerprints(pool, [fp]):
         return None
-    material = ("These instructions were learned on separate occasions and recur. Distil the one "
-                "procedure they share into a skill.\n\n"
-                + "\n\n".join(f"[memory {r['id']}] {r['content'][:MEMORY_CHARS]}" for r in rows))
     # consolidation's calls are isolated meta calls: no identity, no conversation
-    value = await draft(llm, material, purpose=purpose, max_tokens=max_tokens, isolated=True)
+    value = await draft(llm, procedures_material(rows, MEMORY_CHARS), purpose=purpose, max_tokens=max_tokens, isolated=True)
     async with pool.acquire() as conn, conn.transaction():
         proposal_id = await conn.fetchval(
             """INSERT INTO skill_proposals (fingerprint, memory_ids, draft, created_at)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from src.skills import repository as repo
 from src.skills.labels import closest_label
 from src.skills.prompt import one_line, skills_section
+from src.skills.prompts import RECALL_SKILL_WHEN
 from src.skills.settings import SkillsSettings
 from src.text import cut
 from src.tools.verbs import ToolVerb
@@ -109,8 +110,7 @@ class SkillRecall:
         """`RECALL_SKILL: <label>` for the loop's tool protocol."""
         # reading a learned procedure changes only the mind's own counters
         return ToolVerb(verb=VERB, handler=self.handle, usage=USAGE, offered=self.offered, kind="internal",
-                        when="When one of the skills listed under [PROCEDURAL MEMORY] fits the task: "
-                             "read its steps.")
+                        when=RECALL_SKILL_WHEN)
 
     async def handle(self, argument: str) -> str:
         """The protocol handler: resolve, credit `recommended`, return the procedure."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from src.tools.prompts import LIST_DOCS_WHEN, read_doc_when
 from src.tools.read_docs import DocsTool
 from src.tools.verbs import ToolVerb
 
@@ -55,8 +56,7 @@ def read_doc_verb(docs: DocsTool | None) -> ToolVerb:
         verb="READ_DOC",
         handler=lambda path: docs.call("read_doc", {"path": path}),
         usage="READ_DOC: <relative path>",
-        when=("Only when the message asks how you work or about your own code or notes: read one of "
-              f"your files (read-only). Readable: {readable}."),
+        when=read_doc_when(readable),
         offered=about_self_or_code,
         kind="read_doc")
 
@@ -73,7 +73,7 @@ def list_docs_verb(docs: DocsTool | None) -> ToolVerb:
         verb="LIST_DOCS",
         handler=lambda subdir: docs.call("list_docs", {"subdir": "" if subdir.strip() in ("", ".") else subdir}),
         usage=usage,
-        when="Only with READ_DOC, when you do not know which file to read: list your readable files.",
+        when=LIST_DOCS_WHEN,
         offered=about_self_or_code,
         kind="read_doc")
 

@@ -28,6 +28,12 @@ def _by_day(rows: list[dict], key: str) -> tuple[list[str], dict[str, list[float
 
 async def overview(view: View) -> Page:
     """Age, restarts, uptime, cycles, memories, readiness, cost, safety, providers, plots."""
+    data = await _overview_data(view)
+    return Page("Overview", data, lambda: _overview_html(view, data))   # built in a worker thread (src/web/app.py)
+
+
+async def _overview_data(view: View) -> dict:
+    """What the overview shows: its JSON answer, which the HTML renders."""
     cfg = view.settings
     man = await q.manifest(view.pool) or {}
     session = view.session_id or man.get("current_session_id")
@@ -51,7 +57,7 @@ async def overview(view: View) -> Page:
         "last_shutdown_at": man.get("last_shutdown_at"), "cycles_total": man.get("cycles_total"),
         "cycles_this_session": cycles_session, "embed_model": man.get("embed_model"),
     }
-    data = {
+    return {
         "facts": facts, "memories_by_type": types,
         "readiness": [{"key": a.key, "title": a.title, "reached_at": a.reached_at, "event": a.event}
                       for a in milestones],
@@ -59,38 +65,44 @@ async def overview(view: View) -> Page:
         "safety_events": events, "providers": view.providers_report, "models_called": models,
         "center_histogram": hist, "shapes_now": shapes, "shape_changes_per_day": shape_days,
     }
+
+
+def _overview_html(view: View, data: dict) -> list[str]:
+    """The overview's plots, facts and tables."""
+    facts, cost, hist, shapes = data["facts"], data["cost"], data["center_histogram"], data["shapes_now"]
+    per_day, shape_days = data["cost_per_day"], data["shape_changes_per_day"]
+    events, models, types = data["safety_events"], data["models_called"], data["memories_by_type"]
+    session, cycles_session = facts["session_id"], facts["cycles_this_session"]
     labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
-    def body() -> list[str]:     # built in a worker thread (src/web/app.py)
-        return [
-            plots(
-                svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
-                svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
-                               f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
-                               [r["day"].strftime("%m-%d") for r in shape_days],
-                               {"contested": [float(r["contested"]) for r in shape_days],
-                                "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
-                svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
-                              [float(r["cost"]) for r in per_day])),
-            kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
-                ("born", facts["created_at"]), ("restarts", facts["restarts"]),
-                ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
-                ("uptime this (or the last) session (h)", facts["uptime_hours_this_session"]),
+    return [
+        plots(
+            svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
+            svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
+                           f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
+                           [r["day"].strftime("%m-%d") for r in shape_days],
+                           {"contested": [float(r["contested"]) for r in shape_days],
+                            "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
+            svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
+                          [float(r["cost"]) for r in per_day])),
+        kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
+            ("born", facts["created_at"]), ("restarts", facts["restarts"]),
+            ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
+            ("uptime this (or the last) session (h)", facts["uptime_hours_this_session"]),
             ("cycles, lifetime", facts["cycles_total"]),
-                ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
-            section("Memories by type", table(types, ["memory_type", "n"])),
-            section("Readiness milestones", table(data["readiness"], [
-                "title", "reached_at", ("what did it", lambda r: esc(json.dumps(r["event"])) if r["event"] else "")])),
-            section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
-                                      ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
-                                      ("failed calls", cost.get("failed"))])),
-            section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
-                    else "<p class=muted>phases: not known to this viewer</p>",
-                    table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
-                                   "enforced", "reason"], "no safety events")),
-            section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
-                    + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
-        ]
-    return Page("Overview", data, body)
+            ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
+        section("Memories by type", table(types, ["memory_type", "n"])),
+        section("Readiness milestones", table(data["readiness"], [
+            "title", "reached_at", ("what did it", lambda r: esc(json.dumps(r["event"])) if r["event"] else "")])),
+        section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
+                                  ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
+                                  ("failed calls", cost.get("failed"))])),
+        section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
+                else "<p class=muted>phases: not known to this viewer</p>",
+                table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
+                               "enforced", "reason"], "no safety events")),
+        section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
+                + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
+    ]
 
 
 def _candidates(raw: str | None) -> list[dict]:

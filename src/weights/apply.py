@@ -139,87 +139,110 @@ async def apply_weight_changes(
     return outcomes
 
 
+@dataclass
+class _Batch:
+    """What one batch gathers while its changes are decided in order."""
+
+    goal_total: float | None                  # sum of goal centers, kept current as goals change
+    applied: list[tuple] = field(default_factory=list)     # consolidation_log rows
+    skipped: list[tuple] = field(default_factory=list)     # protected_skip rows
+    events: list[SafetyEvent] = field(default_factory=list)   # this batch's, written by this transaction only
+
+
 async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safety: Safety,
                  touch: AccessTouch | None) -> list[WeightOutcome]:
+    """Lock the rows, decide each change in order, one UPDATE, then the audit rows and safety events."""
     touched = set(touch.memory_ids) if touch else set()
-    ids = sorted({c.memory_id for c in changes} | touched)
+    rows = await _lock_rows(conn, sorted({c.memory_id for c in changes} | touched))
+    batch = _Batch(await _goal_total(conn, changes, rows))
+    outcomes = [_decide(change, rows.get(change.memory_id), safety, batch) for change in changes]
+    await _update_weights(conn, rows, touched, touch)
+    if batch.applied:
+        await _audit(conn, batch.applied)
+    if batch.skipped:
+        await _audit(conn, batch.skipped, skip=True)
+    if batch.events:
+        await insert_safety_events(conn, batch.events)
+    return outcomes
+
+
+async def _lock_rows(conn: asyncpg.Connection, ids: list[int]) -> dict[int, _Row]:
+    """The rows' weights, locked in id order (so concurrent batches cannot deadlock)."""
     locked = await conn.fetch(
         """SELECT id, depth_weight_alpha, depth_weight_beta, immutable, protected,
                   COALESCE(metadata->>'kind' = 'goal', false) AS goal
              FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE""",
         ids,
     )
-    rows = {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"],
+    return {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"],
                           r["protected"]) for r in locked}
-    goal_total = None
-    if any(rows.get(c.memory_id) and rows[c.memory_id].goal for c in changes):
-        goal_total = await conn.fetchval(
-            """SELECT COALESCE(sum(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta)), 0)
-                 FROM memories WHERE metadata->>'kind' = 'goal'""")
 
-    outcomes: list[WeightOutcome] = []
-    log_rows: list[tuple] = []
-    events: list[SafetyEvent] = []   # this batch's, written by this transaction only
-    skipped: list[tuple] = []
-    for change in changes:
-        row = rows.get(change.memory_id)
-        if row is None:
-            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
-                                          0.0, 0.0, 0.0, 0.0, "missing", "no such memory"))
-            continue
-        a0, b0 = row.alpha + row.d_alpha, row.beta + row.d_beta
-        if row.immutable:
-            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
-                                          a0, b0, a0, b0, "immutable", "immutable memories keep their weight"))
-            continue
-        if row.protected and change.forgetting is not None:
-            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0, a0, b0, a0, b0,
-                                          "protected", f"protected from forgetting: {change.forgetting} skipped"))
-            skipped.append((change, 0.0, a0, b0, a0, b0))
-            continue
-        if change.operation == "reinforce":
-            delta = diminished_gain(change.amount, a0 + b0)
-            da, db_ = delta, 0.0
-        else:
-            delta = change.amount
-            da, db_ = 0.0, delta
-        new_center = center_after(a0, b0, da, db_)
-        blocked = _check(safety, change, row, a0, b0, new_center, goal_total, events)
-        if blocked is not None:
-            outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
-                                          a0, b0, a0, b0, blocked[0], blocked[1]))
-            continue
-        if row.goal and goal_total is not None:
-            goal_total += new_center - a0 / (a0 + b0)
-        row.d_alpha += da
-        row.d_beta += db_
-        outcomes.append(WeightOutcome(change.memory_id, change.operation, change.amount, delta,
-                                      a0, b0, a0 + da, b0 + db_))
-        log_rows.append((change, delta, a0, b0, a0 + da, b0 + db_))
 
+async def _goal_total(conn: asyncpg.Connection, changes: Sequence[WeightChange],
+                      rows: Mapping[int, _Row]) -> float | None:
+    """The goals' summed centers, for the goal budget; None when no change touches a goal."""
+    if not any(rows.get(c.memory_id) and rows[c.memory_id].goal for c in changes):
+        return None
+    return await conn.fetchval(
+        """SELECT COALESCE(sum(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta)), 0)
+             FROM memories WHERE metadata->>'kind' = 'goal'""")
+
+
+def _decide(change: WeightChange, row: _Row | None, safety: Safety, batch: _Batch) -> WeightOutcome:
+    """One change against its row as the batch's earlier changes left it: refused (missing,
+    immutable, protected from forgetting, blocked by a ceiling) or added to the row's delta."""
+    if row is None:
+        return WeightOutcome(change.memory_id, change.operation, change.amount, 0.0,
+                             0.0, 0.0, 0.0, 0.0, "missing", "no such memory")
+    a0, b0 = row.alpha + row.d_alpha, row.beta + row.d_beta
+
+    def refused(by: str, why: str) -> WeightOutcome:
+        return WeightOutcome(change.memory_id, change.operation, change.amount, 0.0, a0, b0, a0, b0, by, why)
+
+    if row.immutable:
+        return refused("immutable", "immutable memories keep their weight")
+    if row.protected and change.forgetting is not None:
+        batch.skipped.append((change, 0.0, a0, b0, a0, b0))
+        return refused("protected", f"protected from forgetting: {change.forgetting} skipped")
+    if change.operation == "reinforce":
+        delta = diminished_gain(change.amount, a0 + b0)
+        da, db_ = delta, 0.0
+    else:
+        delta = change.amount
+        da, db_ = 0.0, delta
+    new_center = center_after(a0, b0, da, db_)
+    blocked = _check(safety, change, row, a0, b0, new_center, batch.goal_total, batch.events)
+    if blocked is not None:
+        return refused(*blocked)
+    if row.goal and batch.goal_total is not None:
+        batch.goal_total += new_center - a0 / (a0 + b0)
+    row.d_alpha += da
+    row.d_beta += db_
+    batch.applied.append((change, delta, a0, b0, a0 + da, b0 + db_))
+    return WeightOutcome(change.memory_id, change.operation, change.amount, delta, a0, b0, a0 + da, b0 + db_)
+
+
+async def _update_weights(conn: asyncpg.Connection, rows: Mapping[int, _Row], touched: set[int],
+                          touch: AccessTouch | None) -> None:
+    """One set-based UPDATE: every row's summed delta, and the access bookkeeping of the
+    retrieved ones (one new row version each, not two)."""
     changed = [(mid, r) for mid, r in rows.items() if r.d_alpha or r.d_beta or mid in touched]
-    if changed:
-        await conn.execute(
-            """UPDATE memories m
-                  SET depth_weight_alpha = m.depth_weight_alpha + d.da,
-                      depth_weight_beta  = m.depth_weight_beta + d.db,
-                      access_count  = m.access_count + d.touch::int,
-                      last_accessed = CASE WHEN d.touch THEN $5 ELSE m.last_accessed END,
-                      access_timestamps = CASE WHEN d.touch
-                          THEN (m.access_timestamps || $5::timestamptz)[cardinality(m.access_timestamps) + 2 - $6:]
-                          ELSE m.access_timestamps END
-                 FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::bool[]) AS d(id, da, db, touch)
-                WHERE m.id = d.id""",
-            [mid for mid, _ in changed], [r.d_alpha for _, r in changed], [r.d_beta for _, r in changed],
-            [mid in touched for mid, _ in changed], touch.at if touch else None, MAX_ACCESS_TIMESTAMPS,
-        )
-    if log_rows:
-        await _audit(conn, log_rows)
-    if skipped:
-        await _audit(conn, skipped, skip=True)
-    if events:
-        await insert_safety_events(conn, events)
-    return outcomes
+    if not changed:
+        return
+    await conn.execute(
+        """UPDATE memories m
+              SET depth_weight_alpha = m.depth_weight_alpha + d.da,
+                  depth_weight_beta  = m.depth_weight_beta + d.db,
+                  access_count  = m.access_count + d.touch::int,
+                  last_accessed = CASE WHEN d.touch THEN $5 ELSE m.last_accessed END,
+                  access_timestamps = CASE WHEN d.touch
+                      THEN (m.access_timestamps || $5::timestamptz)[cardinality(m.access_timestamps) + 2 - $6:]
+                      ELSE m.access_timestamps END
+             FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::bool[]) AS d(id, da, db, touch)
+            WHERE m.id = d.id""",
+        [mid for mid, _ in changed], [r.d_alpha for _, r in changed], [r.d_beta for _, r in changed],
+        [mid in touched for mid, _ in changed], touch.at if touch else None, MAX_ACCESS_TIMESTAMPS,
+    )
 
 
 def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float,

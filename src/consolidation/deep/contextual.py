@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
-from pydantic import BaseModel, Field
 
 from src.consolidation.deep import memories_repository as repo
 from src.consolidation.deep.phase import CallBudget, DeepPassContext, PhaseResult
+from src.consolidation.deep.prompts import ContextBatch, context_prompt
 from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
 from src.errors import ProviderError
 from src.providers.embedding import embed_memories
@@ -31,29 +31,6 @@ from src.text import clean_text, excerpt
 
 log = logging.getLogger(__name__)
 
-
-
-class MemoryContext(BaseModel):
-    id: int
-    context: str = Field(description="one or two sentences: who, when, why")
-
-
-class ContextBatch(BaseModel):
-    contexts: list[MemoryContext]
-
-
-def batch_prompt(rows: list[asyncpg.Record], cfg_memory_chars: int) -> str:
-    """One prompt for a batch: each memory with its session, tagged by id."""
-    parts = []
-    for r in rows:
-        session = "\n".join(f"- {t}" for t in r["before"]) or "(nothing before it)"
-        parts.append(f"<session>\n{session}\n</session>\n<memory id=\"{r['id']}\" type=\"{r['memory_type']}\" "
-                     f"source=\"{r['source_tag']}\" stored=\"{r['created_at']:%Y-%m-%d %H:%M}\">\n"
-                     f"{r['content'][:cfg_memory_chars]}\n</memory>")
-    return ("You add retrieval context to an agent's memories; be brief and factual, never invent.\n\n"
-            + "\n\n".join(parts) + "\n\nFor each memory above, give a short context (WHO, WHEN, WHY) that "
-            "situates it within its session, to improve search retrieval of the memory. "
-            "Answer with one entry per memory id.")
 
 
 async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None,
@@ -74,7 +51,7 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
             break
         batch = rows[start:start + cfg.batch_size]
         try:
-            out = await llm.meta_call_structured(batch_prompt(batch, cfg.memory_chars), ContextBatch,
+            out = await llm.meta_call_structured(context_prompt(batch, cfg.memory_chars), ContextBatch,
                                                  purpose=purpose, max_tokens=80 * len(batch))
         except ProviderError as exc:
             log.warning("contextual retrieval: batch of %d skipped: %s", len(batch), exc)

@@ -19,46 +19,18 @@ import json
 import logging
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
-
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.derived import write_derived
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.prompts import Insights, Questions, insights_prompt, questions_prompt
 from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.recall.search import search_hybrid
-from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
-ITEM_CHARS = 400
 MIN_MEMORIES = 3
-
-
-class Questions(BaseModel):
-    questions: list[str] = Field(description="the most salient high-level questions, most salient first")
-
-
-class Insight(BaseModel):
-    insight: str = Field(description="one high-level insight, one sentence")
-    cited_ids: list[int] = Field(description="ids of the statements the insight rests on")
-
-
-class Insights(BaseModel):
-    insights: list[Insight]
-
-
-def _line(mid: int, text: str) -> str:
-    return f"[{mid}] {excerpt(text, ITEM_CHARS)}"
-
-
-def questions_prompt(memories: Sequence, themes: Sequence[str], n: int) -> str:
-    lines = [_line(m["id"], m["content"]) for m in reversed(memories)]   # oldest first
-    theme_part = ("\nThemes noticed recently: " + "; ".join(themes)) if themes else ""
-    return ("Statements, oldest first:\n" + "\n".join(lines) + theme_part
-            + f"\n\nGiven only the statements above, what are the {n} most salient high-level "
-              "questions we can answer about the subjects in them?")
 
 
 async def run_questions(ctx: DeepPassContext) -> PhaseResult:
@@ -93,13 +65,6 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
     result.data["questions"] = questions
     result.add("questions", len(questions))
     return result
-
-
-def insights_prompt(question: str, evidence: Sequence, n: int) -> str:
-    lines = [_line(h.id, h.content) for h in evidence]
-    return (f"Question: {question}\nStatements:\n" + "\n".join(lines)
-            + f"\n\nWhat {n} high-level insights can you infer from the statements above that answer "
-              "the question? For each, cite the ids of the statements it rests on (only ids shown above).")
 
 
 async def run_insights(ctx: DeepPassContext) -> PhaseResult:

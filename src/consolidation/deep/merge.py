@@ -17,10 +17,10 @@ to a merged cluster merges with the cluster's insight instead).
 A merged memory states every source's distinct facts, since its sources give way to it.
 Without a language model it is extractive (`extractive_merge`): the most central
 member's text, then the clauses of the other members that hold content words not yet
-stated. With one it is one generalising sentence citing its members, and
-`validate_merge` rejects a sentence that drops a name or number any source states:
-like a bad citation, its cluster gets a `consolidation_failures` row naming what was
-dropped and is asked again next pass.
+stated. With one it is one generalising sentence citing its members (the question:
+src/consolidation/deep/prompts.py), and `validate_merge` rejects a sentence that drops a
+name or number any source states: like a bad citation, its cluster gets a
+`consolidation_failures` row naming what was dropped and is asked again next pass.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from src.consolidation.clustering import (
     STOP_WORDS,
@@ -45,6 +44,8 @@ from src.consolidation.clustering import (
 from src.consolidation.deep import clusters_repository, memories_repository
 from src.consolidation.deep.derived import write_derived
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.prompts import MERGE_ITEM_CHARS, MergeAnswer, merge_question
+from src.consolidation.deep.prompts import MergedInsight as MergedInsight
 from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.errors import ProviderError
 from src.text import excerpt
@@ -55,7 +56,6 @@ log = logging.getLogger(__name__)
 #: vectors carry the type prefix and another task type).
 PREFILTER_MARGIN = 0.1
 EMBED_BATCH = 100
-ITEM_CHARS = 600
 #: What the extractive merge may add to the central member's text. A member whose new
 #: clauses do not fit is left out of its cluster (not superseded; a candidate again next
 #: pass), so every source of a merged memory has all its content words in it.
@@ -151,27 +151,6 @@ def stated_in(insight: str) -> set[str]:
     return set(words(insight)) | {n.replace(",", "") for n in _NUMBER.findall(insight)}
 
 
-class MergedInsight(BaseModel):
-    cluster: int = Field(description="the cluster number as given")
-    insight: str = Field(description="one sentence that states what the memories have in common, generalised")
-    cited_ids: list[int] = Field(description="the memory ids (from that cluster) the insight rests on")
-
-
-class MergeAnswer(BaseModel):
-    insights: list[MergedInsight]
-
-
-def merge_question(clusters: Sequence[Cluster]) -> str:
-    parts = ["Each cluster below holds memories that say nearly the same thing. For every cluster, "
-             "write one insight: a single sentence that states what they have in common, generalised "
-             "beyond any one occasion, keeping every name and number its memories state. Cite the "
-             "memory ids it rests on (only ids from that cluster)."]
-    for c in clusters:
-        parts.append(f"Cluster {c.index}:")
-        parts += [f"  [{mid}] {excerpt(t, ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
-    return "\n".join(parts)
-
-
 def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
     by_index = {c.index: c for c in clusters}
     answered = {i.cluster for i in answer.insights}
@@ -185,7 +164,7 @@ def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
             raise Rejected(f"empty insight for cluster {item.cluster}")
         cluster = by_index[item.cluster]
         check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
-        shown = [excerpt(t, ITEM_CHARS) for t in cluster.texts]       # what the model was given
+        shown = [excerpt(t, MERGE_ITEM_CHARS) for t in cluster.texts]       # what the model was given
         dropped = names_and_numbers(shown) - stated_in(item.insight)
         if dropped:
             raise Rejected(f"cluster {item.cluster}'s insight drops names or numbers its memories state: "

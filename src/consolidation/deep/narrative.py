@@ -11,65 +11,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
-
 from src.consolidation.deep import memories_repository, supersedes_repository
 from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.per_item import Item, Pairs, PerItemPhase
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
-from src.consolidation.deep.structured import ask_batched, check_one_each, run_guarded
-from src.text import excerpt
+from src.consolidation.deep.prompts import Narratives, narrative_prompt
 
-ITEM_CHARS = 300
 MAX_PER_PASS = 12
 
 
-class Narrative(BaseModel):
-    insight_id: int = Field(description="the id of the insight this narrative explains")
-    narrative: str = Field(description="one or two sentences, first person: 'I came to ... because ...'")
+async def _candidates(ctx: DeepPassContext) -> list:
+    """Merge insights of `narrative_min_size`+ sources that have no narrative yet."""
+    return await supersedes_repository.narrative_candidates(ctx.pool, ctx.settings.deep.narrative_min_size,
+                                                            MAX_PER_PASS)
 
 
-class Narratives(BaseModel):
-    narratives: list[Narrative]
+async def _with_experiences(ctx: DeepPassContext, candidates: Sequence) -> list[Item]:
+    """Each insight with the texts of the experiences it was merged from."""
+    sources = {r["id"]: r["content"] for r in await memories_repository.memories_by_id(
+        ctx.pool, sorted({s for c in candidates for s in c["sources"]}))}
+    return [{"id": c["id"], "content": c["content"], "sources": [sources[s] for s in c["sources"] if s in sources]}
+            for c in candidates]
 
 
-def narrative_prompt(items: Sequence[dict]) -> str:
-    parts = ["For each insight below, write a brief causal narrative in the first person that explains "
-             "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
-             "One or two sentences each; use only what the experiences say."]
-    for it in items:
-        parts.append(f"Insight [{it['id']}]: {excerpt(it['content'], ITEM_CHARS)}")
-        parts += [f"  experience: {excerpt(t, ITEM_CHARS)}" for t in it["sources"]]
-    return "\n".join(parts)
+async def _write(ctx: DeepPassContext, answer: Pairs, result: PhaseResult) -> None:
+    """Each narrative a memory of its own, linked to the insight it explains (which stays as it is)."""
+    for insight_id, text in answer:
+        new_id = await write_derived(
+            ctx, key=f"narrative:{insight_id}", content=" ".join(text.split()),
+            memory_type="narrative", sources=[insight_id], via="narrative",
+            contradict_sources=False, metadata={"kind": "narrative", "insight_id": insight_id})
+        if new_id is not None:
+            result.add("narratives")
 
 
-def validate_narratives(items: Sequence[dict], answer: Narratives) -> None:
-    check_one_each({it["id"] for it in items}, {n.insight_id for n in answer.narratives if n.narrative.strip()},
-                   answers="narratives", answer="narrative", noun="insight")
+PHASE = PerItemPhase(
+    step="narrative", candidates=_candidates, items=_with_experiences,
+    batch_size=lambda ctx: ctx.settings.deep.narrative_batch, question=narrative_prompt, schema=Narratives,
+    pairs=lambda answer: [(n.insight_id, n.narrative) for n in answer.narratives],
+    nouns=("narratives", "narrative", "insight"), describe_key="insight_id", write=_write)
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:
     """One narrative per merge insight of `narrative_min_size`+ sources that has none yet."""
-    result = PhaseResult()
-    deep = ctx.settings.deep
-    candidates = await supersedes_repository.narrative_candidates(ctx.pool, deep.narrative_min_size, MAX_PER_PASS)
-    result.add("candidates", len(candidates))
-    if not candidates or not run_guarded(ctx, "narrative"):
-        return result
-    sources = {r["id"]: r["content"] for r in await memories_repository.memories_by_id(
-        ctx.pool, sorted({s for c in candidates for s in c["sources"]}))}
-    items = [{"id": c["id"], "content": c["content"], "sources": [sources[s] for s in c["sources"] if s in sources]}
-             for c in candidates]
-    before = ctx.budget.used
-    answers = await ask_batched(ctx, items, batch_size=deep.narrative_batch, question=narrative_prompt,
-                                schema=Narratives, validate=validate_narratives,
-                                describe=lambda it: {"insight_id": it["id"]})
-    result.calls = ctx.budget.used - before
-    for _, answer in answers:
-        for n in answer.narratives:
-            new_id = await write_derived(
-                ctx, key=f"narrative:{n.insight_id}", content=" ".join(n.narrative.split()),
-                memory_type="narrative", sources=[n.insight_id], via="narrative",
-                contradict_sources=False, metadata={"kind": "narrative", "insight_id": n.insight_id})
-            if new_id is not None:
-                result.add("narratives")
-    return result
+    return await PHASE.run(ctx)

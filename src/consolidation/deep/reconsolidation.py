@@ -24,14 +24,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
 
 import asyncpg
-from pydantic import BaseModel, Field
 
 from src.consolidation.deep import checkpoints, memories_repository, supersedes_repository
 from src.consolidation.deep import productive_contradictions_repository as repo
 from src.consolidation.deep.phase import CallBudget, DeepPassContext, PhaseResult
+from src.consolidation.deep.prompts import (
+    ConflictAnswer,
+    ReevaluationAnswer,
+    conflict_prompt,
+    reevaluation_prompt,
+)
 from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
 from src.errors import ProviderError
 from src.gates.contradiction import load_or_learn, screen
@@ -42,38 +46,6 @@ from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
-
-TEXT_CHARS = 800
-
-
-class ConflictAnswer(BaseModel):
-    verdict: Literal["update", "productive_contradiction", "no_conflict"]
-    insight: str = Field("", description="the updated insight, one or two sentences, when verdict is update")
-    explanation: str = Field(description="one sentence: why")
-
-
-class ReevaluationAnswer(BaseModel):
-    verdict: Literal["keep", "revise"]
-    insight: str = Field("", description="the revised insight, one or two sentences, when verdict is revise")
-    explanation: str = Field(description="one sentence: why")
-
-
-def conflict_prompt(insight: str, memory: str) -> str:
-    return ("You maintain an agent's long-term memory; insights are general statements distilled "
-            f"from its experiences.\n\nStored insight:\n{insight[:TEXT_CHARS]}\n\nNew information:\n{memory[:TEXT_CHARS]}\n\n"
-            "The new information may contradict the insight. Answer `update` with a rewritten insight "
-            "that accounts for both, `productive_contradiction` if both should stand side by side as a "
-            "real tension, or `no_conflict` if they do not contradict.")
-
-
-def reevaluation_prompt(insight: str, sources: list[tuple[str, float, bool]]) -> str:
-    lines = [f"- (weight {c:.2f}{', superseded' if gone else ''}) {t}" for t, c, gone in sources]
-    return ("You maintain an agent's long-term memory; insights are general statements distilled "
-            f"from its experiences.\n\nInsight:\n{insight[:TEXT_CHARS]}\n\nThe memories it was drawn from, as they stand now:\n"
-            + "\n".join(lines)
-            + "\n\nSome of them changed since the insight was formed. Answer `keep` if it still holds, "
-              "or `revise` with a corrected insight.")
-
 
 Skip = Callable[[str, str], None]
 

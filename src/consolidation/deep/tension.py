@@ -16,36 +16,20 @@ contain this contradiction".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pydantic import BaseModel, Field
+from collections.abc import Callable, Sequence
 
 from src.consolidation.deep import memories_repository
 from src.consolidation.deep.derived import write_derived
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.consolidation.deep.prompts import TENSION_ITEM_CHARS, TensionAnswer, tension_question
 from src.consolidation.deep.structured import Rejected, ask_batched, run_guarded
 from src.outcomes.tracking import conflict_resolved
 from src.text import excerpt
 
-ITEM_CHARS = 300
-
-
-class TensionAnswer(BaseModel):
-    contradicts: bool = Field(description="true if any example contradicts the value")
-    contradicting_ids: list[int] = Field(default_factory=list, description="ids of the contradicting examples")
-    aligned_ids: list[int] = Field(default_factory=list, description="ids of examples that act on the value")
-    explanation: str = Field("", description="one sentence: how the behaviour contradicts the value")
-
-
-def tension_question(value: str, behaviours: Sequence) -> str:
-    lines = [f"[{b['id']}] {excerpt(b['content'], ITEM_CHARS)}" for b in behaviours]
-    return (f"The agent claims to value: {excerpt(value, ITEM_CHARS)}\n"
-            "Here are recent behavioural examples:\n" + "\n".join(lines)
-            + "\nDo any contradict this value? Give the ids of contradicting examples, the ids of "
-              "examples that act in line with it, and one sentence on the contradiction if there is one.")
-
 
 async def run(ctx: DeepPassContext) -> PhaseResult:
+    """Tension fatigue, then one call per value over the recent behaviour: a new tension,
+    or an open one resolved by behaviour aligned with the value."""
     result = PhaseResult()
     deep = ctx.settings.deep
     result.add("acknowledged", await memories_repository.tension_fatigue(ctx.pool, deep.tension_fatigue_surfaces))
@@ -59,8 +43,25 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
         return result
     if not run_guarded(ctx, "tension"):
         return result
+    validate = _citing_only(behaviours)
+    for value in values:
+        key = f"value:{value['id']}"
+        if key in ctx.done:
+            continue
+        answer = await _judge(ctx, value, behaviours, validate, result)
+        if answer is None:
+            continue
+        open_row = await memories_repository.open_tension(ctx.pool, value["id"])
+        if open_row is None and answer.contradicts:
+            await _open_tension(ctx, key, value, answer, result)
+        else:
+            await _resolve_if_aligned(ctx, key, value, answer, open_row, behaviours, result)
+    return result
+
+
+def _citing_only(behaviours: Sequence) -> Callable[[Sequence, TensionAnswer], None]:
+    """An answer may cite only the examples it was shown, and a contradiction must cite some."""
     allowed = {b["id"] for b in behaviours}
-    created = {b["id"]: b["created_at"] for b in behaviours}
 
     def validate(_b: Sequence, ans: TensionAnswer) -> None:
         unknown = sorted((set(ans.contradicting_ids) | set(ans.aligned_ids)) - allowed)
@@ -68,44 +69,50 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
             raise Rejected(f"the answer cites memory ids not in the input: {unknown}")
         if ans.contradicts and not ans.contradicting_ids:
             raise Rejected("a contradiction was reported without citing the contradicting examples")
+    return validate
 
-    for value in values:
-        key = f"value:{value['id']}"
-        if key in ctx.done:
-            continue
-        before = ctx.budget.used
-        got = await ask_batched(ctx, [value], batch_size=1,
-                                question=lambda b: tension_question(b[0]["content"], behaviours),
-                                schema=TensionAnswer, validate=validate,
-                                describe=lambda v: {"value_id": v["id"]})
-        result.calls += ctx.budget.used - before
-        if not got:
-            continue
-        answer = got[0][1]
-        open_row = await memories_repository.open_tension(ctx.pool, value["id"])
-        if open_row is None and answer.contradicts:
-            why = " ".join(answer.explanation.split()) or "recent behaviour goes against it"
-            text = f"I claim to value \"{excerpt(value['content'], ITEM_CHARS)}\", yet {why}"
-            new_id = await write_derived(
-                ctx, key=key, content=text, memory_type="tension", sources=[], via="insight",
-                inherit_weight=False, contradict_sources=False,
-                metadata={"kind": "tension", "value_id": value["id"],
-                          "behaviour_ids": sorted(set(answer.contradicting_ids)),
-                          "surface_count": 0, "resolved": False, "status": "open"})
-            if new_id is not None:
-                result.add("tensions")
-                ctx.announce.append(text)
-            continue
-        aligned_after = [i for i in answer.aligned_ids
-                         if open_row is not None and created[i] > open_row["created_at"]]
-        resolved = open_row is not None and not answer.contradicts and aligned_after
-        async with ctx.pool.acquire() as conn, conn.transaction():
-            if resolved:
-                await memories_repository.resolve_tension(conn, open_row["id"], ctx.now, sorted(set(aligned_after)))
-                result.add("resolved")
-            await ctx.mark_done(conn, key)
-        if resolved:   # an outcome to link back, and readiness milestone 7 (plan §5.2, §5.3)
-            await conflict_resolved(ctx.pool, how="tension resolved by behaviour aligned with the value",
-                                    memory_ids=[open_row["id"], *sorted(set(aligned_after))], at=ctx.now,
-                                    evidence={"tension_id": open_row["id"], "value_id": value["id"]})
-    return result
+
+async def _judge(ctx: DeepPassContext, value, behaviours: Sequence,
+                 validate: Callable[[Sequence, TensionAnswer], None], result: PhaseResult) -> TensionAnswer | None:
+    """One isolated call: does the recent behaviour contradict `value`, or act on it? None when unanswered."""
+    before = ctx.budget.used
+    got = await ask_batched(ctx, [value], batch_size=1,
+                            question=lambda b: tension_question(b[0]["content"], behaviours),
+                            schema=TensionAnswer, validate=validate,
+                            describe=lambda v: {"value_id": v["id"]})
+    result.calls += ctx.budget.used - before
+    return got[0][1] if got else None
+
+
+async def _open_tension(ctx: DeepPassContext, key: str, value, answer: TensionAnswer, result: PhaseResult) -> None:
+    """A contradiction with no tension open: a `tension` memory at the blank slate, announced."""
+    why = " ".join(answer.explanation.split()) or "recent behaviour goes against it"
+    text = f"I claim to value \"{excerpt(value['content'], TENSION_ITEM_CHARS)}\", yet {why}"
+    new_id = await write_derived(
+        ctx, key=key, content=text, memory_type="tension", sources=[], via="insight",
+        inherit_weight=False, contradict_sources=False,
+        metadata={"kind": "tension", "value_id": value["id"],
+                  "behaviour_ids": sorted(set(answer.contradicting_ids)),
+                  "surface_count": 0, "resolved": False, "status": "open"})
+    if new_id is not None:
+        result.add("tensions")
+        ctx.announce.append(text)
+
+
+async def _resolve_if_aligned(ctx: DeepPassContext, key: str, value, answer: TensionAnswer, open_row,
+                              behaviours: Sequence, result: PhaseResult) -> None:
+    """An open tension is resolved by behaviour aligned with the value and newer than the
+    tension (no contradiction this time); the value is done for this pass either way."""
+    created = {b["id"]: b["created_at"] for b in behaviours}
+    aligned_after = [i for i in answer.aligned_ids
+                     if open_row is not None and created[i] > open_row["created_at"]]
+    resolved = open_row is not None and not answer.contradicts and aligned_after
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        if resolved:
+            await memories_repository.resolve_tension(conn, open_row["id"], ctx.now, sorted(set(aligned_after)))
+            result.add("resolved")
+        await ctx.mark_done(conn, key)
+    if resolved:   # an outcome to link back, and readiness milestone 7 (plan §5.2, §5.3)
+        await conflict_resolved(ctx.pool, how="tension resolved by behaviour aligned with the value",
+                                memory_ids=[open_row["id"], *sorted(set(aligned_after))], at=ctx.now,
+                                evidence={"tension_id": open_row["id"], "value_id": value["id"]})

@@ -25,7 +25,6 @@ The mind does not notice: priorities shift, the next identity render picks it up
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -39,15 +38,10 @@ from src.consolidation.clustering import fingerprint, leader_clusters, most_cent
 from src.consolidation.light import decay_marks_repository, findings_repository
 from src.consolidation.monitors import run_monitors
 from src.consolidation.settings import ConsolidationSettings
-from src.db.availability import AwayNotice
+from src.db.availability import AwayNotice, tick_until_stopped
 from src.errors import ProviderError
-from src.gates.contradiction import (
-    ContradictionAnswer,
-    NegationDirection,
-    contradiction_question,
-    load_or_learn,
-    screen,
-)
+from src.gates.contradiction import NegationDirection, load_or_learn, screen
+from src.gates.prompts import ContradictionAnswer, contradiction_question
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall import co_access
 from src.text import excerpt
@@ -91,25 +85,11 @@ class LightTicker:
 
     async def run(self, *, stop: asyncio.Event | None = None, max_ticks: int | None = None,
                   burst: bool = False) -> int:
-        """Tick until `stop` or `max_ticks`; `burst` ticks back to back without sleeping."""
-        done = 0
-        while not (stop and stop.is_set()) and (max_ticks is None or done < max_ticks):
-            if not burst:   # sleep first: start-up is busy enough without a tick
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait() if stop else asyncio.sleep(self.settings.light.tick_s),
-                                           self.settings.light.tick_s)
-                if stop and stop.is_set():
-                    break
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the ticker outlives a bad tick (database restarting, a bug)
-                self._away.failed(exc)
-            else:
-                self._away.succeeded()
-            done += 1
-        return done
+        """Tick until `stop` or `max_ticks`; `burst` ticks back to back without sleeping.
+
+        It sleeps first: start-up is busy enough without a tick."""
+        return await tick_until_stopped(self.tick, every_s=self.settings.light.tick_s, notice=self._away,
+                                        stop=stop, max_ticks=max_ticks, burst=burst)
 
     async def tick(self, now: datetime | None = None) -> dict[str, int]:
         """Run every operation whose interval has passed; what each did."""

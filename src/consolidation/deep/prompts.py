@@ -1,0 +1,242 @@
+"""What the deep pass asks a model (plan §4.2, §4.4, §4.6), one question per phase.
+
+Every call is an isolated meta-context call (no identity, no history: the question,
+`META_SYSTEM` and the answer's schema, src/providers/prompts.py) answered as JSON that
+matches the schema beside its question here; the schemas' field descriptions are part
+of what the model reads. The `*_CHARS` constants say how much of each memory a question
+shows. The phases (merge.py, insights.py, narrative.py, recompress.py, contextual.py,
+reconsolidation.py, tension.py) hold what is done with the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from src.text import excerpt
+
+# --- merge (§4.2): one insight per cluster of near-duplicates ------------------------------
+
+#: Characters of each member a merge question shows (merge.validate_merge checks against them).
+MERGE_ITEM_CHARS = 600
+
+
+class MergedInsight(BaseModel):
+    cluster: int = Field(description="the cluster number as given")
+    insight: str = Field(description="one sentence that states what the memories have in common, generalised")
+    cited_ids: list[int] = Field(description="the memory ids (from that cluster) the insight rests on")
+
+
+class MergeAnswer(BaseModel):
+    insights: list[MergedInsight]
+
+
+class ShownCluster(Protocol):
+    """What a merge question shows of a cluster (merge.Cluster)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def ids(self) -> list[int]: ...
+    @property
+    def texts(self) -> list[str]: ...
+
+
+def merge_question(clusters: Sequence[ShownCluster]) -> str:
+    parts = ["Each cluster below holds memories that say nearly the same thing. For every cluster, "
+             "write one insight: a single sentence that states what they have in common, generalised "
+             "beyond any one occasion, keeping every name and number its memories state. Cite the "
+             "memory ids it rests on (only ids from that cluster)."]
+    for c in clusters:
+        parts.append(f"Cluster {c.index}:")
+        parts += [f"  [{mid}] {excerpt(t, MERGE_ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
+    return "\n".join(parts)
+
+
+# --- questions and insights (§4.2, the two-phase reflection) --------------------------------
+
+INSIGHT_ITEM_CHARS = 400
+
+
+class Questions(BaseModel):
+    questions: list[str] = Field(description="the most salient high-level questions, most salient first")
+
+
+class Insight(BaseModel):
+    insight: str = Field(description="one high-level insight, one sentence")
+    cited_ids: list[int] = Field(description="ids of the statements the insight rests on")
+
+
+class Insights(BaseModel):
+    insights: list[Insight]
+
+
+class Statement(Protocol):
+    """A piece of evidence an insights question shows (a search hit)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def content(self) -> str: ...
+
+
+def _statement(mid: int, text: str) -> str:
+    return f"[{mid}] {excerpt(text, INSIGHT_ITEM_CHARS)}"
+
+
+def questions_prompt(memories: Sequence[Mapping[str, Any]], themes: Sequence[str], n: int) -> str:
+    """Phase 1: the recent memories (`id`, `content`; newest first) and themes → `n` questions."""
+    lines = [_statement(m["id"], m["content"]) for m in reversed(memories)]   # oldest first
+    theme_part = ("\nThemes noticed recently: " + "; ".join(themes)) if themes else ""
+    return ("Statements, oldest first:\n" + "\n".join(lines) + theme_part
+            + f"\n\nGiven only the statements above, what are the {n} most salient high-level "
+              "questions we can answer about the subjects in them?")
+
+
+def insights_prompt(question: str, evidence: Sequence[Statement], n: int) -> str:
+    """Phase 2: one question and its evidence → `n` cited insights."""
+    lines = [_statement(h.id, h.content) for h in evidence]
+    return (f"Question: {question}\nStatements:\n" + "\n".join(lines)
+            + f"\n\nWhat {n} high-level insights can you infer from the statements above that answer "
+              "the question? For each, cite the ids of the statements it rests on (only ids shown above).")
+
+
+# --- narrative synthesis (§4.2) -------------------------------------------------------------
+
+NARRATIVE_ITEM_CHARS = 300
+
+
+class Narrative(BaseModel):
+    insight_id: int = Field(description="the id of the insight this narrative explains")
+    narrative: str = Field(description="one or two sentences, first person: 'I came to ... because ...'")
+
+
+class Narratives(BaseModel):
+    narratives: list[Narrative]
+
+
+def narrative_prompt(items: Sequence[Mapping[str, Any]]) -> str:
+    """Each insight (`id`, `content`) with the experiences (`sources`) it was merged from."""
+    parts = ["For each insight below, write a brief causal narrative in the first person that explains "
+             "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
+             "One or two sentences each; use only what the experiences say."]
+    for it in items:
+        parts.append(f"Insight [{it['id']}]: {excerpt(it['content'], NARRATIVE_ITEM_CHARS)}")
+        parts += [f"  experience: {excerpt(t, NARRATIVE_ITEM_CHARS)}" for t in it["sources"]]
+    return "\n".join(parts)
+
+
+# --- re-compression (§4.2) ------------------------------------------------------------------
+
+RECOMPRESS_ITEM_CHARS = 400
+
+
+class Compressed(BaseModel):
+    id: int
+    compressed: str = Field(description="one line of at most 15 words, general enough to serve any context")
+
+
+class Recompressed(BaseModel):
+    items: list[Compressed]
+
+
+def recompress_prompt(items: Sequence[Mapping[str, Any]]) -> str:
+    """Each memory (`id`, `content`) with its gate-time line (`compressed`) and `related` texts."""
+    parts = ["Rewrite the one-line summary of each memory below. Use the related memories to make the line "
+             "general (what it says about the agent or the subject), not tied to one conversation. "
+             "At most 15 words per line."]
+    for it in items:
+        parts.append(f"Memory [{it['id']}]: {excerpt(it['content'], RECOMPRESS_ITEM_CHARS)}")
+        parts.append(f"  current summary: {it['compressed']}")
+        parts += [f"  related: {excerpt(t, RECOMPRESS_ITEM_CHARS)}" for t in it["related"]]
+    return "\n".join(parts)
+
+
+# --- contextual retrieval (§4.6) ------------------------------------------------------------
+
+class MemoryContext(BaseModel):
+    id: int
+    context: str = Field(description="one or two sentences: who, when, why")
+
+
+class ContextBatch(BaseModel):
+    contexts: list[MemoryContext]
+
+
+def context_prompt(rows: Sequence[Mapping[str, Any]], memory_chars: int) -> str:
+    """One prompt for a batch: each memory (`id`, `memory_type`, `source_tag`, `created_at`,
+    `content`) with its session (`before`: the texts stored just before it), tagged by id."""
+    parts = []
+    for r in rows:
+        session = "\n".join(f"- {t}" for t in r["before"]) or "(nothing before it)"
+        parts.append(f"<session>\n{session}\n</session>\n<memory id=\"{r['id']}\" type=\"{r['memory_type']}\" "
+                     f"source=\"{r['source_tag']}\" stored=\"{r['created_at']:%Y-%m-%d %H:%M}\">\n"
+                     f"{r['content'][:memory_chars]}\n</memory>")
+    return ("You add retrieval context to an agent's memories; be brief and factual, never invent.\n\n"
+            + "\n\n".join(parts) + "\n\nFor each memory above, give a short context (WHO, WHEN, WHY) that "
+            "situates it within its session, to improve search retrieval of the memory. "
+            "Answer with one entry per memory id.")
+
+
+# --- reconsolidation (§4.4) -----------------------------------------------------------------
+
+#: Characters of an insight and of each memory a reconsolidation question shows.
+RECONSOLIDATION_TEXT_CHARS = 800
+
+
+class ConflictAnswer(BaseModel):
+    verdict: Literal["update", "productive_contradiction", "no_conflict"]
+    insight: str = Field("", description="the updated insight, one or two sentences, when verdict is update")
+    explanation: str = Field(description="one sentence: why")
+
+
+class ReevaluationAnswer(BaseModel):
+    verdict: Literal["keep", "revise"]
+    insight: str = Field("", description="the revised insight, one or two sentences, when verdict is revise")
+    explanation: str = Field(description="one sentence: why")
+
+
+def conflict_prompt(insight: str, memory: str) -> str:
+    """A live insight and a new memory that may contradict it."""
+    chars = RECONSOLIDATION_TEXT_CHARS
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nStored insight:\n{insight[:chars]}\n\nNew information:\n{memory[:chars]}\n\n"
+            "The new information may contradict the insight. Answer `update` with a rewritten insight "
+            "that accounts for both, `productive_contradiction` if both should stand side by side as a "
+            "real tension, or `no_conflict` if they do not contradict.")
+
+
+def reevaluation_prompt(insight: str, sources: Sequence[tuple[str, float, bool]]) -> str:
+    """An insight and its sources as (text, current center, superseded) after they changed."""
+    lines = [f"- (weight {c:.2f}{', superseded' if gone else ''}) {t}" for t, c, gone in sources]
+    return ("You maintain an agent's long-term memory; insights are general statements distilled "
+            f"from its experiences.\n\nInsight:\n{insight[:RECONSOLIDATION_TEXT_CHARS]}\n\n"
+            "The memories it was drawn from, as they stand now:\n"
+            + "\n".join(lines)
+            + "\n\nSome of them changed since the insight was formed. Answer `keep` if it still holds, "
+              "or `revise` with a corrected insight.")
+
+
+# --- behavioural contradiction (§4.2) -------------------------------------------------------
+
+#: Characters of the value and of each behaviour a tension question shows (and of the value
+#: quoted in a tension memory).
+TENSION_ITEM_CHARS = 300
+
+
+class TensionAnswer(BaseModel):
+    contradicts: bool = Field(description="true if any example contradicts the value")
+    contradicting_ids: list[int] = Field(default_factory=list, description="ids of the contradicting examples")
+    aligned_ids: list[int] = Field(default_factory=list, description="ids of examples that act on the value")
+    explanation: str = Field("", description="one sentence: how the behaviour contradicts the value")
+
+
+def tension_question(value: str, behaviours: Sequence[Mapping[str, Any]]) -> str:
+    """A held value and the mind's recent behaviour (`id`, `content`)."""
+    lines = [f"[{b['id']}] {excerpt(b['content'], TENSION_ITEM_CHARS)}" for b in behaviours]
+    return (f"The agent claims to value: {excerpt(value, TENSION_ITEM_CHARS)}\n"
+            "Here are recent behavioural examples:\n" + "\n".join(lines)
+            + "\nDo any contradict this value? Give the ids of contradicting examples, the ids of "
+              "examples that act in line with it, and one sentence on the contradiction if there is one.")
