@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 
 from bench import center_summary_costs
 from bench.bench_loop import InstantLLM, _mind
-from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
-from bench.common import bench_pool, build_hnsw
+from bench.bench_memory_store import TextMaker, _load, synthetic_store
+from bench.common import build_hnsw
 from src.consolidation.deep.deep_pass import run_deep_pass
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
@@ -211,10 +211,8 @@ async def _cycles(pool, embedder, store, maker, tmp) -> list[dict]:
 
 async def run() -> list[dict]:
     rows: list[dict] = []
-    async with bench_pool("bench_consolidation", max_size=8) as pool:
-        maker = TextMaker()
-        embedder = WordVectorEmbedder(maker.words)
-        store = MemoryStore(pool, embedder)
+    async with synthetic_store("bench_consolidation", max_size=8) as (pool, maker, store):
+        embedder = store.embedder
         await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")   # bulk load, then build
         await _load(store, maker, N)
         await _age(pool)            # before the HNSW build: 100k non-HOT updates would re-insert into it

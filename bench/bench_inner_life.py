@@ -30,15 +30,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench.bench_loop import InstantLLM, _mind
-from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
-from bench.common import bench_pool, build_hnsw, durable_pool
+from bench.bench_memory_store import TextMaker, _load, synthetic_store
+from bench.common import build_hnsw, durable_pool
 from src.dmn.generator import DmnGenerator
 from src.dmn.settings import DmnSettings
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
 from src.gut.repository import DeltaRow
 from src.loop.thought_log import record_cycle
-from src.recall.store import MemoryStore
 
 IDLE_S = 600
 
@@ -172,10 +171,8 @@ async def _durable_log() -> list[dict]:
 
 async def run() -> list[dict]:
     rows: list[dict] = []
-    async with bench_pool("bench_inner_life", max_size=6) as pool:
-        maker = TextMaker()
-        embedder = WordVectorEmbedder(maker.words)
-        store = MemoryStore(pool, embedder)
+    async with synthetic_store("bench_inner_life", max_size=6) as (pool, maker, store):
+        embedder = store.embedder
         await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")
         await _load(store, maker, 10_000)
         # a store that grew over a year: event times spread uniformly (creative association

@@ -24,15 +24,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
-from bench.common import bench_pool, build_hnsw
+from bench.bench_memory_store import TextMaker, _load, synthetic_store
+from bench.common import build_hnsw
 from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.protocols import LLMResult, Structured
 from src.providers.settings import ProvidersSettings
-from src.recall.store import MemoryStore
 from src.tokens import count_message_tokens, count_tokens
 
 TURNS = 50
@@ -139,10 +138,8 @@ async def _conversation(pool, embedder, tmp: str) -> list[dict]:
 
 async def run() -> list[dict]:
     rows: list[dict] = []
-    async with bench_pool("bench_loop", max_size=6) as pool:
-        maker = TextMaker()
-        embedder = WordVectorEmbedder(maker.words)
-        store = MemoryStore(pool, embedder)
+    async with synthetic_store("bench_loop", max_size=6) as (pool, maker, store):
+        embedder = store.embedder
         loaded = 0
         with tempfile.TemporaryDirectory() as tmp:
             for n in (10_000, 100_000):

@@ -23,7 +23,8 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import asyncpg
 import numpy as np
@@ -114,6 +115,15 @@ class TextMaker:
         return "what about the " + " ".join(self.words[i] for i in picks) + "?"
 
 
+@asynccontextmanager
+async def synthetic_store(prefix: str, *, max_size: int = 4) -> AsyncIterator[tuple[asyncpg.Pool, TextMaker, MemoryStore]]:
+    """A benchmark database (bench/common.bench_pool) with the Zipf text maker and a store
+    embedding through the word-vector stand-in: what every synthetic benchmark starts from."""
+    async with bench_pool(prefix, max_size=max_size) as pool:
+        maker = TextMaker()
+        yield pool, maker, MemoryStore(pool, WordVectorEmbedder(maker.words))
+
+
 async def _load(store: MemoryStore, maker: TextMaker, n: int, chunk: int = 5_000) -> float:
     texts = maker.texts(n)
     started = time.perf_counter()
@@ -140,10 +150,8 @@ async def _timed_searches(conn: asyncpg.Connection, questions: list[str],
 
 async def run() -> list[dict]:
     rows: list[dict] = []
-    async with bench_pool("bench_memory_store", max_size=4) as pool:
-        maker = TextMaker()
-        embedder = WordVectorEmbedder(maker.words)
-        store = MemoryStore(pool, embedder)
+    async with synthetic_store("bench_memory_store", max_size=4) as (pool, maker, store):
+        embedder = store.embedder
         await pool.execute("DROP INDEX idx_memories_embedding")
         for n in (10_000, 100_000):
             await pool.execute("TRUNCATE memories CASCADE")

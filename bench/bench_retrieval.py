@@ -24,14 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
-from bench.common import bench_pool, build_hnsw
+from bench.bench_memory_store import TextMaker, _load, synthetic_store
+from bench.common import build_hnsw
 from src.providers.rerank_flashrank import FlashRankReranker
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.retrieval import Retriever
 from src.recall.search import search_hybrid
 from src.recall.settings import RetrievalSettings
-from src.recall.store import MemoryStore
 from src.weights.safety import Safety
 from tests.providers.tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -110,10 +109,8 @@ async def _co_access(pool, n_pairs: int, max_id: int) -> float:
 
 async def run() -> list[dict]:
     rows: list[dict] = []
-    async with bench_pool("bench_retrieval", max_size=4) as pool:
-        maker = TextMaker()
-        embedder = WordVectorEmbedder(maker.words)
-        store = MemoryStore(pool, embedder)
+    async with synthetic_store("bench_retrieval", max_size=4) as (pool, maker, store):
+        embedder = store.embedder
         with tempfile.TemporaryDirectory() as cache:
             build_tiny_cross_encoder(Path(cache))
             reranker = FlashRankReranker(cache)

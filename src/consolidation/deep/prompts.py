@@ -10,7 +10,7 @@ reconsolidation.py, tension.py) hold what is done with the answers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -117,15 +117,23 @@ class Narratives(BaseModel):
     narratives: list[Narrative]
 
 
+NARRATIVE_INSTRUCTION = (
+    "For each insight below, write a brief causal narrative in the first person that explains "
+    "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
+    "One or two sentences each; use only what the experiences say.")
+
+
+def _itemised(instruction: str, blocks: Iterable[Sequence[str]]) -> str:
+    """The instruction, then each item's lines (its heading first), one text."""
+    return "\n".join([instruction, *(line for block in blocks for line in block)])
+
+
 def narrative_prompt(items: Sequence[Mapping[str, Any]]) -> str:
     """Each insight (`id`, `content`) with the experiences (`sources`) it was merged from."""
-    parts = ["For each insight below, write a brief causal narrative in the first person that explains "
-             "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
-             "One or two sentences each; use only what the experiences say."]
-    for it in items:
-        parts.append(f"Insight [{it['id']}]: {excerpt(it['content'], NARRATIVE_ITEM_CHARS)}")
-        parts += [f"  experience: {excerpt(t, NARRATIVE_ITEM_CHARS)}" for t in it["sources"]]
-    return "\n".join(parts)
+    cut = NARRATIVE_ITEM_CHARS
+    return _itemised(NARRATIVE_INSTRUCTION, (
+        [f"Insight [{it['id']}]: {excerpt(it['content'], cut)}",
+         *(f"  experience: {excerpt(t, cut)}" for t in it["sources"])] for it in items))
 
 
 # --- re-compression (§4.2) ------------------------------------------------------------------
@@ -142,16 +150,18 @@ class Recompressed(BaseModel):
     items: list[Compressed]
 
 
+RECOMPRESS_INSTRUCTION = (
+    "Rewrite the one-line summary of each memory below. Use the related memories to make the line "
+    "general (what it says about the agent or the subject), not tied to one conversation. "
+    "At most 15 words per line.")
+
+
 def recompress_prompt(items: Sequence[Mapping[str, Any]]) -> str:
     """Each memory (`id`, `content`) with its gate-time line (`compressed`) and `related` texts."""
-    parts = ["Rewrite the one-line summary of each memory below. Use the related memories to make the line "
-             "general (what it says about the agent or the subject), not tied to one conversation. "
-             "At most 15 words per line."]
-    for it in items:
-        parts.append(f"Memory [{it['id']}]: {excerpt(it['content'], RECOMPRESS_ITEM_CHARS)}")
-        parts.append(f"  current summary: {it['compressed']}")
-        parts += [f"  related: {excerpt(t, RECOMPRESS_ITEM_CHARS)}" for t in it["related"]]
-    return "\n".join(parts)
+    cut = RECOMPRESS_ITEM_CHARS
+    return _itemised(RECOMPRESS_INSTRUCTION, (
+        [f"Memory [{it['id']}]: {excerpt(it['content'], cut)}", f"  current summary: {it['compressed']}",
+         *(f"  related: {excerpt(t, cut)}" for t in it["related"])] for it in items))
 
 
 # --- contextual retrieval (§4.6) ------------------------------------------------------------
