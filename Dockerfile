@@ -1,17 +1,24 @@
 FROM python:3.11-slim
 
 WORKDIR /app
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# The web view must listen beyond the container's own loopback to be published; it still
+# stays off without MOLTBOT_WEB_TOKEN (a non-loopback bind needs one; the start-up line says so).
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 MOLTBOT_WEB_HOST=0.0.0.0
 
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN pip install .
 
-# The reranker's model is fetched once, at build time, into the cache_dir that
-# runtime.yaml names; at run time nothing is ever downloaded.
-RUN python -c "from flashrank import Ranker; Ranker(model_name='ms-marco-MiniLM-L-12-v2', cache_dir='/app/data/models/flashrank')"
+# The reranker's model is fetched once, at build time, by the same command as `make models`,
+# into the providers.rerank.cache_dir that runtime.yaml names (./data/models/flashrank, i.e.
+# /app/data/models/flashrank); at run time nothing is ever downloaded. A new named volume on
+# /app/data starts with a copy of it.
+COPY runtime.yaml ./
+RUN python -m src.providers fetch-models
 
 COPY sql ./sql
-COPY runtime.yaml notes.md ./
+COPY notes.md ./
 
+# the read-only web view (web.port)
+EXPOSE 8765
 CMD ["python", "-m", "src.main"]

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTHON ?= python3
 
-.PHONY: run test bench lint e2e clean-db
+.PHONY: run test bench lint e2e clean-db stop models
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,16 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	@$(PY) -m src.main
+
+# The embedded PostgreSQL outlives `make run` on purpose (the next start takes milliseconds);
+# this stops it. Refused while a mind is using it (/quit first).
+stop: $(STAMP)
+	@$(PY) -m src.db stop
+
+# The FlashRank reranker, fetched once into providers.rerank.cache_dir (./data/models/flashrank);
+# needs network access. The service never downloads at run time; the Docker build runs the same.
+models: $(STAMP)
+	@$(PY) -m src.providers fetch-models
 
 test: $(STAMP)
 	@$(PY) -m pytest -q
@@ -29,5 +39,5 @@ e2e: $(STAMP)
 lint: $(STAMP)
 	@$(PY) -m ruff check src tests bench
 
-clean-db:
+clean-db: stop
 	rm -rf data/pg

@@ -2,7 +2,10 @@
 
 Precedence: explicit overrides (tests) > environment > runtime.yaml > defaults.
 Environment: DATABASE_URL, GEMINI_API_KEY (or GOOGLE_API_KEY), ANTHROPIC_API_KEY,
-OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL, MOLTBOT_WEB_TOKEN.
+OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL, MOLTBOT_LOG_FILE
+("-": no log file), MOLTBOT_WEB_TOKEN,
+MOLTBOT_WEB_HOST (web.host: a container binds 0.0.0.0 without editing the file). An empty
+variable counts as unset: docker compose passes `${VAR:-}` through as "".
 """
 
 from __future__ import annotations
@@ -39,9 +42,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
 class LoggingSettings(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Where the log goes (issue 26): the terminal is the conversation, so the log is a file
+    and the terminal (stderr) shows only what needs the operator now."""
+
+    level: LogLevel = "INFO"               # what the log records (env MOLTBOT_LOG_LEVEL)
     json_format: bool = False
+    # the log file (rotated at 5 MB, 3 old files kept); None: no file, every line at `level`
+    # on stderr (env MOLTBOT_LOG_FILE, "-" for none)
+    file: Path | None = Path("./data/moltbot.log")
+    terminal_level: LogLevel = "WARNING"   # with a file, stderr shows this and above
 
 
 class AgentSettings(_Section):
@@ -97,6 +110,37 @@ def _format_validation_error(path: Path | None, err: ValidationError) -> str:
     return f"{where}invalid value for '{key}': {msg}{got_text}{more}"
 
 
+class _DuplicateKey(yaml.YAMLError):
+    """A key given twice in one mapping (lines are 1-based)."""
+
+    def __init__(self, key: str, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping.
+
+    PyYAML keeps the last value silently: a second `web:` once replaced the first, and the
+    service bound port 1. Merge keys (`<<`) are exempt: overriding them is their purpose.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(str(key), line, seen[key])
+                seen[key] = line
+            except TypeError:   # an unhashable key: SafeConstructor names it below
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -105,7 +149,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration file: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path}: line {exc.line}: duplicate key {exc.key!r} (first at line "
+                          f"{exc.first_line}); keep one of them") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
@@ -130,10 +177,17 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             secrets[key] = env[var]
     if secrets:
         out["secrets"] = secrets
-    if env.get("MOLTBOT_WEB_TOKEN"):
-        out["web"] = {"token": env["MOLTBOT_WEB_TOKEN"]}
+    web = {key: env[var] for var, key in (("MOLTBOT_WEB_TOKEN", "token"), ("MOLTBOT_WEB_HOST", "host"))
+           if env.get(var)}
+    if web:
+        out["web"] = web
+    log_cfg: dict[str, Any] = {}
     if env.get("MOLTBOT_LOG_LEVEL"):
-        out["logging"] = {"level": env["MOLTBOT_LOG_LEVEL"].upper()}
+        log_cfg["level"] = env["MOLTBOT_LOG_LEVEL"].upper()
+    if env.get("MOLTBOT_LOG_FILE"):
+        log_cfg["file"] = None if env["MOLTBOT_LOG_FILE"] == "-" else env["MOLTBOT_LOG_FILE"]
+    if log_cfg:
+        out["logging"] = log_cfg
     return out
 
 
@@ -155,10 +209,11 @@ def load_settings(
 ) -> Settings:
     """Load and validate settings; raise ConfigError with one line naming the bad key."""
     env = os.environ if env is None else env
+    named = env.get("MOLTBOT_CONFIG") or None   # "" (compose's `${MOLTBOT_CONFIG:-}`) means unset
     if path is None:
-        path = Path(env.get("MOLTBOT_CONFIG", DEFAULT_CONFIG_PATH))
+        path = Path(named or DEFAULT_CONFIG_PATH)
     path = Path(path)
-    data = _read_yaml(path) if path.exists() or "MOLTBOT_CONFIG" in env else {}
+    data = _read_yaml(path) if path.exists() or named else {}
     for forbidden in ("secrets", "config_path"):
         if forbidden in data:
             raise ConfigError(f"{path}: '{forbidden}' cannot be set in the file; "

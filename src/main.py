@@ -14,6 +14,7 @@ import signal
 import sys
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TextIO
 
 import numpy as np
@@ -25,15 +26,15 @@ from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
 from src.db.manifest import record_shutdown, record_start
 from src.entry import run_entry
+from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, describe
 from src.mind import Mind, build_mind
 from src.providers.costs import format_cost_table
 from src.providers.factory import Providers, build_providers
-from src.recall.working import NOT_CONSOLIDATED
-from src.repl import EOF_MARK, CommandRegistry, say, start_stdin_reader
+from src.recall.readable import LEGEND, memory_table
+from src.repl import EOF_MARK, CommandRegistry, Screen, start_stdin_reader
 from src.skills.commands import SkillCommands
-from src.text import excerpt
 from src.web.serve import start_beside_mind
 from src.weights.protection import protect_command
 
@@ -49,6 +50,7 @@ class Agent:
         self.db = db
         self.providers = providers
         self.out = out
+        self.screen = Screen(out)       # replies, command output, notices; the prompt at a terminal
         self.session_id = session_id
         self.mind: Mind | None = None
         self.journal: InputJournal | None = None
@@ -102,8 +104,10 @@ class Agent:
         return await self._approve(arg, approve=False)
 
     async def _consolidate(self, _: str) -> str:
-        report = await self.mind.consolidation.deep_pass("manual")
-        return report.summary() if report is not None else "a deep pass is already running; try again later"
+        # in the background: awaited here, the pass held the next message for its whole length
+        if not self.mind.consolidation.start_deep_pass(self.screen.say):
+            return "a deep pass is already running; try again later"
+        return "deep pass started; its summary follows when it is done"
 
     async def _why(self, arg: str) -> str:
         if not arg.strip().isdigit():
@@ -111,7 +115,7 @@ class Agent:
         return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
 
     async def _help(self, _: str) -> str:
-        return self.commands.help_text()
+        return self.commands.help_text() + "\n\n" + "\n".join(LEGEND)
 
     async def _quit(self, _: str) -> str | None:
         # "shutting down" is said once the loop has drained (serve), after the last answer
@@ -129,14 +133,7 @@ class Agent:
         if not query:
             return "usage: /memory <words>"
         result = await self.mind.retriever.retrieve(query, rng=np.random.default_rng(), mutate=False)
-        if not result.memories and not result.working:
-            return "nothing recalled" + (f" ({'; '.join(result.degraded)})" if result.degraded else "")
-        lines = [f"[{NOT_CONSOLIDATED}] {excerpt(w.content, 200)}" for w in result.working]
-        lines += [f"#{r.id} [{r.hit.memory_type}, center {r.hit.alpha / (r.hit.alpha + r.hit.beta):.2f}, "
-                  f"score {r.final:.3f}] {excerpt(r.hit.content, 200)}" for r in result.memories]
-        if result.rerank_skipped_reason:
-            lines.append(f"(rerank skipped: {result.rerank_skipped_reason})")
-        return "\n".join(lines)
+        return memory_table(result)
 
     async def _status(self, _: str) -> str:
         row = await self.db.pool.fetchrow(
@@ -168,12 +165,13 @@ class Agent:
             f"uptime: {row['uptime_total_hours']:.2f} h before this session"
         )
 
-    async def handle_message(self, text: str, ref: int | None = None, gated: bool = False) -> str | None:
+    async def handle_message(self, text: str, ref: int | None = None, gated: bool = False,
+                             unkept: bool = False) -> str | None:
         """Plain input: entry gate (kept in scratch_buffer before anything else), then attention.
 
         The reply comes from the loop when the message wins a cycle.
         """
-        candidate = await self.mind.loop.submit("user", text, ref=ref, gated=gated)
+        candidate = await self.mind.loop.submit("user", text, ref=ref, gated=gated, unkept=unkept)
         return None if candidate is not None else "(not attended to)"
 
     async def journal_lines(self, batch: list) -> list:
@@ -233,13 +231,16 @@ class Agent:
                 item = get.result()
                 if item is EOF_MARK:
                     break
+                self.screen.typed()      # the terminal moved to a fresh line: no prompt showing
                 try:
                     reply = await self.handle_line(item)
                 except Exception:  # one bad line must not end the mind
                     log.exception("input could not be handled")
                     reply = "error: that input could not be handled (details in the log); nothing else was affected"
                 if reply:
-                    say(reply, self.out)
+                    self.screen.say(reply)
+                else:
+                    self.screen.show_prompt()
             # /quit or end of input: answer everything said before it, then stop
             drain.set()
             self.mind.loop.wake.set()
@@ -250,7 +251,7 @@ class Agent:
             await _finish(thinking)
             if dmn is not None:
                 await _finish(dmn)
-            say("shutting down", self.out)   # last: every answer to what came before is out
+            self.screen.last("shutting down")   # last: every answer to what came before is out
 
 
 async def _finish(task: asyncio.Task) -> None:
@@ -273,38 +274,51 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         await db.close()
         raise
     agent = Agent(settings, db, providers, session_id, out)
+    screen = agent.screen
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop.set)
     try:
         manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
-        say(f"database: {db.description}"
-            + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""), out)
+        screen.say(f"database: {db.description}"
+                   + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
-            say(line, out)
+            screen.say(line)
         agent.mind = await build_mind(settings, db.pool, providers, session_id=session_id,
-                                      manifest=manifest, deliver=lambda text: say(text, out),
+                                      manifest=manifest, deliver=screen.say,
                                       progress=lambda bar: log.info("%s", bar))
         if agent.mind.stale_at_start:
-            say(f"{agent.mind.stale_at_start} memories need re-embedding with "
+            screen.say(f"{agent.mind.stale_at_start} memories need re-embedding with "
                 f"{providers.embedder.model_name}; running in the background "
-                "(until then only keyword search finds them)", out)
-        await _recover_scratch(agent, out)
-        await _open_journal(agent, out)
+                       "(until then only keyword search finds them)")
+        await _recover_scratch(agent, screen)
+        await _open_journal(agent, screen)
         agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id)
         if web_line:
-            say(web_line, out)
-        say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
-            f"restart #{manifest.times_restarted}. Type /help for commands.", out)
+            screen.say(web_line)
+        screen.say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
+                   f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
         await agent.serve()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await _shutdown(agent, settings.agent.shutdown_timeout_s)
+        if db.left_running:   # after "shutting down": the server outlives us on purpose
+            screen.say(db.left_running)
     return 0
 
 
-async def _recover_scratch(agent: Agent, out: TextIO) -> None:
+def _log_note() -> str:
+    """Where the log is, for the ready line: the terminal shows only warnings (issue 26)."""
+    path = log_file()
+    if path is None:
+        return ""
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(Path.cwd())
+    return f"; log in {path}"
+
+
+async def _recover_scratch(agent: Agent, screen: Screen) -> None:
     """Crash recovery: what a previous run buffered but never flushed goes through the gate."""
     try:
         report = await agent.mind.gates.recover()
@@ -312,22 +326,22 @@ async def _recover_scratch(agent: Agent, out: TextIO) -> None:
         log.exception("scratch recovery failed; buffered items stay for the next flush")
         report = None
     if report is not None and report.evaluated:
-        say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}", out)
+        screen.say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}")
     if (notice := agent.mind.gates.held_notice()) is not None:
-        say(notice, out)
+        screen.say(notice)
 
 
-async def _open_journal(agent: Agent, out: TextIO) -> None:
+async def _open_journal(agent: Agent, screen: Screen) -> None:
     """Durable input; messages earlier runs never answered go back to the loop first."""
     loop = agent.mind.loop
     agent.journal = InputJournal(agent.db.pool, agent.session_id, agent.settings.agent.spill_dir,
-                                 outage=loop.outage, notify=lambda text: say(text, out))
+                                 outage=loop.outage, notify=screen.say)
     replay = await agent.journal.open()
     loop.on_answered = agent.journal.answered
     for line in replay:
-        await agent.handle_message(line.text, ref=line.id, gated=line.gated)
+        await agent.handle_message(line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
     if replay:
-        say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now", out)
+        screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 
 
 async def _shutdown(agent: Agent, timeout_s: float) -> None:

@@ -158,3 +158,57 @@ def say(text: str, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write(escape(text) + "\n")
     out.flush()
+
+
+#: Shown where the operator types, when stdin and stdout are a terminal.
+PROMPT = "> "
+#: Back to the start of the line and clear it: a reply arriving while the prompt waits
+#: takes the prompt's place, and the prompt is drawn again under it.
+_CLEAR_LINE = "\r\x1b[K"
+
+
+def interactive(out: TextIO) -> bool:
+    """stdin and `out` are both a terminal: a person types and reads there. Piped input
+    (tests, scripts) gets no prompt, so stdout is only the lines they parse."""
+    try:
+        return os.isatty(sys.stdin.fileno()) and out.isatty()
+    except (AttributeError, OSError, ValueError):   # a replaced or closed stream
+        return False
+
+
+class Screen:
+    """The conversation screen: every line the operator reads (replies, command output,
+    notices) goes through `say`; with a terminal, the prompt follows the last of them.
+
+    The loop delivers replies while the operator may be at the prompt, so a reply first
+    clears the prompt's line, then draws the prompt again after itself. `typed` is told
+    when a line was entered: the terminal has moved to a new line, no prompt is showing.
+    """
+
+    def __init__(self, out: TextIO | None = None, *, prompt: bool | None = None):
+        self.out = out or sys.stdout
+        self.prompt = interactive(self.out) if prompt is None else prompt
+        self._showing = False       # the prompt is the last thing on the screen
+
+    def say(self, text: str) -> None:
+        """One reply or notice, control characters escaped (src/terminal.py)."""
+        self.out.write((_CLEAR_LINE if self._showing else "") + escape(text) + "\n"
+                       + (PROMPT if self.prompt else ""))
+        self._showing = self.prompt
+        self.out.flush()
+
+    def show_prompt(self) -> None:
+        """The prompt, when it is not showing already (a line that printed nothing)."""
+        if self.prompt and not self._showing:
+            self.out.write(PROMPT)
+            self.out.flush()
+            self._showing = True
+
+    def typed(self) -> None:
+        """A line was entered: the cursor is on a fresh line."""
+        self._showing = False
+
+    def last(self, text: str) -> None:
+        """The last line of the session: no prompt after it."""
+        self.prompt = False
+        self.say(text)

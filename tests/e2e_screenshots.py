@@ -2,12 +2,14 @@
 
 Not part of `make test` (CI has no browser). Starts a real service on a fresh database
 in the embedded test server, plays a scripted conversation (hostile content included),
-then opens each page with Debian's `chromium` and writes data/e2e/<page>.png.
+stops it and starts it again (so the time axes show a restart), plays the rest, then opens
+each page with Debian's `chromium` in a 1400 px wide window and writes data/e2e/<page>.png.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -16,7 +18,8 @@ from pathlib import Path
 import asyncpg
 
 from src.db.embedded import start_embedded
-from tests.web_service import CONVERSATION, Service
+from tests.proc import agent_env
+from tests.web_service import CONVERSATION, Service, spawn_viewer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "e2e"
@@ -34,7 +37,7 @@ MORE = [
 ]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars", "--window-size=1280,1600"]
+                  "--hide-scrollbars", "--window-size=1400,1800"]
 
 
 async def _fresh_database(base_uri: str) -> str:
@@ -63,6 +66,71 @@ async def _screenshot(browser: str, url: str, target: Path) -> None:
         raise SystemExit(f"chromium could not screenshot {url}: {err.decode()[-500:]}")
 
 
+async def _play(dsn: str, folder: Path) -> Service:
+    """A first session, a restart, the rest of the conversation and a deep pass: the service still running."""
+    first = Service(dsn, folder, settle=False)
+    try:
+        await first.converse(CONVERSATION)
+    finally:
+        first.stop()
+    service = Service(dsn, folder, settle=False)      # a restart: a new session, cycles from 1 again
+    try:
+        for n, line in enumerate(MORE, len(CONVERSATION) + 1):
+            service.say(line)
+            await service.wait_cycles(n)
+        await service.wait_for("SELECT count(*) >= 10 FROM memories")
+        service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
+        await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")
+    except BaseException:
+        service.stop()
+        raise
+    return service
+
+
+async def _shots(dsn: str) -> dict[str, str]:
+    """Page name -> path: every page, a search, a bad id, two memories' own pages."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        hostile = await conn.fetchval("SELECT id FROM memories WHERE content LIKE '%owned%'")
+        recalled = await conn.fetchval(
+            "SELECT memory_id FROM consolidation_log WHERE actor = 'retrieval' "
+            "GROUP BY memory_id ORDER BY count(*) DESC, memory_id LIMIT 1")
+    finally:
+        await conn.close()
+    shots = {"overview": "/", "memories": "/memories", "search": "/memories?q=octopus+Olga",
+             "bad-memory-id": "/memories/%C2%B2", "thoughts": "/thoughts", "gates": "/gates",
+             "consolidation": "/consolidation", "gut": "/gut"}
+    if hostile is not None:
+        shots["memory-hostile"] = f"/memories/{hostile}"
+    if recalled is not None:
+        shots["memory-recalled"] = f"/memories/{recalled}"
+    return shots
+
+
+async def _take(browser: str, base_url: str, shots: dict[str, str]) -> None:
+    for name, path in shots.items():
+        target = OUT / f"{name}.png"
+        await _screenshot(browser, base_url + path, target)
+        print(f"{target.relative_to(ROOT)}  {path}  {_size(target):,} bytes")
+
+
+async def _paged(browser: str, dsn: str, folder: Path) -> None:
+    """/memories page 2 from the standalone viewer at 6 rows a page (the conversation keeps
+    fewer memories than the 100 a page the service shows)."""
+    config = folder / "viewer.yaml"
+    config.write_text(f"web: {{port: 0, page_rows: 6}}\nlayers: {{cache_dir: {folder / 'layers'}}}\n")
+    viewer = spawn_viewer(agent_env(DATABASE_URL=dsn), "--config", str(config))
+    try:
+        line = viewer.stdout.readline().decode()
+        match = re.search(r": (http://\S+/)$", line.strip())
+        if match is None:
+            raise SystemExit(f"the standalone viewer did not start: {line!r}")
+        await _take(browser, match.group(1).rstrip("/"), {"memories-page2": "/memories?page=2"})
+    finally:
+        viewer.terminate()
+        viewer.wait(timeout=30)
+
+
 async def main() -> int:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
@@ -72,34 +140,12 @@ async def main() -> int:
     dsn = await _fresh_database(base)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="moltbot-e2e-") as folder:
-        service = Service(dsn, Path(folder), settle=False)
+        service = await _play(dsn, Path(folder))
         try:
-            await service.converse(CONVERSATION + MORE)
-            await service.wait_for("SELECT count(*) >= 10 FROM memories")
-            service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
-            await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")
-            conn = await asyncpg.connect(dsn)
-            try:
-                hostile = await conn.fetchval("SELECT id FROM memories WHERE content LIKE '%owned%'")
-                recalled = await conn.fetchval(
-                    "SELECT memory_id FROM consolidation_log WHERE actor = 'retrieval' "
-                    "GROUP BY memory_id ORDER BY count(*) DESC, memory_id LIMIT 1")
-            finally:
-                await conn.close()
-            base_url = service.url.rstrip("/")
-            shots = {"overview": "/", "memories": "/memories", "search": "/memories?q=octopus+Olga",
-                     "thoughts": "/thoughts", "gates": "/gates", "consolidation": "/consolidation",
-                     "gut": "/gut"}
-            if hostile is not None:
-                shots["memory-hostile"] = f"/memories/{hostile}"
-            if recalled is not None:
-                shots["memory-recalled"] = f"/memories/{recalled}"
-            for name, path in shots.items():
-                target = OUT / f"{name}.png"
-                await _screenshot(browser, base_url + path, target)
-                print(f"{target.relative_to(ROOT)}  {path}  {_size(target):,} bytes")
+            await _take(browser, service.url.rstrip("/"), await _shots(dsn))
         finally:
             service.stop()
+        await _paged(browser, dsn, Path(folder))
     return 0
 
 

@@ -16,9 +16,12 @@ READY = "Type /help for commands."
 
 
 def agent_env(**extra: str) -> dict[str, str]:
-    """A clean environment: no API keys leak in from the developer's shell."""
+    """A clean environment: no API keys leak in from the developer's shell. No log file
+    (MOLTBOT_LOG_FILE=-): the suite must not fill the developer's data/moltbot.log, and a
+    failing test shows the child's whole log in its stderr; a test of the file sets one."""
     env = {k: v for k, v in os.environ.items()
            if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")}
+    env["MOLTBOT_LOG_FILE"] = "-"
     env.update(extra)
     return env
 

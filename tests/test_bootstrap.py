@@ -85,7 +85,7 @@ async def test_milestones_are_recorded_once_and_shown_with_their_event(pool):
     assert text[0] == "Readiness: 1/10 achievements"
     assert text[1] == " [ ]  1. First memory formation (entry → scratch → exit → persist) — not yet"
     i = text.index(" [x]  8. First creative association (DMN channel 2) — 2026-11-23 09:00")
-    assert text[i + 1] == '        by {"dmn_item_id": 3, "memory_ids": [1, 2]}'
+    assert text[i + 1] == "        by DMN item #3; memories #1, #2"      # words, not JSON (issue 26)
 
 
 async def test_promotions_through_the_choke_point_reach_milestones_4_and_6(pool):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from src.config import load_settings
 from src.errors import ConfigError
@@ -86,3 +88,54 @@ def test_embedding_width_is_fixed_by_the_schema(tmp_path):
     cfg.write_text("providers:\n  embeddings:\n    dimensions: 1024\n")
     with pytest.raises(ConfigError, match=r"invalid value for 'providers\.embeddings\.dimensions': Input should be 768"):
         load_settings(cfg, env={})
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        # issue 26: a second `web:` replaced the first and the service bound port 1
+        ("web:\n  port: 8765\nlogging:\n  level: INFO\nweb:\n  port: 1\n",
+         "line 5: duplicate key 'web' (first at line 1); keep one of them"),
+        ("web:\n  port: 8765\n  host: 127.0.0.1\n  port: 1\n",
+         "line 4: duplicate key 'port' (first at line 2); keep one of them"),
+        ("gates: {seed: 1, seed: 2}\n", "line 1: duplicate key 'seed' (first at line 1); keep one of them"),
+    ],
+)
+def test_a_key_written_twice_is_refused_with_its_line(tmp_path, yaml_text, message):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, env={})
+    assert str(err.value) == f"{cfg}: {message}"
+
+
+def test_yaml_merge_keys_may_still_override(tmp_path):
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("logging: &log {level: WARNING, json_format: true}\n"
+                   "agent: {name: A}\n"
+                   "web: {<<: {port: 9000, host: 127.0.0.1}, port: 9001}\n")
+    settings = load_settings(cfg, env={})
+    assert settings.web.port == 9001 and settings.logging.level == "WARNING"
+
+
+def test_shipped_runtime_yaml_has_the_web_section_the_readme_names():
+    runtime = (ROOT / "runtime.yaml").read_text()
+    assert re.search(r"^web: ", runtime, re.M)
+    settings = load_settings(ROOT / "runtime.yaml", env={})
+    assert (settings.web.host, settings.web.port, settings.web.enabled) == ("127.0.0.1", 8765, True)
+    assert set(yaml.safe_load(runtime)["web"]) >= {"host", "port", "enabled"}
+
+
+def test_an_empty_environment_variable_counts_as_unset(tmp_path, monkeypatch):
+    # docker compose passes `${MOLTBOT_CONFIG:-}` through as "" when the shell has none
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"MOLTBOT_CONFIG": "", "MOLTBOT_LOG_LEVEL": "", "MOLTBOT_WEB_TOKEN": "",
+                                  "OPENAI_API_KEY": "", "DATABASE_URL": ""})
+    assert settings.config_path is None and settings.logging.level == "INFO"
+    assert settings.web.token is None and settings.secrets.openai_api_key is None
+    assert settings.database.url is None
+
+
+def test_web_host_from_the_environment_for_containers(tmp_path):
+    settings = load_settings(tmp_path / "none.yaml", env={"MOLTBOT_WEB_HOST": "0.0.0.0", "MOLTBOT_WEB_TOKEN": "t"})
+    assert settings.web.host == "0.0.0.0" and settings.web.token.get_secret_value() == "t"

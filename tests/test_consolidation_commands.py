@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import asyncpg
 
+from src.config import Settings
 from src.consolidation.deep.deep_pass import check_trigger
+from src.consolidation.deep.phase import Phase, PhaseResult
 from src.consolidation.service import Consolidation
 from src.consolidation.settings import ConsolidationSettings
+from src.main import Agent
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
-from tests.proc import ROOT, agent_env, run_agent
+from tests.proc import ROOT, agent_env, read_until, spawn_agent, wait_ready
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -67,14 +72,69 @@ async def test_service_starts_and_stops_cleanly_and_reports_the_last_pass(pool):
 
 
 async def test_consolidate_why_and_status_at_the_prompt(db_dsn):
-    result = run_agent(b"/consolidate\n/why 999\n/why x\n/status\n", agent_env(DATABASE_URL=db_dsn))
-    out = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()
-    assert "deep pass #1 (manual) done in " in out
-    assert ": 0/15 LLM calls, 0+0 tokens; nothing new; skipped: " in out
+    proc = spawn_agent(agent_env(DATABASE_URL=db_dsn))
+    try:
+        wait_ready(proc)
+        proc.stdin.write(b"/consolidate\n")
+        proc.stdin.flush()
+        read_until(proc, lambda line: line == "deep pass started; its summary follows when it is done")
+        summary = read_until(proc, lambda line: line.startswith("deep pass #1 (manual) done in "))[-1]
+        assert ": 0/15 LLM calls, 0+0 tokens; nothing new; skipped: " in summary
+        out, err = proc.communicate(b"/why 999\n/why x\n/status\n", timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err.decode()
+    out = out.decode()
     assert "no memory #999" in out
     assert "usage: /why <memory id>, e.g. /why 42" in out
     assert "consolidation: last deep pass #1 (manual) done " in out
+
+
+async def test_consolidate_returns_at_once_and_says_the_summary_when_the_pass_ends(pool):
+    """Issue 26: /consolidate held the next message for the whole pass (14 s)."""
+    release = asyncio.Event()
+
+    async def slow(ctx):
+        await release.wait()
+        return PhaseResult()
+
+    service = Consolidation(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                            settings=ConsolidationSettings(), phases=[Phase("slow", slow)])
+    out = io.StringIO()
+    agent = Agent(Settings(), None, None, "test-session", out)
+    agent.mind = SimpleNamespace(consolidation=service)
+    try:
+        reply = await asyncio.wait_for(agent.commands.dispatch("/consolidate"), 5)
+        assert reply == "deep pass started; its summary follows when it is done"
+        again = await asyncio.wait_for(agent.commands.dispatch("/consolidate"), 5)
+        assert again == "a deep pass is already running; try again later"
+        await asyncio.sleep(0.2)
+        assert out.getvalue() == ""                      # still running: nothing said yet
+        release.set()
+        for _ in range(500):
+            if out.getvalue():
+                break
+            await asyncio.sleep(0.02)
+        assert out.getvalue().startswith("deep pass #1 (manual) done in ")
+        assert out.getvalue().count("\n") == 1
+    finally:
+        release.set()
+        await service.stop(timeout_s=5)
+
+
+async def test_a_pass_started_on_request_and_stopped_by_shutdown_says_so(pool):
+    async def forever(ctx):
+        await asyncio.sleep(3600)
+        return PhaseResult()
+
+    said: list[str] = []
+    service = Consolidation(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                            settings=ConsolidationSettings(), phases=[Phase("forever", forever)])
+    assert service.start_deep_pass(said.append)
+    await asyncio.sleep(0.2)
+    await service.stop(timeout_s=0.1)
+    assert said == ["the deep pass was stopped by the shutdown; the next one resumes it"]
+    assert await pool.fetchval("SELECT status FROM consolidation_passes") == "running"
 
 
 async def test_command_line_why_prints_the_chain(db_dsn):

@@ -4,6 +4,7 @@ embedder (wordllama) where its thresholds are the point."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from datetime import UTC, datetime
@@ -160,3 +161,42 @@ async def test_a_model_insight_losing_a_name_leaves_the_cluster_for_the_next_pas
     backend.push("merge", _insight("Mara moved to Leeds in May, for nursing."))
     await merge_pass(pool, embedder, language_model(backend, pool))
     assert await merges(pool) == [("Mara moved to Leeds in May, for nursing.", [MARA_LEEDS, MARA_LEEDS])]
+
+
+async def test_a_pass_stopped_between_merge_batches_keeps_the_answers_it_paid_for(pool):
+    """Issue 26: the merge asked every batch before writing any, so a pass killed mid-way asked
+    (and paid for) the finished batches again; insights save theirs, and now merges do too."""
+    embedder = HashEmbedder()
+    await MemoryStore(pool, embedder).store_many(
+        [NewMemory(f"I deploy my small projects with one simple shell script instead of kubernetes, note {i}")
+         for i in range(3)]
+        + [NewMemory(f"Every week we bake sourdough bread with rye flour from the old mill, loaf {i}")
+           for i in range(3)])
+    settings = ConsolidationSettings(deep={"merge_batch": 1})           # one cluster per call
+    reached = asyncio.Event()
+
+    class StopsAtTheSecondCall(ConsolidationModel):
+        async def complete(self, request):
+            if self.requests:                     # the first batch's answer is paid for
+                reached.set()
+                await asyncio.sleep(3600)         # the pass is stopped while the model thinks
+            return await super().complete(request)
+
+    first = StopsAtTheSecondCall()
+    task = asyncio.create_task(run_deep_pass(
+        pool, embedder=embedder, llm=language_model(first, pool), safety=Safety(), settings=settings,
+        trigger="manual", now=NOW, rng=random.Random(7), phases=MERGE_ONLY))
+    await asyncio.wait_for(reached.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert first.kinds() == ["merge"] and await merges(pool) == []
+
+    backend = ConsolidationModel()
+    report = await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
+                                 settings=settings, trigger="manual", now=NOW, rng=random.Random(7),
+                                 phases=MERGE_ONLY)
+    assert report.resumed and report.status == "done"
+    assert backend.kinds() == ["merge"]                                   # only the batch never answered
+    assert sorted(len(sources) for _, sources in await merges(pool)) == [3, 3]     # both clusters merged
+    assert await pool.fetchval("SELECT llm_calls FROM consolidation_passes") == 2

@@ -74,6 +74,7 @@ async def test_sigkill_right_after_a_burst_loses_no_line_and_the_restart_answers
             await asyncio.sleep(delay)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
+            killed = proc.stdout.read().decode()
         finally:
             proc.kill()
         journal = await _journal(db_dsn)
@@ -84,6 +85,9 @@ async def test_sigkill_right_after_a_burst_loses_no_line_and_the_restart_answers
         assert {state for _, _, state in await _journal(db_dsn)} == {"answered"}
         covered = await _covered(db_dsn)
         assert [m for m in said if m not in covered] == []
+        # no reply twice: the killed run's printed replies all have their cycle row (issue 26)
+        printed = (killed + result.stdout.decode()).count("(reflex mode — no language model is configured")
+        assert printed <= len(await _fetch(db_dsn, "SELECT id FROM thought_log")), f"after SIGKILL at {delay} s"
         await _fetch(db_dsn, "TRUNCATE input_journal, thought_log")
 
 

@@ -303,12 +303,15 @@ async def test_a_failing_language_model_gets_a_plain_reply_and_the_loop_goes_on(
     assert delivered[1] == "Earl grey, every morning."
 
 
-async def test_values_and_goals_edited_while_running_take_effect_next_cycle(pool, tmp_path):
+async def test_values_and_goals_edited_while_running_take_effect_once_embedded(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path)
     assert mind.retriever.layer_vecs == [] and mind.loop.goal_vecs == []
     (tmp_path / "v.json").write_text(json.dumps([{"text": "honesty matters to me", "weight": 0.9}]))
     (tmp_path / "g.json").write_text(json.dumps([{"text": "learn Portuguese this year", "weight": 0.7}]))
     await mind.loop.submit("user", "I started a Portuguese course today")
+    await mind.loop.cycle()              # sees the edit; it is embedded off the cycle (issue 26)
+    await mind.layers.refreshed()
+    await mind.loop.submit("user", "The course meets on Tuesdays")
     await mind.loop.cycle()
     assert [w for _, w in mind.retriever.layer_vecs] == [0.9, 0.7]
     assert len(mind.loop.goal_vecs) == 1

@@ -36,7 +36,7 @@ async def test_import_skips_bad_lines_naming_them_and_stores_the_rest(pool, db_d
     assert r.code == 0
     assert r.err.splitlines() == [
         f"{f}:2: not valid JSON (Expecting property name enclosed in double quotes at column 2)",
-        f"{f}:3: 'content' is missing or empty",
+        f"{f}:3: 'content' is missing",
         f"{f}:6: unknown memory_type 'dream'; expected one of: episodic, semantic, procedural, preference, "
         "reflection, correction, narrative, tension",
         f"{f}:7: unknown field(s) 'colour'; known: content, memory_type, event_time, source_tag, metadata "
@@ -131,26 +131,33 @@ async def test_export_then_import_restores_an_equivalent_store(pool, db_dsn, emp
         ("Insight: Hannah's move went well.", "reflection", 2.0, 2.0, False, "internal_consolidation", 0.8,
          None, 1, t2, [t2], t2, t2, '{"nested": {"a": [1, 2]}}', 0.0),
     ]]
-    await pool.execute("INSERT INTO memory_supersedes (insight_id, source_id) VALUES ($1, $2), ($1, $3)",
-                       ids[3], ids[0], ids[1])
+    await pool.execute("INSERT INTO memory_supersedes (insight_id, source_id, via) VALUES ($1, $2, 'merge'), "
+                       "($1, $3, 'insight')", ids[3], ids[0], ids[1])
+    # issue 26: protected, content_contextualized and the links' via were left out (242 merges came back
+    # as insights)
+    await pool.execute("UPDATE memories SET protected = true WHERE id = $1", ids[2])
+    await pool.execute("UPDATE memories SET content_contextualized = $2 WHERE id = $1", ids[0],
+                       "Said while planning a visit.\n\nHannah moved to Porto.")
     export_file = tmp_path / "export.jsonl"
     r = await cli(db_dsn, "export", str(export_file), embedder=HashEmbedder())
     assert r.code == 0 and r.out.startswith(f"exported 4 memories to {export_file} in ")
     lines = [json.loads(x) for x in export_file.read_text().splitlines()]
-    assert lines[3]["supersedes"] == [ids[0], ids[1]]
+    assert lines[3]["supersedes"] == [{"id": ids[0], "via": "merge"}, {"id": ids[1], "via": "insight"}]
     assert lines[0]["access_timestamps"] == [t1.isoformat(), t2.isoformat()]
+    assert [x["protected"] for x in lines] == [False, False, True, False]
 
     r = await cli(empty_db, "import", str(export_file), "--batch-size", "2", embedder=HashEmbedder())
     assert r.code == 0 and "imported 4 new memories" in r.out and "2 supersedes links" in r.out
-    columns = """content, memory_type, depth_weight_alpha, depth_weight_beta, immutable, source_tag,
-                 source_confidence, compressed, access_count, last_accessed, access_timestamps,
-                 event_time, created_at, metadata, utility_score"""
+    # every column but what a store assigns itself (id), what import re-derives (the vector and its
+    # model: embedded again) and import's own key: a column added later is compared too
+    columns = ", ".join(await _restorable_columns(pool))
+    assert "protected" in columns and "content_contextualized" in columns
     target = await create_pool(empty_db, min_size=1, max_size=2)
     try:
         before = [dict(x) for x in await pool.fetch(f"SELECT {columns} FROM memories ORDER BY id")]
         after = [dict(x) for x in await target.fetch(f"SELECT {columns} FROM memories ORDER BY id")]
         assert after == before
-        links = """SELECT i.content, s.content FROM memory_supersedes l JOIN memories i ON i.id = l.insight_id
+        links = """SELECT i.content, s.content, l.via FROM memory_supersedes l JOIN memories i ON i.id = l.insight_id
                    JOIN memories s ON s.id = l.source_id ORDER BY s.created_at"""
         assert [tuple(x) for x in await target.fetch(links)] == [tuple(x) for x in await pool.fetch(links)]
         again = await cli(empty_db, "import", str(export_file), embedder=HashEmbedder())
@@ -158,6 +165,13 @@ async def test_export_then_import_restores_an_equivalent_store(pool, db_dsn, emp
         assert await target.fetchval("SELECT count(*) FROM memories") == 4
     finally:
         await target.close()
+
+
+async def _restorable_columns(pool) -> list[str]:
+    rows = await pool.fetch("""SELECT column_name FROM information_schema.columns
+                                WHERE table_name = 'memories' AND table_schema = current_schema()
+                                ORDER BY ordinal_position""")
+    return [r["column_name"] for r in rows if r["column_name"] not in ("id", "embedding", "embed_model", "import_key")]
 
 
 async def test_export_refuses_to_overwrite_without_force(db_dsn, tmp_path):

@@ -85,7 +85,7 @@ async def test_search_text_output_names_each_stage(pool, db_dsn, tmp_path):
     assert lines[5].startswith("   act-r: B ") and " P(retrieve) " in lines[5]
     assert lines[6].startswith("   relevance ") and " from semantic " in lines[6]
     assert lines[7].startswith("   weighted ") and lines[7].endswith("  rerank —")
-    assert lines[8:] == [f"   content: {FACTS[1]}", '   metadata: {"n": 1}']
+    assert lines[8:] == [f"   content: {FACTS[1]}", "   metadata: n 1"]      # words, not JSON (issue 26)
 
 
 async def test_search_batch_prints_one_json_line_per_query_in_order(pool, db_dsn, tmp_path):

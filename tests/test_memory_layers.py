@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -101,6 +102,8 @@ async def test_editing_one_entry_re_embeds_only_that_entry(files):
     edited[2]["weight"] = 0.3  # a weight change alone needs no new vector
     _write(values_path, edited)
 
+    await layers.get_layer_embeddings(0)       # taken in the background
+    await layers.refreshed()
     result = await layers.get_layer_embeddings(0)
     assert [(c.texts, c.titles) for c in embedder.calls[1:]] == [
         (["Curiosity about how minds work."], ["value"])]
@@ -216,9 +219,43 @@ async def test_a_half_saved_file_while_running_keeps_the_last_good_version_and_s
             kept = await layers.get_layer_embeddings(0)
             assert [(t, w) for t, w, _ in kept] == [("honesty matters", 0.9)]
             assert np.array_equal(kept[0][2], good[0][2])
+        await layers.refreshed()
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1
     assert warnings[0].startswith(f"{values_path}: not valid JSON (line 1, column ")
     assert warnings[0].endswith("; keeping the last good version of layer 0 until the file is fixed")
-    _write(values_path, [{"text": "curiosity", "weight": 0.5}])          # fixed: taken at once
+    _write(values_path, [{"text": "curiosity", "weight": 0.5}])          # fixed: taken once embedded
+    await layers.get_layer_embeddings(0)
+    await layers.refreshed()
     assert [(t, w) for t, w, _ in await layers.get_layer_embeddings(0)] == [("curiosity", 0.5)]
+
+
+@dataclass
+class GatedEmbedder(HashEmbedder):
+    """Embeds at once until `gate` is set, then waits for it to open (a slow, large layer)."""
+
+    gate: asyncio.Event | None = None
+
+    async def embed(self, texts, task_type, titles=None):
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().embed(texts, task_type, titles)
+
+
+async def test_an_edit_is_embedded_off_the_cycle_and_the_old_vectors_stay_until_it_is_ready(files):
+    """Issue 26: a 5 MB layer file stalled one cycle 59 s, re-embedded inside the cycle."""
+    values_path, _, _ = files
+    embedder = GatedEmbedder()
+    layers = _layers(files, embedder)
+    old = await layers.get_layer_embeddings(0)
+    embedder.gate = asyncio.Event()
+    _write(values_path, VALUES + [{"text": "Patience with slow progress.", "weight": 0.4}])
+    for _ in range(3):                                   # three cycles while the new entry embeds
+        during = await asyncio.wait_for(layers.get_layer_embeddings(0), 2)
+        assert [t for t, _, _ in during] == [t for t, _, _ in old]
+        assert all(np.array_equal(a[2], b[2]) for a, b in zip(during, old, strict=True))
+    embedder.gate.set()
+    await layers.refreshed()
+    new = await layers.get_layer_embeddings(0)
+    assert [t for t, _, _ in new] == [v["text"] for v in VALUES] + ["Patience with slow progress."]
+    assert [c.texts for c in embedder.calls[1:]] == [["Patience with slow progress."]]   # embedded once

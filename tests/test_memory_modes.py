@@ -132,13 +132,16 @@ async def test_copilot_holds_unsure_items_until_the_guardian_answers(pool, tmp_p
     assert await pool.fetchval("SELECT count(*) FROM memories") == born   # held rows are skipped by flushes
     await _turn(mind, TOPICS[5])
     questions = [i for i, text in enumerate(delivered) if text.endswith(QUESTION)]
-    assert len(questions) == 1
+    # asked after the 5th answer when the flush it started settled first (then the 6th line,
+    # not an answer, closes it and it is asked again), else after the 6th: once or twice
+    assert 1 <= len(questions) <= 2
     # asked after an answer, never before or in the middle of one
     assert all(i > 0 and delivered[i - 1] == SAID for i in questions)
     assert delivered[questions[0]].splitlines()[0] == "Memories I am unsure of:"
     assert delivered[questions[0]].splitlines()[1] == f"  1. [undecided] {TOPICS[0]}"
     assert "Memory mode: copilot" in system1.of("generate")[-1].system
 
+    held = len(mind.gates.exit.confirmations)                # what the last question listed
     reply = await mind.gates.answer_confirmation(answer)
     n_kept = {"all": held, "none": 0, "first": 1}[kept]
     assert reply == f"kept {n_kept}, dropped {held - n_kept}"

@@ -54,7 +54,8 @@ def test_report_without_any_key():
     assert describe_providers(settings(), Secrets()) == [
         "embeddings: wordllama wordllama-l2-supercat-256 (GEMINI_API_KEY not set; offline, 256-d "
         "zero-padded to 768)",
-        f"reranker: none ({MISSING_MODEL}; rerank stage skipped)",
+        f"reranker: none ({MISSING_MODEL}; rerank stage skipped; "
+        "`make models` fetches it once, where there is network access)",
         "system1: reflex (no language model is configured: GEMINI_API_KEY not set, llm.base_url not set)",
         "system2: reflex (no language model is configured: ANTHROPIC_API_KEY not set, llm.base_url not set)",
     ]

@@ -235,7 +235,7 @@ async def test_skill_save_with_empty_conversation_or_failing_model(pool):
 
 async def test_show_list_remove_history_outcome(pool):
     commands = _commands(pool, ScriptedLLM())
-    assert await commands.skills("") == "no skills yet; /skill save [hint] drafts one from the conversation"
+    assert await commands.skills("") == "no skills yet; /skill save [hint] drafts one from this conversation"
     await repo.create(pool, **CSV)
     await repo.edit(pool, "csv_summary", name="CSV overview")
     shown = await commands.skill("show csv_sumary")
@@ -249,8 +249,8 @@ async def test_show_list_remove_history_outcome(pool):
                                          f"  csv_summary  v2  0/0/1/1  — {CSV['when_to_use']}")
     history = await commands.skill("history csv_summary")
     assert history.splitlines()[0] == "csv_summary: version 2 (current), 1 earlier"
-    assert await commands.skill("remove csv_sumary") == ("no skill called 'csv_sumary'; did you mean "
-                                                         "'csv_summary'? Nothing was removed.")
+    assert await commands.skill("remove csv_sumary") == ("no skill called 'csv_sumary', so nothing was removed; "
+                                                         "did you mean 'csv_summary'?")
     assert await commands.skill("remove csv_summary") == ("removed skill 'csv_summary' (its versions stay "
                                                           "in skill_versions)")
     assert await commands.skill("frobnicate") == await commands.skill("")

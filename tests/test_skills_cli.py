@@ -38,7 +38,7 @@ async def test_add_edit_history_show_outcome_remove(pool, db_dsn, tmp_path):
     code, out, _ = await _run(db_dsn, tmp_path, "skills", "list")
     assert out == "1 skill (recalled/used/succeeded/failed):\n  csv_summary  v2  0/0/1/0  — When a CSV needs an overview.\n"
     assert await _run(db_dsn, tmp_path, "skills", "remove", "csv_summry") == (
-        1, "", "skills remove: no skill called 'csv_summry'; nothing was removed\n")
+        1, "", "skills remove: no skill called 'csv_summry', so nothing was removed\n")
     assert await _run(db_dsn, tmp_path, "skills", "remove", "csv_summary") == (
         0, "removed skill 'csv_summary' (its versions stay in skill_versions)\n", "")
     assert await _run(db_dsn, tmp_path, "skills", "show", "csv_summary") == (

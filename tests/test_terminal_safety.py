@@ -40,7 +40,7 @@ async def test_memory_command_prints_a_hostile_memory_escaped(db_dsn, pool):
     result = run_agent(b"/memory octopus den\n/quit\n", agent_env(DATABASE_URL=db_dsn), timeout=120)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    assert f"#{memory_id} [" in out
+    assert f"  #{memory_id}  " in out          # a row of the /memory table
     assert "octopus den \\x1b]0;pwned\\x07 then \\x1b[2J and \\u202eesrever\\u202c end\\x9b31m" in out
     for raw in ("\x1b", "\x07", "\u202e", "\u202c", "\x9b"):
         assert raw not in out and raw not in result.stderr.decode()

@@ -63,20 +63,28 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         await db.close()
 
 
+def _command(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose own --help says what it does (not only the usage line)."""
+    return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.consolidation", description=__doc__.splitlines()[0])
     parser.add_argument("--config", help="path of runtime.yaml (default: $MOLTBOT_CONFIG or ./runtime.yaml)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="one light tick, or with --deep one deep pass")
-    run.add_argument("--deep", action="store_true", help="run a deep pass")
-    why = sub.add_parser("why", help="why do I believe memory ID: its supersedes chain")
-    why.add_argument("memory_id", type=int, metavar="ID")
-    history = sub.add_parser("history", help="the weight history of memory ID (consolidation_log)")
-    history.add_argument("memory_id", type=int, metavar="ID")
-    sub.add_parser("pending", help="approvals waiting for the operator")
-    for verb in ("approve", "reject"):
-        decide = sub.add_parser(verb, help=f"{verb} approval ID (see pending)")
-        decide.add_argument("approval_id", metavar="ID")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    run = _command(sub, "run", "one light tick (every operation, now), or with --deep one deep pass "
+                               "(or the unfinished one resumed)")
+    run.add_argument("--deep", action="store_true", help="run a deep pass instead of a light tick")
+    why = _command(sub, "why", "why do I believe memory ID: the memories it was consolidated from, "
+                               "its supersedes chain")
+    why.add_argument("memory_id", type=int, metavar="ID", help="a memory id (memories.id)")
+    history = _command(sub, "history", "the weight history of memory ID: every change, newest first "
+                                       "(consolidation_log)")
+    history.add_argument("memory_id", type=int, metavar="ID", help="a memory id (memories.id)")
+    _command(sub, "pending", "the changes waiting for the operator's approval (approve or reject them by ID)")
+    for verb, does in (("approve", "apply"), ("reject", "refuse")):
+        decide = _command(sub, verb, f"{does} the pending change ID (the number `pending` shows)")
+        decide.add_argument("approval_id", metavar="ID", help="the approval's number, from `pending`")
     args = parser.parse_args(argv)
     return run_entry(lambda settings: _run(settings, args), config=args.config)
 

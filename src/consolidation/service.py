@@ -2,6 +2,10 @@
 deep scheduler. Neither blocks the loop (they only await the database and providers;
 CPU work goes to threads) and both stop cleanly on shutdown: a deep pass cancelled
 mid-way stays 'running' in its row and is resumed by the next pass.
+
+`/consolidate` starts a pass in the background too (`start_deep_pass`) and returns at
+once: awaited at the prompt, a pass held the next message for its whole length (14 s
+measured, issue 26). Its summary is handed to the caller's `done` when it ends.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncpg
 
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.deep_pass import (
+    DEEP_PHASES,
     AfterPass,
     PassReport,
     Submit,
@@ -26,6 +31,7 @@ from src.consolidation.deep.deep_pass import (
     monitors_hook,
     run_deep_pass,
 )
+from src.consolidation.deep.phase import Phase
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice, tick_until_stopped
@@ -41,13 +47,14 @@ class Consolidation:
     def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
                  settings: ConsolidationSettings, submit: Submit | None = None,
                  recompute_centroid: Callable[[], Awaitable[object]] | None = None,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, phases: Sequence[Phase] = DEEP_PHASES):
         self.pool = pool
         self.embedder = embedder
         self.llm = llm
         self.safety = safety
         self.settings = settings
         self.rng = rng or random.Random()
+        self.phases = phases
         self.ticker = LightTicker(pool, embedder=embedder, llm=llm, safety=safety, settings=settings, rng=self.rng)
         hooks: list[AfterPass] = [monitors_hook(pool, safety)]
         if recompute_centroid is not None:
@@ -58,6 +65,7 @@ class Consolidation:
         self.last_report: PassReport | None = None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._manual: asyncio.Task | None = None      # the pass /consolidate started
         self._pass_lock = asyncio.Lock()
         self._epoch = datetime.now(UTC)
 
@@ -72,6 +80,8 @@ class Consolidation:
         """Stop the tasks; a pass still running after `timeout_s` is cancelled (it resumes later)."""
         self._stop.set()
         tasks, self._tasks = self._tasks, []
+        if self._manual is not None and not self._manual.done():
+            tasks.append(self._manual)
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=timeout_s)
@@ -88,10 +98,35 @@ class Consolidation:
         async with self._pass_lock:
             report = await run_deep_pass(self.pool, embedder=self.embedder, llm=self.llm, safety=self.safety,
                                          settings=self.settings, trigger=trigger, rng=self.rng,
-                                         importance=importance, after=self.after)
+                                         importance=importance, after=self.after, phases=self.phases)
         if report is not None:
             self.last_report = report
         return report
+
+    def start_deep_pass(self, done: Callable[[str], object], trigger: str = "manual") -> bool:
+        """Start (or resume) a deep pass in the background; `done` gets one line when it ends.
+
+        False when a pass is already running in this process (the scheduler's, or one
+        started here before). A pass another process runs is found out by the pass itself
+        (its advisory lock) and said through `done`.
+        """
+        if self._pass_lock.locked() or (self._manual is not None and not self._manual.done()):
+            return False
+        self._manual = asyncio.create_task(self._background_pass(done, trigger), name="deep-consolidation-manual")
+        return True
+
+    async def _background_pass(self, done: Callable[[str], object], trigger: str) -> None:
+        try:
+            report = await self.deep_pass(trigger)
+        except asyncio.CancelledError:
+            done("the deep pass was stopped by the shutdown; the next one resumes it")
+            raise
+        except Exception as exc:  # a task's error would otherwise go unseen until exit
+            log.exception("the deep pass started on request failed")
+            done(f"the deep pass failed: {type(exc).__name__}: {exc}")
+            return
+        done(report.summary() if report is not None else "a deep pass is already running elsewhere; "
+             "try again later")
 
     async def _schedule(self) -> None:
         """Check the deep pass's triggers at start and every `check_interval_s`."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from src.db.embedded import start_embedded
+from src.db.embedded import STOP_COMMAND, start_embedded
 from src.db.instance_lock import InstanceLock
 from src.db.migrations import apply_migrations
 from src.db.pool import SERVICE_APPLICATION, connect, create_pool, redact_dsn
@@ -23,6 +23,9 @@ class Database:
     applied_migrations: list[str]
     startup_seconds: float
     _lock: InstanceLock | None = field(default=None, repr=False)
+    # Said when the process ends: the embedded server outlives it on purpose (fast restart),
+    # and a user who never hears so finds a postgres running after /quit.
+    left_running: str | None = None
 
     async def close(self) -> None:
         try:
@@ -45,6 +48,7 @@ async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
     """
     lock: InstanceLock | None = None
     seconds = 0.0
+    left_running = None
     if settings.url is not None:
         dsn = settings.url.get_secret_value()
         description = f"PostgreSQL at {redact_dsn(dsn)} (DATABASE_URL)"
@@ -59,6 +63,9 @@ async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
                 lock.release()
             raise
         description = f"embedded PostgreSQL in {settings.data_dir} (started in {seconds:.2f} s)"
+        if not settings.stop_embedded_on_exit:
+            left_running = (f"the embedded PostgreSQL in {settings.data_dir} keeps running, so the next "
+                            f"start is instant; `{STOP_COMMAND}` stops it")
     try:
         conn = await connect(dsn, connect_timeout=settings.connect_timeout_s)
         try:
@@ -79,4 +86,4 @@ async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
         if lock is not None:
             lock.release()
         raise
-    return Database(pool, description, applied, seconds, lock)
+    return Database(pool, description, applied, seconds, lock, left_running)

@@ -8,7 +8,7 @@ import re
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from src.errors import DatabaseUnreachable
+from src.errors import DatabaseUnreachable, StartupError
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +84,10 @@ async def create_pool(
         )
     except _CONNECT_ERRORS as exc:
         raise _unreachable(dsn, exc) from exc
+    except ValueError as exc:
+        # register_vector on a database without the extension: asyncpg's "unknown type:
+        # public.vector" arrived as a 48-line traceback from `python -m src.web`.
+        if not str(exc).startswith("unknown type"):
+            raise
+        raise StartupError(f"no mind in PostgreSQL at {redact_dsn(dsn)}: the database was never migrated "
+                           "(no pgvector types); run python -m src.main once to create it") from exc

@@ -55,6 +55,7 @@ import asyncpg
 from src.errors import InputRejected
 from src.gates import scratch
 from src.gates.contradiction import has_negation
+from src.gates.modes import unkept_text
 from src.gates.settings import EntryGateSettings
 from src.text import clean_text
 
@@ -233,3 +234,19 @@ class EntryGate:
             return Admitted(decision, None)
         scratch_id = await scratch.buffer(self.pool, record, self.ttl)
         return Admitted(decision, scratch_id)
+
+    async def admit_unkept(self, content: str, *, source_tag: str = "external_user",
+                           source_confidence: float = 1.0, metadata: dict[str, Any] | None = None) -> Admitted:
+        """Memory mode off (src/gates/modes.py): no rule is applied — nothing of the item can
+        be kept, so there is nothing to judge — and no word of it is written. The scratch row
+        and the decision hold `unkept_text`; the row's tag (in `metadata`) marks its journal
+        line as typed while off, and keeps the exit gate away from it."""
+        placeholder = unkept_text(clean_text(content).text)
+        decision = EntryDecision("buffer", "off", "memory mode off: not judged, and only the size is kept",
+                                 (), None, None)
+        record = scratch.EntryRecord(
+            content=placeholder, source_tag=source_tag, source_confidence=source_confidence, tags=[],
+            metadata=dict(metadata or {}), rule=decision.rule, reason=decision.reason, draw=None,
+            skip_rate=None, preview=placeholder, mechanical=None,
+        )
+        return Admitted(decision, await scratch.buffer(self.pool, record, self.ttl))

@@ -18,7 +18,7 @@ import asyncpg
 from src.gates import held, held_repository, scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
-from src.gates.modes import MemoryMode
+from src.gates.modes import OFF_TAG, MemoryMode
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
@@ -75,14 +75,20 @@ class Gates:
 
     async def admit(self, content: str, *, source_tag: str = "external_user",
                     source_confidence: float = 1.0, exchange: bool = True,
-                    metadata: dict | None = None) -> Admitted:
-        """Entry gate for one input; counts an exchange (which may start a flush)."""
+                    metadata: dict | None = None, unkept: bool = False) -> Admitted:
+        """Entry gate for one input; counts an exchange (which may start a flush).
+
+        While the memory mode is off, or for an item of an off-mode turn (`unkept`, the
+        mode may have changed since), only a placeholder is written (`EntryGate.admit_unkept`)."""
         if self._tuning_read_at is None or time.monotonic() - self._tuning_read_at >= self.TUNING_REFRESH_S:
             await self.load_tuning()
-        admitted = await self.entry.admit(content, source_tag=source_tag,
-                                          source_confidence=source_confidence,
-                                          metadata={**(metadata or {}), **(self.mode.entry_metadata() or {})}
-                                          or None)
+        if unkept or self.mode.off:
+            admitted = await self.entry.admit_unkept(content, source_tag=source_tag,
+                                                     source_confidence=source_confidence,
+                                                     metadata={**(metadata or {}), OFF_TAG: "off"})
+        else:
+            admitted = await self.entry.admit(content, source_tag=source_tag, source_confidence=source_confidence,
+                                              metadata=metadata)
         if exchange:
             self.lifecycle.note_exchange()
         return admitted

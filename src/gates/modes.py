@@ -4,13 +4,20 @@
 - copilot — what the exit gate is unsure of (buffer-cell decisions, contradictions
   judged by the LLM) waits for the guardian, asked after an answer
   (src/gates/copilot.py);
-- off — nothing new is persisted: the entry gate still buffers (the loop and crash
-  safety need it) but tags the row, the exit gate never evaluates a tagged row and
-  writes nothing while off, context pruning buffers nothing, System 2 corrections
-  are not stored, and tagged rows are deleted once past their TTL even unflushed.
-  Recall (with its mutation of existing memories), consolidation of existing
-  memories and the loop go on. Logs (thought_log, gate_decisions previews) are the
-  operator's audit trail and are still written.
+- off — nothing new is kept, and the text of an off-mode turn is written nowhere
+  (issue 26): every table that logs a turn keeps `unkept_text(text)` — a placeholder
+  with the text's size — instead of the text. The entry gate does not judge an
+  off-mode item: it writes a tagged scratch row holding the placeholder and a
+  `gate_decisions` row (rule `off`) saying so; the tag on the row is how a restart
+  knows a journaled line was typed while off. The exit gate never evaluates a tagged
+  row and writes nothing while off, context pruning buffers nothing, System 2
+  corrections are not stored, tagged rows are deleted once past their TTL. The
+  loop's logs (thought_log, escalations, gut_deltas, readiness events, outcomes,
+  retrieval's consolidation_log evidence) hold the placeholder; the input journal
+  holds the line until it is answered (a crash must not lose it), then the
+  placeholder. Only this session's conversation window (process memory, gone at
+  exit) keeps the words, so the conversation goes on making sense. Recall (with its
+  mutation of existing memories), consolidation of existing memories and the loop go on.
 
 One `MemoryMode` object is shared by the gates, the loop and the prompt's commands,
 so `/memory-mode off` takes effect at the next item.
@@ -30,6 +37,16 @@ DESCRIPTIONS = {
     "copilot": "what I am unsure of waits for my guardian's confirmation",
     "off": "nothing new is kept; I can still recall what I already know",
 }
+
+
+#: What every table stores instead of an off-mode text: its size, never its words.
+UNKEPT = "[not kept: memory mode off; {words} word{s}, {chars} character{cs}]"
+
+
+def unkept_text(text: str) -> str:
+    """The placeholder every table keeps for an off-mode text: the counts, never the words."""
+    words, chars = len(text.split()), len(text)
+    return UNKEPT.format(words=words, s="" if words == 1 else "s", chars=chars, cs="" if chars == 1 else "s")
 
 
 class MemoryMode:

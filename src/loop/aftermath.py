@@ -49,16 +49,28 @@ class Aftermath:
         self.skills = skills
         self.inner = inner
 
-    async def answered(self, attended: Attended, thought: Thought, action: Action) -> None:
+    def question(self, attended: Attended, action: Action) -> str | None:
+        """Copilot: the question about held memories, decided as the answer is ready and
+        asked after it (`answered`) — before a journaled turn's row is written ahead of the
+        reply (backlog.py): a background flush finishing during that write would otherwise
+        move the question one answer earlier than before."""
+        if action.delivered and attended.winner.source == "user":
+            return self.gates.confirmation_question()
+        return None
+
+    def unask(self, question: str | None) -> None:
+        """The answer was not delivered after all (its row failed): ask after the next one."""
+        if question:
+            self.gates.exit.confirmations.reask()
+
+    async def answered(self, thought: Thought, action: Action, question: str | None) -> None:
         """Once the answer is out: credit recalled skills (a model's answer was delivered);
         in copilot, ask the guardian about held memories — after the answer, never in the
         middle of one."""
         if self.skills is not None:
             await self.skills.credit_use(action.delivered and thought.outcome is not None)
-        if action.delivered and attended.winner.source == "user":
-            question = self.gates.confirmation_question()
-            if question:
-                await self.say(question)
+        if question:
+            await self.say(question)
 
     async def gate_and_store(self, attended: Attended, prompt: Prompt, thought: Thought, record: CycleRecord,
                              now: datetime) -> None:
@@ -75,7 +87,8 @@ class Aftermath:
         if not (record.output and thought.outcome is not None):
             return False
         kept = await self.gates.admit(record.output, source_tag="internal_self",
-                                      source_confidence=round(record.confidence or 0.5, 3), exchange=False)
+                                      source_confidence=round(record.confidence or 0.5, 3), exchange=False,
+                                      unkept=record.winner.unkept)
         self.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
         return kept.scratch_id is not None
 
@@ -84,12 +97,13 @@ class Aftermath:
         """Both sides into the window, the focus into the recent context, pruning by intensity."""
         window, winner = self.conversation.window, attended.winner
         # Pruning gives the exit gate a last look only at what the entry gate skipped;
-        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3).
+        # what it buffered is judged by the scratch flush already (plan §2.9, §3.3). An
+        # off-mode turn never reaches the exit gate, even after the mode is switched back.
         await window.add("user", prompt.user_text, source_tag=winner.source_tag, at=now,
-                         metadata={"gated": attended.inputs.buffered})
+                         metadata={"gated": attended.inputs.buffered or winner.unkept})
         if record.output:
             await window.add("assistant", record.output, source_tag="internal_self", at=now,
-                             metadata={"gated": answer_kept or thought.outcome is None})
+                             metadata={"gated": answer_kept or thought.outcome is None or winner.unkept})
         if thought.escalated_at is not None:
             self.conversation.last_system2 = thought.escalated_at
         level = self._intensity(attended, record, now)

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from src.gates.modes import unkept_text
 from src.loop.settings import DEFAULT_URGENCY, AttentionSettings, SalienceWeights, Source
 from src.text import excerpt
 from src.tokens import count_tokens
@@ -87,6 +88,12 @@ class Candidate:
     enqueued_at: datetime
     emotional_charge: float = 0.0
     id: int | None = None            # set by AttentionQueue.push
+    unkept: bool = False             # arrived while the memory mode was off: tables keep a placeholder
+
+    @property
+    def record_text(self) -> str:
+        """The text as tables keep it: the placeholder for an off-mode input (src/gates/modes.py)."""
+        return unkept_text(self.text) if self.unkept else self.text
 
     @classmethod
     def of(cls, source: Source, text: str, *, enqueued_at: datetime,
@@ -139,7 +146,7 @@ class Allocation:
     def candidates_json(self) -> list[dict[str, Any]]:
         """The candidates as thought_log stores them: [{source, text, salience, ...}]."""
         return [{"id": s.candidate.id, "source": s.candidate.source, "source_tag": s.candidate.source_tag,
-                 "text": s.candidate.text[:500], "salience": round(s.salience, 4),
+                 "text": s.candidate.record_text[:500], "salience": round(s.salience, 4),
                  "components": {k: round(v, 4) for k, v in s.components._asdict().items()},
                  "won": i == 0}
                 for i, s in enumerate(self.ranked)]

@@ -1,12 +1,22 @@
 """Log (plan §3.4, the end of step 5): one thought_log row per cycle, written once.
 
-The row and the input journal's `answered` mark for the turn's messages go in one
-transaction (src/loop/thought_log.py), with the cycle's gut delta. They are written
-after delivery; when the database is away at that moment the reply must not be sent
-again (issue 11, Deliver 5) and the writes must not be lost either: they wait here,
-in order, and the next cycle (or `Mind.close`, through `flush`) writes them. Bounded:
-past `limit` the oldest entry is dropped with a warning (a journal row left `pending`
-is then answered once more after a restart, never lost).
+The row, the input journal's `answered` mark for the turn's messages and the cycle's
+gut delta go in one transaction (src/loop/thought_log.py), written *before* the reply
+is printed (issue 26). Printed first, a SIGKILL between the print and the commit left
+the messages `pending`, and the next start answered them a second time (8 replies
+printed twice in 1 of 12 trials). Exactly once is out of reach for a write to a pipe
+and a commit; of the two orders this one never re-runs a turn: the only window left
+is between the commit's acknowledgement and the write to stdout, and a reply lost
+there is still in thought_log (`output`, the web view's /thoughts).
+
+A turn that answers journaled messages is therefore never printed while its row
+cannot be written: the entry is taken back and the error raised, the cycle counts as
+failed before delivery, and its turn waits for the database (src/loop/outage.py
+`DatabaseWait`). Any other cycle (an impulse, a message without a journal row) is
+replayed by nothing: its row is written as before, after delivery and the aftermath
+(milestone 10 marks an impulse's actions `aligned_with_values` there), and while the
+database is away it waits here, in order, for the next cycle (or `Mind.close`,
+through `flush`). Bounded: past `limit` the oldest entry is dropped with a warning.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from src.loop.attention import Allocation
 from src.loop.degraded import NoContext
 from src.loop.prompting import Prompt
 from src.loop.thought_log import CycleRecord, log_answered_cycle
+from src.loop.unkept import forget_lines
 
 if TYPE_CHECKING:
     from src.loop.inner_life import InnerLife
@@ -65,25 +76,42 @@ class CycleLog:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def journaled(self, attended: Attended) -> bool:
+        """The turn answers journaled messages: its row (with their answered mark) is written
+        before the reply is printed, or the next start would answer them again."""
+        return bool(attended.inputs.refs) and self.on_answered is not None
+
     async def write(self, record: CycleRecord, attended: Attended, prompt: Prompt, since: datetime) -> None:
-        """Queue this cycle's row, then write everything waiting (the first failure propagates
-        and keeps the rest)."""
-        also = self.inner.cycle_writes(record) if self.inner is not None else ()
+        """Queue this cycle's row and write everything waiting, oldest first; the first failure
+        propagates. A journaled turn's row is then taken back (its reply is not printed: the
+        turn runs again); any other row stays queued for the next write."""
+        also = list(self.inner.cycle_writes(record)) if self.inner is not None else []
+        if record.winner.unkept and attended.inputs.refs:   # memory mode off: the answered lines' words go
+            also.append(partial(forget_lines, ids=attended.inputs.refs))
         if len(self._entries) >= self.limit:
             lost = self._entries.popleft()
             self.dropped += 1
             log.warning("write backlog full (%d): dropped the oldest pending write (thought_log cycle %d)",
                         self.limit, lost.record.cycle)
-        self._entries.append(CycleEntry(record, attended.allocation, prompt.assembled, since,
-                                        attended.inputs.refs, also))
-        await self.flush()
+        entry = CycleEntry(record, attended.allocation, prompt.assembled, since, attended.inputs.refs, also)
+        self._entries.append(entry)
+        try:
+            await self.flush()
+        except BaseException:
+            # also when cancelled (shutdown): `Mind.close` must not mark it answered unprinted
+            if self._marks(entry) and self._entries and self._entries[-1] is entry:
+                self._entries.pop()
+            raise
 
     async def flush(self) -> None:
         """Write the waiting rows oldest first; the first failure propagates and keeps the rest."""
         while self._entries:
             entry = self._entries[0]
-            mark = (partial(self.on_answered, list(entry.refs))
-                    if entry.refs and self.on_answered is not None else None)
+            mark = partial(self.on_answered, list(entry.refs)) if self._marks(entry) else None
             await log_answered_cycle(self.pool, mark, self.session_id, entry.record, entry.allocation,
                                      entry.assembled, since=entry.since, also=entry.also)
             self._entries.popleft()
+
+    def _marks(self, entry: CycleEntry) -> bool:
+        """The entry carries the journal's answered mark (a restart would answer its messages again)."""
+        return bool(entry.refs) and self.on_answered is not None

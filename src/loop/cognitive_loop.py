@@ -7,10 +7,13 @@
     recall          for the winner's text, with context inertia (§3.2)         recalling.py
     assemble        the prompt: identity, memories, corrections, state report  prompting.py
     think           System 1 with tools, self-correction, System 2 (§3.5-§3.6) thinking.py
-    act             the action check on source tags, delivery once             acting.py
+    act             the action check on source tags                            acting.py
+    log             the thought_log row with the journal's answered mark,      backlog.py
+                    committed before the reply is printed (issue 26; a turn
+                    of no journaled message: after the aftermath, as before)
+    deliver         the reply printed, once; the turn settled                  acting.py
     gate and store  the answer through the entry gate; the window kept and     aftermath.py
                     pruned (§3.3: the exit gate's last look); inner life
-    log             the thought_log row with the journal's answered mark       backlog.py
 
 Inputs enter through `submit`, which passes them through the entry gate at once:
 what the gate keeps is in scratch_buffer before any processing. The store itself is
@@ -19,8 +22,9 @@ the scratch flush (exit gate, then memories), run in the background every
 a burst of input does not wait for its answers — and at shutdown. Processing never
 looks at the source; only the action check does. State that one cycle leaves for the
 next is in `Conversation` (conversation.py); an input's life until it is answered in
-`Intake`. A cycle that fails before delivery is retried (retry.py); after delivery a
-failure is an outage, logged once, and the cycle's row waits in the backlog.
+`Intake`. A cycle that fails before delivery is retried (retry.py) — while the
+database is away it waits for it instead, spending no retry (outage.py
+`DatabaseWait`); after delivery a failure is an outage, logged once.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from src.loop.backlog import CycleLog, MarkAnswered
 from src.loop.conversation import Conversation
 from src.loop.degraded import Shortfalls
 from src.loop.intake import Intake
-from src.loop.outage import DB_ERRORS, Outage
+from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
 from src.loop.prompting import Prompting
 from src.loop.recalling import Recalling
@@ -96,6 +100,7 @@ class CognitiveLoop:
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.fifo, say=self._say,
                                    skills=parts.skills, inner=parts.inner)
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner)
+        self.db_wait = DatabaseWait(parts.pool, self.outage, first_s=settings.loop.retry_backoff_s)
         self._failing = 0            # consecutive failed cycles (the backoff's exponent)
 
     # -- what the rest of the mind reads ---------------------------------------------
@@ -137,13 +142,14 @@ class CognitiveLoop:
     # -- input -----------------------------------------------------------------------
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
-                     ref: int | None = None, gated: bool = False) -> Candidate | None:
+                     ref: int | None = None, gated: bool = False, unkept: bool = False) -> Candidate | None:
         """Entry gate first (nothing is lost), then the attention queue. None: skipped.
 
         `ref` is the input journal id of a user message (its scratch row carries it);
-        `gated`: a replayed message the entry gate already kept in an earlier run."""
+        `gated`: a replayed message the entry gate already kept in an earlier run;
+        `unkept`: said while the memory mode was off (Intake.submit)."""
         candidate = await self.intake.submit(source, text, now=now, emotional_charge=emotional_charge,
-                                             urgency=urgency, ref=ref, gated=gated)
+                                             urgency=urgency, ref=ref, gated=gated, unkept=unkept)
         if candidate is not None:
             self.wake.set()
         return candidate
@@ -187,15 +193,25 @@ class CognitiveLoop:
         retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
         prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
-        action = await self.acting.act(attended, thought)          # delivered: the turn is settled
+        action = self.acting.check(attended, thought)
         record = CycleRecord.of(attended, thought, action, retrieval, clock)
+        question = self.aftermath.question(attended, action)       # copilot: asked after the reply
+        early = self.cycle_log.journaled(attended)
+        if early:   # logged before the reply is printed (backlog.py): a failure prints nothing
+            try:
+                await self.cycle_log.write(record, attended, prompt, clock.now)
+            except BaseException:
+                self.aftermath.unask(question)
+                raise
+        await self.acting.deliver(attended, action)                # printed once: the turn is settled
         with self._after_delivery():
             try:
-                await self.aftermath.answered(attended, thought, action)       # skills credited, copilot question
+                await self.aftermath.answered(thought, action, question)   # skills credited, copilot question
                 await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now)
                 await self.aftermath.inner_life(record, thought, clock.now)    # gut, outcomes, readiness
-            finally:   # log: the row is written even when gating or pruning failed
-                await self.cycle_log.write(record, attended, prompt, clock.now)
+            finally:   # a turn nothing replays: logged last, even when gating or pruning failed
+                if not early:
+                    await self.cycle_log.write(record, attended, prompt, clock.now)
         return record
 
     @contextmanager
@@ -215,12 +231,30 @@ class CognitiveLoop:
         make the loop spin."""
         if isinstance(exc, DB_ERRORS):
             self.outage.down("cognitive cycle", exc)   # expected: no traceback
+            if await self.db_wait.away():
+                await self._wait_for_database(stop)
+                return
         else:
             log.error("cognitive cycle failed; the loop goes on", exc_info=exc)
         self._failing += 1
         if not await requeue_failed(self.intake, exc, cycle_retries=self.cfg.cycle_retries, say=self._say):
             await self._pause(min(self.cfg.retry_backoff_max_s,
                                   self.cfg.retry_backoff_s * 2 ** (self._failing - 1)), stop)
+
+    async def _wait_for_database(self, stop: asyncio.Event | None) -> None:
+        """The database is away: the turn goes back to attention without spending a retry
+        and the loop waits for the database (issue 26); the user hears once when that takes
+        longer than a cycle may (`cycle_deadline_s`). Stops waiting when `stop` is set."""
+        turn = self.intake.release()
+        if turn is not None:
+            self.intake.put_back(turn)
+
+        async def notice() -> None:
+            if waiting := self.intake.user_messages_waiting():
+                await self._say(waiting_note(waiting))
+
+        await self.db_wait.until_back(partial(self._pause, stop=stop), lambda: bool(stop and stop.is_set()),
+                                      notice_after_s=self.cfg.cycle_deadline_s, notice=notice)
 
     async def _say(self, text: str) -> None:
         """One line to the user through `deliver` (sync or async, looked up at each call)."""

@@ -26,8 +26,10 @@ from functools import partial
 import numpy as np
 
 from src.bootstrap.milestones import reached, record_milestone
+from src.bootstrap.readiness import event_text
 from src.bootstrap.settings import BootstrapSettings
 from src.errors import ProviderError
+from src.gates.modes import unkept_text
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
 from src.loop.prompts import GOAL_ACHIEVED_WHEN
@@ -77,7 +79,7 @@ class InnerLife:
         if await self._done(number):
             return
         if await record_milestone(self.pool, number, event, at=at):
-            log.info("readiness milestone %d reached: %s", number, event)
+            log.info("readiness milestone %d reached: %s", number, event_text(event))
         self._reached.add(number)
 
     # -- layers and the gut ---------------------------------------------------------
@@ -114,6 +116,7 @@ class InnerLife:
         """Everything the cycle's outcome means for gut, outcomes and readiness (the delta
         itself is written with the cycle's row: `cycle_writes`)."""
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
+        shown = unkept_text(answer) if winner.unkept and answer else answer   # memory mode off: sizes only
         await self._outcomes(winner, correction_id, now)
         learned = [m for m in (retrieval.memories if retrieval is not None else []) if not m.hit.immutable]
         if learned:
@@ -121,17 +124,18 @@ class InnerLife:
             top = max(learned, key=lambda m: m.components[0])
             if top.components[0] >= self.settings.relevant_similarity:
                 await self.milestone(2, {"cycle": cycle, "memory_ids": [top.id], "recalled": retrieval.ids[:5],
-                                         "semantic": round(top.components[0], 4), "query": winner.text[:120]}, now)
+                                         "semantic": round(top.components[0], 4),
+                                         "query": winner.record_text[:120]}, now)
         if winner.source == "dmn" and modelled and not await self._done(5):
             # only what the DMN generator produced (a goal's reflection prompt also enters as dmn)
             item = await self.pool.fetchval(_DMN_ITEM, winner.text)
             if item is not None:
-                await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.text[:160],
-                                         "answer": answer[:160], "path": path}, now)
+                await self.milestone(5, {"cycle": cycle, "dmn_item_id": item, "prompt": winner.record_text[:160],
+                                         "answer": shown[:160], "path": path}, now)
         if modelled:
-            await self._reflected(cycle, winner, answer, now)
+            await self._reflected(cycle, winner, shown, now)
             if winner.source != "user":
-                await self._alignment(cycle, answer, actions, now)
+                await self._alignment(cycle, answer, actions, now, shown=shown)
         await self._gut_signal(winner, now)
 
     def cycle_writes(self, record) -> list[Callable[[object], Awaitable[object]]]:
@@ -144,10 +148,12 @@ class InnerLife:
             return []
         r, winner = self.gut.reading, record.winner
         row = gut_repo.DeltaRow(session_id=self.session_id, cycle=cycle, delta=r.delta, magnitude=r.magnitude,
-                                context=(winner.text or "")[: self.gut.settings.context_chars],
-                                action=record.actions, source_tag=winner.source_tag, at=now,
+                                context=(winner.record_text or "")[: self.gut.settings.context_chars],
+                                action=record.logged_actions, source_tag=winner.source_tag, at=now,
                                 outcome_ids=self._delta_outcomes)
-        self._felt, self._delta_outcomes = None, []
+        # the row keeps this cycle's outcome list (not reset until the next `feel`): a row that
+        # waits for the database links the outcomes after_cycle records meanwhile
+        self._felt = None
         return [partial(gut_repo.write_delta, row=row)]
 
     async def on_persisted(self, memory_ids: list[int]) -> None:
@@ -158,7 +164,8 @@ class InnerLife:
     async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
         cfg = self.settings
         lookback = timedelta(seconds=cfg.outcome_lookback_s)
-        # this cycle's delta is not written yet: it is linked when it is (cycle_writes)
+        # a journaled turn's delta is written with its row before the reply (src/loop/backlog.py):
+        # the window links it; any other row is written after this, linking `_delta_outcomes`
         if correction_id is not None:
             self._delta_outcomes.append(await record_outcome(
                 self.pool, kind="correction", description="System 2 corrected System 1",
@@ -170,7 +177,7 @@ class InnerLife:
                 # the feedback is about what came before this message, not this cycle's reply
                 self._delta_outcomes.append(await record_outcome(
                     self.pool, kind="feedback", valence=valence, at=now,
-                    description=f"user feedback: {winner.text[:200]}", lookback=lookback,
+                    description=f"user feedback: {winner.record_text[:200]}", lookback=lookback,
                     max_links=cfg.outcome_max_links))
 
     async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
@@ -213,7 +220,10 @@ class InnerLife:
             await self.submit("dmn", prompt, now=now)
         return f"recorded: your goal '{match.text}' is achieved (outcome {oid}); a reflection on it is queued."
 
-    async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime) -> None:
+    async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime, *,
+                         shown: str) -> None:
+        """Milestone 10 when the answer aligns with a self-formed value; `shown` is the answer as
+        the event keeps it (a placeholder in memory mode off)."""
         if await self._done(10):
             return
         values = await alignment.self_formed_values(self.pool, self.embedder.model_name)
@@ -230,7 +240,7 @@ class InnerLife:
         for a in actions:
             a.update(aligned_with_values=True, value_id=best[0])
         await self.milestone(10, {"cycle": cycle, "value_id": best[0], "value": best[1][:160],
-                                  "similarity": round(best[2], 4), "answer": answer[:160],
+                                  "similarity": round(best[2], 4), "answer": shown[:160],
                                   "actions": [a["kind"] for a in actions]}, now)
 
     async def _gut_signal(self, winner, now: datetime) -> None:
@@ -240,4 +250,4 @@ class InnerLife:
         if self.gut.wants_signal(self._since_signal, winner.source):
             self._since_signal = 0
             await self.submit("gut", self.gut.signal_text(winner.text), now=now,
-                              emotional_charge=self.gut.reading.intensity)
+                              emotional_charge=self.gut.reading.intensity, unkept=winner.unkept)

@@ -7,8 +7,16 @@ to a spill file instead (appended and fsynced, one JSON object a line), the oper
 is told once on stdout that input is held, and the spill is moved into the journal
 as soon as the database answers again — also at the next start, after a crash.
 
-A journaled message stays `pending` until its reply is delivered (`answered`); a
-command is `done` once it ran. At start-up the pending messages of earlier runs are
+Each line carries a key made here, before its first insert (`input_journal.line_key`,
+unique): offering a line again stores nothing new and returns the row that exists.
+An insert can commit as the connection drops (the client sees an error and spills
+the lines), and a crash can fall between the spill's insert and its unlink; either
+way the same lines are offered again, and without the key they were stored twice
+and answered twice (issue 26).
+
+A journaled message stays `pending` until its reply is delivered (`answered`, written
+with the cycle's row before the reply is printed: src/loop/backlog.py); a command is
+`done` once it ran. At start-up the pending messages of earlier runs are
 handed back to the loop (replay), so a crash or an outage never leaves a message
 unanswered; pending commands are not re-run (`skipped`): a `/quit` typed before a
 crash must not end the next run.
@@ -20,6 +28,7 @@ import asyncio
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,15 +40,29 @@ from src.text import clean_text
 
 log = logging.getLogger(__name__)
 
+# Lines already stored (same key) keep their row: the outer SELECT reads the table as it
+# was before the statement, `stored` holds the rows this statement added.
 _INSERT = """
-INSERT INTO input_journal (session_id, kind, line)
-SELECT $1, k, t FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS s(k, t, ord) ORDER BY ord
-RETURNING id
+WITH lines AS (
+    SELECT key::uuid AS key, k, t, ord
+      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s(key, k, t, ord)),
+stored AS (
+    INSERT INTO input_journal (session_id, line_key, kind, line)
+    SELECT $1, key, k, t FROM lines ORDER BY ord
+    ON CONFLICT (line_key) DO NOTHING
+    RETURNING id, line_key)
+SELECT coalesce(s.id, j.id) AS id
+  FROM lines l
+  LEFT JOIN stored s ON s.line_key = l.key
+  LEFT JOIN input_journal j ON j.line_key = l.key
+ ORDER BY l.ord
 """
 # the scratch row of a message the entry gate already kept carries its journal id
 _REPLAY = """
 SELECT j.id, j.line,
-       EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text) AS gated
+       EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text) AS gated,
+       EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text
+                  AND b.metadata->>'memory_mode' = 'off') AS unkept
   FROM input_journal j
  WHERE j.state = 'pending' AND j.kind = 'message' AND j.session_id <> $1
  ORDER BY j.id
@@ -65,6 +88,8 @@ class Line:
     notes: list[str] = field(default_factory=list)
     id: int | None = None
     gated: bool = False            # replayed: the entry gate kept it in an earlier run
+    unkept: bool = False           # replayed: typed while the memory mode was off (src/loop/unkept.py)
+    key: str = field(default_factory=lambda: str(uuid.uuid4()))   # input_journal.line_key
 
     @classmethod
     def decode(cls, raw: bytes | str) -> Line:
@@ -104,7 +129,7 @@ class InputJournal:
                      len(spilled))
         await self.pool.execute(_SKIP_COMMANDS, self.session_id)
         rows = await self.pool.fetch(_REPLAY, self.session_id)
-        return [Line("message", r["line"], id=r["id"], gated=r["gated"]) for r in rows]
+        return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"]) for r in rows]
 
     async def append(self, lines: Sequence[Line]) -> None:
         """Make `lines` durable, in order: one statement, or the spill file when the
@@ -152,8 +177,8 @@ class InputJournal:
                 self.outage.down("input journal", exc)
                 return False
             # the spill goes at once: anything between the insert and the unlink that
-            # fails (a closed stdout under the notice, seen) made the next start store
-            # the same lines again, and the user was answered twice
+            # fails (a closed stdout under the notice, seen) made the next start offer
+            # the same lines again (their keys now make that store nothing)
             await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
             for line, i in zip(self._held, ids, strict=True):
                 line.id = i
@@ -176,14 +201,20 @@ class InputJournal:
             await (conn or self.pool).execute(_FINISH, ids, state)
 
     async def _insert(self, lines: Sequence[Line], session_id: str | None = None) -> list[int]:
-        rows = await self.pool.fetch(_INSERT, session_id or self.session_id,
+        """Store `lines` in order; a line whose key is stored already keeps its row. The ids, in order."""
+        rows = await self.pool.fetch(_INSERT, session_id or self.session_id, [_key(x) for x in lines],
                                      [x.kind for x in lines], [x.text for x in lines])
         return [r["id"] for r in rows]
 
 
+def _key(line: Line) -> str:
+    """The line's key; an object without one (a caller's plain line) is stored as a new line."""
+    return getattr(line, "key", None) or str(uuid.uuid4())
+
+
 def _append_spill(path: Path, lines: Sequence[Line], session_id: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps({"kind": x.kind, "line": x.text, "session": session_id},
+    data = "".join(json.dumps({"kind": x.kind, "line": x.text, "session": session_id, "key": x.key},
                               ensure_ascii=False) + "\n" for x in lines)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
@@ -203,5 +234,6 @@ def _read_spill(path: Path) -> list[Line]:
         except ValueError:   # a line cut by a crash mid-write: it was never acknowledged
             log.warning("ignoring a damaged line in the input spill file %s", path)
             continue
-        out.append(Line(item["kind"], item["line"]))
+        # a spill written before line keys existed has none: its lines get new ones
+        out.append(Line(item["kind"], item["line"], key=item.get("key") or str(uuid.uuid4())))
     return out

@@ -10,14 +10,17 @@ An input's life here, until its turn is answered:
     queued     in the attention queue, with its `Admission` (journal id, scratch row)
     in flight  attention took it into this cycle's turn (`begin`); a cycle that fails
                before delivery puts it back (`release`, `requeue`) within the retry
-               budget (src/loop/retry.py), or gives it up (`forget`)
-    settled    its reply was delivered (`settle`): never put back, never answered twice
+               budget (src/loop/retry.py), or gives it up (`forget`); while the
+               database is away it goes back without spending a retry (`put_back`)
+               and waits for the database (issue 26)
+    settled    its cycle's row and journal mark are written and its reply printed
+               (`settle`): never put back, never answered twice
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from src.errors import ProviderError
@@ -71,14 +74,17 @@ class Intake:
 
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
-                     ref: int | None = None, gated: bool = False) -> Candidate | None:
+                     ref: int | None = None, gated: bool = False, unkept: bool = False) -> Candidate | None:
         """Entry gate first (nothing is lost), then the attention queue. None: skipped.
 
         `ref` is the input journal id of a user message (its scratch row carries it);
-        `gated`: a replayed message the entry gate already kept in an earlier run."""
-        candidate = self.queue.stamp(Candidate.of(source, text, enqueued_at=now or datetime.now(UTC),
-                                                  urgency=urgency, emotional_charge=emotional_charge,
-                                                  settings=self.queue.settings))
+        `gated`: a replayed message the entry gate already kept in an earlier run;
+        `unkept`: it was said while the memory mode was off (a replayed line, or what an
+        off-mode turn raised) — as is everything submitted while the mode is off now."""
+        candidate = self.queue.stamp(replace(
+            Candidate.of(source, text, enqueued_at=now or datetime.now(UTC), urgency=urgency,
+                         emotional_charge=emotional_charge, settings=self.queue.settings),
+            unkept=unkept or self.gates.mode.off))
         admission = Admission(ref=ref, buffered=gated)
         if not gated:
             try:
@@ -95,7 +101,7 @@ class Intake:
         self.admissions[candidate.id] = admission
         evicted = self.queue.push(candidate)
         if evicted is not None:
-            log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.text[:60])
+            log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.record_text[:60])
             self.admissions.pop(evicted.id, None)
         return candidate
 
@@ -121,7 +127,8 @@ class Intake:
     async def _admit(self, c: Candidate, ref: int | None) -> int | None:
         """The entry gate for one candidate; its scratch row, or None when skipped."""
         admitted = await self.gates.admit(c.text, source_tag=c.source_tag, source_confidence=c.source_confidence,
-                                          exchange=False, metadata=None if ref is None else {"journal_id": ref})
+                                          exchange=False, metadata=None if ref is None else {"journal_id": ref},
+                                          unkept=c.unkept)
         if c.source == "user":
             self.schedule_flush()
         return admitted.scratch_id
@@ -159,7 +166,8 @@ class Intake:
                           all(a.buffered for a in admissions))
 
     def settle(self, turn: Turn) -> None:
-        """The reply is out: a failure from here on must not put the turn back."""
+        """The turn is answered (its row and journal mark are written, its reply printed or
+        the printing failed): a failure from here on must not put the turn back."""
         self.in_flight = None
         for part in turn.parts:
             self.attempts.pop(part.id, None)
@@ -174,6 +182,12 @@ class Intake:
         """Back to attention for another cycle, the failed attempts counted."""
         for part in turn.parts:
             self.attempts[part.id] = attempts
+            self.queue.push(part)
+
+    def put_back(self, turn: Turn) -> None:
+        """Back to attention with its failed attempts as they were: the database was away,
+        which is no fault of the turn's, so it spends no retry."""
+        for part in turn.parts:
             self.queue.push(part)
 
     def forget(self, part: Candidate) -> bool:

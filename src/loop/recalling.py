@@ -41,7 +41,7 @@ class Recalling:
             return await self.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self.conversation.active_ids, hops=self.dmn_hops if winner.source == "dmn" else 1,
-                query_vec=winner.embedding, exclude_scratch=attended.inputs.kept)
+                query_vec=winner.embedding, exclude_scratch=attended.inputs.kept, logged_query=winner.record_text)
         except (ProviderError, *DB_ERRORS) as exc:
             shortfalls.note("memories", exc)
             return None

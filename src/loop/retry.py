@@ -26,7 +26,7 @@ async def requeue_failed(intake: Intake, exc: BaseException, *, cycle_retries: i
         return False
     for part in turn.parts:
         kept = intake.forget(part)
-        log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.text[:80])
+        log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.record_text[:80])
         if part.source == "user":
             await say(failure_note(part.text, attempts, describe(exc), kept))
     return True

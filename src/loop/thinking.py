@@ -120,7 +120,8 @@ class Thinking:
                 providers.system1, providers.system2, msgs, focus=winner.text, threshold=reading.threshold,
                 meta=providers.meta, system=system, triggers=triggers, store=self.store,
                 source_tag=winner.source_tag, settings=self.escalation,
-                metacognition=self.metacognition, keep_corrections=not self.mode.off, fok_source=fok)
+                metacognition=self.metacognition, keep_corrections=not (self.mode.off or winner.unkept),
+                fok_source=fok)
         return answer
 
     def _permit(self, attended: Attended):

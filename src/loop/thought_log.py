@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from src.context.assembly import AssembledContext
+from src.gates.modes import unkept_text
 from src.loop.attention import Allocation, Candidate
 from src.metacognition.calls import FOK_PURPOSE
 from src.recall.retrieval import Retrieval
@@ -27,6 +28,8 @@ T = TypeVar("T")
 # contradiction check, consolidation, DMN) runs concurrently and is costed under its own
 # purpose, not in the cycle's row (issue 11 item 10).
 CYCLE_PURPOSES = ("system1_answer", "system1_retry", "system2_escalation", FOK_PURPOSE)
+#: The keys of a thought_log action that carry text (a tool call's argument, its error).
+_ACTION_TEXTS = frozenset({"argument", "error"})
 
 
 async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str, cycle: int,
@@ -65,6 +68,21 @@ class CycleRecord:
     retrieval: Retrieval | None
     duration_ms: float
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def logged_output(self) -> str | None:
+        """The output as the logs keep it: a placeholder for an off-mode turn (the answer
+        restates what was said)."""
+        return unkept_text(self.output) if self.winner.unkept and self.output else self.output
+
+    @property
+    def logged_actions(self) -> list[dict]:
+        """The actions as the logs keep them: an off-mode turn's tool arguments and errors
+        as placeholders (they are made of what was said)."""
+        if not self.winner.unkept:
+            return self.actions
+        return [{k: unkept_text(v) if k in _ACTION_TEXTS and isinstance(v, str) else v for k, v in a.items()}
+                for a in self.actions]
 
     @classmethod
     def of(cls, attended: Attended, thought: Thought, action: Action, retrieval: Retrieval | None,
@@ -107,10 +125,10 @@ async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, reco
     summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
     await record_cycle(
         db, session_id=session_id, cycle=record.cycle, source_tag=winner.source_tag,
-        attention_focus=winner.text, candidates=allocation.candidates_json(),
+        attention_focus=winner.record_text, candidates=allocation.candidates_json(),
         winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
                 "path": record.path},
-        context_summary=summary, output=record.output, actions=record.actions,
+        context_summary=summary, output=record.logged_output, actions=record.logged_actions,
         confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
         cycle_started=since)
 

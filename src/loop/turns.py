@@ -49,5 +49,6 @@ def take_turn(winner: Candidate, queue: AttentionQueue, max_messages: int) -> Tu
     if not others:
         return Turn(winner, (winner,))
     parts = tuple(sorted((winner, *others), key=lambda c: (c.enqueued_at, c.id or 0)))
-    # the winner's embedding stands for the turn: it is what won attention
-    return Turn(replace(winner, text=combined_text(parts)), parts)
+    # the winner's embedding stands for the turn: it is what won attention; one off-mode
+    # message makes the whole turn's text a placeholder in the logs (its text holds them all)
+    return Turn(replace(winner, text=combined_text(parts), unkept=any(p.unkept for p in parts)), parts)

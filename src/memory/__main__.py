@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from typing import TextIO
 
@@ -48,8 +49,9 @@ async def run_cli(argv: list[str], *, out: TextIO | None = None, err: TextIO | N
     except ConfigError as exc:
         err.write(f"configuration error: {exc}\n")
         return 2
+    # no log file: a one-off command says what went wrong where it was typed
     configure_logging(LoggingSettings(level="INFO" if args.verbose else "WARNING",
-                                      json_format=settings.logging.json_format))
+                                      json_format=settings.logging.json_format, file=None))
     try:
         async with open_session(settings, out, err, providers) as session:
             return await args.run(args, session)
@@ -70,6 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted; committed batches are kept, re-run to continue\n")
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed it (`export - | head -1`): stop quietly, as `cat` does.
+
+    Python would print a traceback for the BrokenPipeError, and another when it flushes
+    stdout at exit; pointing stdout at /dev/null first stops the second (the Python docs'
+    recipe, "Note on SIGPIPE"). Exit 141, the shell's code for a process ended by SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

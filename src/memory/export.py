@@ -1,10 +1,13 @@
 """`export FILE.jsonl`: every memory, as `import` reads it back.
 
-One line per memory in id order, with its weights (alpha, beta), timestamps
-(event_time, created_at, last_accessed), access history (access_count,
-access_timestamps), metadata, compressed form, and the ids of the memories it
-supersedes (`supersedes`, memory_supersedes). Embeddings are not exported: import
-embeds with the current model. Read in one REPEATABLE READ snapshot, streamed
+One line per memory in id order, with every column import restores: its weights
+(alpha, beta), flags (immutable, protected), timestamps (event_time, created_at,
+last_accessed), access history (access_count, access_timestamps), metadata,
+compressed and contextualised forms, and the memories it supersedes with the step
+that linked them (`supersedes`: `{"id", "via"}` from memory_supersedes; without
+`via` a merge came back as an insight). Embeddings are not exported: import embeds
+with the current model. `tests/test_memory_cli_import.py` compares every column of
+a restored store with the original, so a column added to one side only fails there. Read in one REPEATABLE READ snapshot, streamed
 through a cursor, so a running service's writes never tear the file.
 """
 
@@ -24,11 +27,13 @@ from src.memory.session import Session
 
 _EXPORT = """
 SELECT m.id, m.content, m.memory_type, m.event_time, m.source_tag, m.metadata,
-       m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.immutable,
-       m.source_confidence, m.compressed, m.created_at, m.access_count, m.last_accessed,
-       m.access_timestamps, m.utility_score, m.embed_model,
+       m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.immutable, m.protected,
+       m.source_confidence, m.compressed, m.content_contextualized, m.created_at, m.access_count,
+       m.last_accessed, m.access_timestamps, m.utility_score, m.embed_model,
        ARRAY(SELECT s.source_id FROM memory_supersedes s WHERE s.insight_id = m.id
-             ORDER BY s.source_id) AS supersedes
+             ORDER BY s.source_id) AS supersedes,
+       ARRAY(SELECT s.via FROM memory_supersedes s WHERE s.insight_id = m.id
+             ORDER BY s.source_id) AS supersedes_via
 FROM memories m
 ORDER BY m.id
 """
@@ -54,11 +59,13 @@ def export_line(row: asyncpg.Record) -> dict[str, Any]:
         "event_time": _iso(row["event_time"]), "source_tag": row["source_tag"],
         "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
         "alpha": row["alpha"], "beta": row["beta"], "immutable": row["immutable"],
-        "source_confidence": row["source_confidence"], "compressed": row["compressed"],
+        "protected": row["protected"], "source_confidence": row["source_confidence"],
+        "compressed": row["compressed"], "content_contextualized": row["content_contextualized"],
         "created_at": _iso(row["created_at"]), "access_count": row["access_count"],
         "last_accessed": _iso(row["last_accessed"]),
         "access_timestamps": [_iso(t) for t in row["access_timestamps"]],
-        "utility_score": row["utility_score"], "supersedes": list(row["supersedes"]),
+        "utility_score": row["utility_score"],
+        "supersedes": [{"id": i, "via": v} for i, v in zip(row["supersedes"], row["supersedes_via"], strict=True)],
         "embed_model": row["embed_model"],
     }
 

@@ -3,26 +3,36 @@
 Bad lines are reported on stderr as `FILE:LINE: reason` and skipped; the rest go
 in batches through src/recall/bulk_import (one transaction per batch, staged COPY,
 duplicates skipped by import_key). Progress on a terminal, one count line at the end.
+A line is bad when it is not UTF-8, not a JSON object of the format, nested deeper
+than jsonl.MAX_JSON_DEPTH, or carries a text over `--max-content-chars` (default
+`agent.max_input_chars`); a line of more than MAX_LINE_BYTES_PER_CHAR bytes per such
+character is skipped unread. None of these stops the run.
 
 HNSW cut-over: inserting into the live index costs a graph search per row, so for
 a large import the index is dropped, the rows loaded, and the index built once.
 `--index auto` does that when the new rows are at least REBUILD_MIN_ROWS and at
 least REBUILD_RATIO of the rows already stored (measured, notes.md), and only when
 the service is not connected: while it runs, a rebuild's lock would hold its
-writes for the whole build. A missing or invalid index (an import that crashed
-between drop and rebuild) is rebuilt at the end of the next import.
+writes for the whole build. The index is dropped just before the first batch that
+adds rows (a re-run that adds none keeps it: a rebuild cost 56 s for nothing), and
+rebuilt in a `finally`, so a run that fails or is interrupted does not leave it
+dropped. A missing or invalid index (an import killed between drop and rebuild) is
+rebuilt at the end of the next import.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from src.errors import InputRejected
 from src.memory.console import Progress, printable
-from src.memory.jsonl import LineError, parse_line
+from src.memory.jsonl import LineError, decode_line, parse_line
 from src.memory.session import Session
 from src.recall import hnsw
 from src.recall.bulk_import import (
@@ -34,12 +44,19 @@ from src.recall.bulk_import import (
     write_links,
 )
 
+log = logging.getLogger(__name__)
+
 #: Below this many new rows the live index is always kept (a build has a fixed cost).
 REBUILD_MIN_ROWS = 1_000
 #: ... and the new rows must be at least this share of the rows already stored: the
 #: measured break-even is ~10% at 10k rows (bench/bench_import.py, notes.md); the margin
 #: is for the time the vector arm runs without its index.
 REBUILD_RATIO = 0.15
+#: A line longer than this many bytes per allowed character is not read into memory: three
+#: texts (content, compressed, contextualised) at up to 12 bytes per character (a JSON
+#: surrogate-pair escape), and room for the metadata.
+MAX_LINE_BYTES_PER_CHAR = 40
+_SKIP_CHUNK = 1 << 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,6 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", choices=("auto", "live", "rebuild"), default="auto",
                    help="HNSW index during the import: auto (rebuild when large and the service "
                         "is not running), live (keep it), rebuild (drop, load, build)")
+    p.add_argument("--max-content-chars", type=int, default=None, metavar="N",
+                   help="longest text a line may carry (default: agent.max_input_chars of runtime.yaml)")
     p.set_defaults(run=run)
 
 
@@ -76,9 +95,114 @@ class ImportReport:
         t.links += r.links
 
 
-def _count_lines(path: Path) -> int:
+def bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
+    """(1-based number, bytes) per line; None for a line over `max_bytes` (read past, never held)."""
+    number = 0
+    while raw := f.readline(max_bytes + 1):
+        number += 1
+        if len(raw) > max_bytes and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = f.readline(_SKIP_CHUNK)
+            yield number, None
+        else:
+            yield number, raw
+
+
+def _count_lines(path: Path, max_bytes: int) -> int:
     with path.open("rb") as f:
-        return sum(1 for raw in f if raw.strip())
+        return sum(1 for _, raw in bounded_lines(f, max_bytes) if raw is None or raw.strip())
+
+
+@dataclass
+class IndexPlan:
+    """What the import does with the HNSW index: drop it before adding rows, build it at the end."""
+
+    drop: bool                  # drop before the first batch that adds rows
+    build: bool                 # build at the end (missing or invalid already)
+    dropped: bool = False
+
+
+async def _plan_index(args: argparse.Namespace, s: Session, total: int) -> IndexPlan:
+    existing = await s.pool.fetchval("SELECT count(*) FROM memories")
+    state = await hnsw.index_state(s.pool)
+    service = await hnsw.service_connections(s.pool)
+    rebuild = args.index == "rebuild" or (
+        args.index == "auto" and service == 0 and rebuild_pays(total, existing))
+    return IndexPlan(drop=rebuild and state != "missing", build=state != "valid")
+
+
+class _Import:
+    """One run over one file: reads, checks and batches lines; owns the index plan."""
+
+    def __init__(self, s: Session, path: Path, batch_size: int, max_chars: int, plan: IndexPlan,
+                 progress: Progress):
+        self.s = s
+        self.path = path
+        self.name = printable(str(path))
+        self.batch_size = batch_size
+        self.max_chars = max_chars
+        self.plan = plan
+        self.progress = progress
+        self.report = ImportReport()
+        self.ref_ids: dict[int, int] = {}
+        self.links: list[tuple[int, int, str]] = []
+        self.batch: list[ImportRecord] = []
+        self.seconds = 0.0                          # loading, without the index build
+
+    async def read(self) -> None:
+        with self.path.open("rb") as f:
+            for number, raw in bounded_lines(f, self.max_chars * MAX_LINE_BYTES_PER_CHAR):
+                record = self._check(number, raw)
+                if record is None:
+                    continue
+                self.report.lines += 1
+                self.batch.append(record)
+                if len(self.batch) >= self.batch_size:
+                    await self._flush()
+        if self.batch:
+            await self._flush()
+        self.report.totals.links += await write_links(self.s.pool, self.links, self.ref_ids)
+        self.seconds = self.progress.finish()
+
+    def _check(self, number: int, raw: bytes | None) -> ImportRecord | None:
+        """The line's record; None for a blank line or a bad one (named on stderr)."""
+        try:
+            if raw is None:
+                raise LineError(f"longer than {self.max_chars * MAX_LINE_BYTES_PER_CHAR:,} bytes; not read")
+            record = parse_line(decode_line(raw), number, self.max_chars)
+            if record is not None:
+                keyed([record])                     # what the store would refuse, per line
+            return record
+        except (LineError, InputRejected) as exc:
+            self.report.bad += 1
+            self.s.err.write(f"{self.name}:{number}: {printable(str(exc))}\n")
+            return None
+
+    async def _flush(self) -> None:
+        result = await write_batch(self.s.pool, self.s.providers.embedder, self.batch, self.ref_ids,
+                                   before_insert=self._drop_once)
+        self.report.add(result)
+        self.links.extend(pending_links(self.batch, self.ref_ids))
+        self.batch.clear()
+        self.progress.update(self.report.lines)
+
+    async def _drop_once(self) -> None:
+        if self.plan.drop and not self.plan.dropped:
+            await hnsw.drop_index(self.s.pool)
+            self.plan.dropped = True
+
+    async def restore_index(self, completed: bool) -> None:
+        """Build the index when it was dropped or found missing; after a failure, try and say so."""
+        if not (self.plan.dropped or self.plan.build):
+            return
+        if completed:
+            self.report.index = f"rebuilt in {await hnsw.rebuild_index(self.s.pool):.1f} s"
+            return
+        self.s.err.write("import: stopped; restoring the HNSW index before exiting\n")
+        try:
+            await hnsw.rebuild_index(self.s.pool)
+        except Exception as exc:        # the failure that stopped the run is the one to report
+            log.warning("the HNSW index could not be restored (the next import rebuilds it): %s", exc)
 
 
 async def run(args: argparse.Namespace, s: Session) -> int:
@@ -86,57 +210,25 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     if args.batch_size < 1:
         s.err.write("import: --batch-size must be at least 1\n")
         return 2
+    max_chars = s.settings.agent.max_input_chars if args.max_content_chars is None else args.max_content_chars
+    if max_chars < 1:
+        s.err.write("import: --max-content-chars must be at least 1\n")
+        return 2
     try:
-        total = await asyncio.to_thread(_count_lines, path)
+        total = await asyncio.to_thread(_count_lines, path, max_chars * MAX_LINE_BYTES_PER_CHAR)
     except OSError as exc:
         s.err.write(f"import: cannot read {printable(str(path))}: {exc.strerror or exc}\n")
         return 1
-    existing = await s.pool.fetchval("SELECT count(*) FROM memories")
-    state = await hnsw.index_state(s.pool)
-    service = await hnsw.service_connections(s.pool)
-    rebuild = args.index == "rebuild" or (
-        args.index == "auto" and service == 0 and rebuild_pays(total, existing))
-    report = ImportReport()
-    if rebuild and state != "missing":
-        await hnsw.drop_index(s.pool)
-        state = "missing"
     progress = Progress("importing", total, s.err)
-    ref_ids: dict[int, int] = {}
-    links: list[tuple[int, int]] = []
-    batch: list[ImportRecord] = []
-    name = printable(str(path))
-
-    async def flush() -> None:
-        result = await write_batch(s.pool, s.providers.embedder, batch, ref_ids)
-        report.add(result)
-        links.extend(pending_links(batch, ref_ids))
-        batch.clear()
-        progress.update(report.lines)
-
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                record = parse_line(raw.decode("utf-8", errors="replace"), number)
-                if record is None:
-                    continue
-                keyed([record])                     # what the store would refuse, per line
-            except (LineError, InputRejected) as exc:
-                report.bad += 1
-                s.err.write(f"{name}:{number}: {printable(str(exc))}\n")
-                continue
-            report.lines += 1
-            batch.append(record)
-            if len(batch) >= args.batch_size:
-                await flush()
-    if batch:
-        await flush()
-    report.totals.links += await write_links(s.pool, links, ref_ids)
-    seconds = progress.finish()
-    if state != "valid":
-        built = await hnsw.rebuild_index(s.pool)
-        report.index = f"rebuilt in {built:.1f} s"
-    t = report.totals
-    s.out.write(f"imported {t.inserted} new memories from {name} in {seconds:.1f} s "
+    work = _Import(s, path, args.batch_size, max_chars, await _plan_index(args, s, total), progress)
+    completed = False
+    try:
+        await work.read()
+        completed = True
+    finally:
+        await work.restore_index(completed)
+    report, t = work.report, work.report.totals
+    s.out.write(f"imported {t.inserted} new memories from {work.name} in {work.seconds:.1f} s "
                 f"({t.duplicates} already present, {report.bad} bad lines skipped, "
                 f"{t.unembedded} stored without embedding, {t.links} supersedes links; "
                 f"HNSW index {report.index})\n")

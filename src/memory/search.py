@@ -43,6 +43,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def plain_metadata(metadata: dict, prefix: str = "") -> str:
+    """`key value; other.key value` — a memory's metadata as text, not JSON (issue 26); nested
+    objects by dotted keys, lists joined with commas."""
+    parts = []
+    for key, value in metadata.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            parts.append(plain_metadata(value, f"{name}.") or f"{name} (empty)")
+        elif isinstance(value, list):
+            parts.append(f"{name} " + ", ".join(map(str, value)) if value else f"{name} (none)")
+        else:
+            parts.append(f"{name} {value}")
+    return printable("; ".join(parts)) if not prefix else "; ".join(parts)
+
+
 def format_text(result: Retrieval) -> str:
     """The human-readable form: one block per memory."""
     lines = [f"query: {excerpt(result.query, 200)}",
@@ -72,7 +87,7 @@ def format_text(result: Retrieval) -> str:
             f"   relevance {j['relevance']['value']} from {comps}",
             f"   weighted {j['weighted']}  rerank {j['rerank'] if j['rerank'] is not None else '—'}",
             f"   content: {excerpt(r.hit.content)}",
-            f"   metadata: {excerpt(json.dumps(r.hit.metadata, ensure_ascii=False), 200)}",
+            f"   metadata: {excerpt(plain_metadata(r.hit.metadata), 200)}",
         ]
     return "\n".join(lines)
 

@@ -16,15 +16,25 @@ from pathlib import Path
 
 from src.memory.session import Session
 from src.skills import repository as repo
-from src.skills.commands import escape_controls, find, format_list, format_skill
+from src.skills.commands import (
+    EMPTY_HINTS,
+    escape_controls,
+    find,
+    format_list,
+    format_skill,
+    quoted,
+)
 from src.skills.drafting import draft, save_draft
 from src.skills.labels import slugify
 from src.skills.repository import SkillError
 
+#: Every action of `skills`, in --help order (the top-level help names them all).
+ACTIONS = ("list", "show", "history", "remove", "add", "edit", "outcome", "draft")
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `skills` and its actions on an argparse subparsers object."""
-    p = sub.add_parser("skills", help="the mind's skills (procedural memory): list, show, add, edit, remove",
+    p = sub.add_parser("skills", help=f"the mind's skills (procedural memory): {', '.join(ACTIONS)}",
                        description="Skills: procedures the mind recalls on purpose with RECALL_SKILL.")
     actions = p.add_subparsers(dest="skills_action", metavar="ACTION", required=True)
     actions.add_parser("list", help="every skill with its counters (recalled/used/succeeded/failed)")
@@ -64,7 +74,7 @@ async def _act(args: argparse.Namespace, session: Session) -> str:
     pool, cutoff = session.pool, session.settings.skills.fuzzy_cutoff
     action = args.skills_action
     if action == "list":
-        return format_list(await repo.list_all(pool))
+        return format_list(await repo.list_all(pool), EMPTY_HINTS["cli"])
     if action == "show":
         skill, note = await find(pool, args.label, cutoff)
         if skill is None:
@@ -81,13 +91,13 @@ async def _act(args: argparse.Namespace, session: Session) -> str:
         return escape_controls("\n".join(lines))
     if action == "remove":
         if not await repo.remove(pool, args.label):
-            raise SkillError(f"no skill called {escape_controls(args.label)!r}; nothing was removed")
-        return f"removed skill {args.label!r} (its versions stay in skill_versions)"
+            raise SkillError(f"no skill called {quoted(args.label)}, so nothing was removed")
+        return f"removed skill {quoted(args.label)} (its versions stay in skill_versions)"
     if action == "add":
         skill = await repo.create(pool, label=args.label or slugify(args.name), name=args.name,
                                   when_to_use=args.when, procedure=_read(args.procedure_file),
                                   provenance={"origin": "operator", "file": str(args.procedure_file)})
-        return format_skill(skill, note=f"saved skill {skill.label!r}:")
+        return format_skill(skill, note=f"saved skill {quoted(skill.label)}:")
     if action == "edit":
         procedure = _read(args.procedure_file) if args.procedure_file else None
         skill = await repo.edit(pool, args.label, name=args.name, when_to_use=args.when, procedure=procedure,
@@ -97,7 +107,7 @@ async def _act(args: argparse.Namespace, session: Session) -> str:
         counter = "succeeded" if args.result == "success" else "failed"
         value = await repo.bump(pool, args.label, counter)
         if value is None:
-            raise SkillError(f"no skill called {escape_controls(args.label)!r}; nothing recorded")
+            raise SkillError(f"no skill called {quoted(args.label)}, so nothing was recorded")
         return f"{args.label}: {counter} is now {value}"
     # draft
     text = _read(args.transcript)
@@ -110,7 +120,7 @@ async def _act(args: argparse.Namespace, session: Session) -> str:
                         purpose="skill_draft", hint=args.hint, max_tokens=s.draft_max_tokens)
     skill = await save_draft(pool, value, {"origin": "transcript", "file": str(args.transcript),
                                            "hint": args.hint or None})
-    return format_skill(skill, note=f"saved skill {skill.label!r}:")
+    return format_skill(skill, note=f"saved skill {quoted(skill.label)}:")
 
 
 async def run(args: argparse.Namespace, session: Session) -> int:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
 from src.errors import ProviderError, ProviderSkipped
+from src.gates.modes import unkept_text
 from src.metacognition.calls import FokSource, feeling_of_knowing
 from src.metacognition.confidence import (
     Confidence,
@@ -182,7 +183,8 @@ async def loop_before_escalate(
     ones the loop already knows; `fok_source` a shared FOK call (src/metacognition/calls.fok_once)
     when the loop answers one focus several times (tool rounds). With a `store`, a correction
     from System 2 goes to the reflection bank (unless `keep_corrections` is off: memory mode
-    off) and the decision is written to `escalations`.
+    off) and the decision is written to `escalations` (in memory mode off with a placeholder
+    for the focus, src/gates/modes.py).
     System 1 in reflex mode raises ProviderSkipped: the loop answers reflexively
     without calling this.
     """
@@ -342,8 +344,10 @@ class _Turn:
         log.info("confidence decision: %s (%s)", outcome.path, outcome.reason)
         if self.store is None:
             return outcome
+        # memory mode off (no corrections kept): the row keeps the focus's size, not its words
+        focus = self.focus if self.keep_corrections else unkept_text(self.focus)
         row = EscalationRow(
-            attention_focus=self.focus, source_tag=self.source_tag, threshold=outcome.threshold,
+            attention_focus=focus, source_tag=self.source_tag, threshold=outcome.threshold,
             confidence_before=outcome.confidence_before, confidence_after_retry=outcome.confidence_after_retry,
             retried=outcome.retried, retry_succeeded=outcome.retry_succeeded, escalated=outcome.escalated,
             triggers=outcome.triggers.fired(), system2_ok=outcome.system2_ok, path=outcome.path,

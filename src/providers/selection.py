@@ -17,6 +17,7 @@ import httpx2
 from src.errors import ConfigError
 from src.providers.embed_wordllama import wordllama_model_name, wordllama_weights
 from src.providers.llm_reflex import NO_LANGUAGE_MODEL
+from src.providers.rerank_fetch import FETCH_HINT
 from src.providers.rerank_flashrank import flashrank_missing
 from src.providers.settings import ProvidersSettings, Secrets
 
@@ -30,12 +31,15 @@ class Choice:
     kind: str  # gemini | wordllama | flashrank | none | anthropic | openai_compat | reflex
     model: str | None
     reason: str
+    # How to get what is missing: said once at start-up, not with every use of `reason`
+    # (the skipped reranker repeats its reason on every /memory).
+    hint: str = ""
 
     @property
     def line(self) -> str:
         """One line of the start-up report; never contains a secret."""
         what = f"{self.kind} {self.model}" if self.model else self.kind
-        return f"{self.role}: {what} ({self.reason})"
+        return f"{self.role}: {what} ({self.reason}{'; ' + self.hint if self.hint else ''})"
 
 
 def _present(secret: object) -> bool:
@@ -73,7 +77,8 @@ def choose_reranker(settings: ProvidersSettings) -> Choice:
         return Choice("reranker", "none", None, "disabled in runtime.yaml; final score = weighted score")
     missing = flashrank_missing(rr.cache_dir, rr.model)
     if missing is not None:
-        return Choice("reranker", "none", None, f"{missing}; rerank stage skipped")
+        return Choice("reranker", "none", None, f"{missing}; rerank stage skipped",
+                      hint=FETCH_HINT if missing.startswith("model folder") else "")
     return Choice("reranker", "flashrank", rr.model,
                   f"model folder found: {os.path.join(rr.cache_dir, rr.model)}")
 

@@ -18,8 +18,14 @@ They are cached in `<cache_dir>/layer0_values.npz` and `layer1_goals.npz`, keyed
 sha256(embed model name + text): editing one entry re-embeds only that entry, and a
 different embed model re-embeds everything. Each cache file holds exactly the
 entries of the current file, so it never grows with edits. The files are re-read on
-every call (they are small) and compared with what was loaded, so an edit is
-picked up without a restart; mtimes are too coarse to tell two quick edits apart.
+every call (in a thread) and compared with what was loaded, so an edit is picked up
+without a restart; mtimes are too coarse to tell two quick edits apart.
+
+An edit made while running is parsed and embedded in the background, and until the
+new version is ready callers get the last good one: done inside the caller, a 5 MB
+layer file stalled one cognitive cycle for 59 s, outside the cycle's deadline
+(issue 26). Only the first load (nothing to fall back on) and an embed model switch
+(old vectors cannot be compared with the new model's) are done in the call.
 """
 
 from __future__ import annotations
@@ -150,8 +156,10 @@ class LayerEmbeddings:
         self.paths = {0: Path(values_path), 1: Path(goals_path)}
         self.cache_dir = Path(cache_dir)
         self._loaded: dict[int, _Loaded] = {}
-        self._rejected: dict[int, str] = {}     # the error last reported per layer
-        self._lock = asyncio.Lock()
+        # per layer, the file text last refused (None: unreadable) and why: said once, not re-parsed
+        self._rejected: dict[int, tuple[str | None, str]] = {}
+        self._lock = asyncio.Lock()             # one load at a time
+        self._refreshing: dict[int, asyncio.Task] = {}
 
     def cache_path(self, layer: int) -> Path:
         return self.cache_dir / _CACHE_FILES[layer]
@@ -159,41 +167,82 @@ class LayerEmbeddings:
     async def get_layer_embeddings(self, layer: int) -> list[LayerVector]:
         """[(text, weight, unit vector float32[768])] for layer 0 (values) or 1 (goals).
 
-        Cheap when nothing changed (the small file is re-read and compared). If the
-        embedder fails, the cached entries are returned, a warning is logged and the
-        next call retries.
+        Cheap when nothing changed (the file is re-read and compared). A changed file is
+        taken in the background (module docstring); a bad edit keeps the last good
+        version, said once. If the embedder fails, the cached entries are returned, a
+        warning is logged and the next call retries.
         """
         if layer not in LAYER_TITLES:
             raise ValueError(f"layer must be 0 (values) or 1 (goals), got {layer!r}")
-        async with self._lock:
-            path = self.paths[layer]
-            model = self.embedder.model_name
-            loaded = self._loaded.get(layer)
-            try:
-                raw = _read_layer_file(path, layer)
-                if loaded is not None and loaded.raw == raw and loaded.model_name == model:
+        model = self.embedder.model_name
+        loaded = self._loaded.get(layer)
+        try:
+            raw = await asyncio.to_thread(_read_layer_file, self.paths[layer], layer)
+        except ConfigError as exc:
+            if loaded is None:      # nothing good to fall back on (start-up): say so and stop
+                raise
+            self._refuse(layer, None, exc)
+            return list(loaded.vectors)
+        if loaded is not None and loaded.raw == raw and loaded.model_name == model:
+            self._rejected.pop(layer, None)         # the good version is back: a new fault is said again
+            return list(loaded.vectors)
+        if loaded is None or loaded.model_name != model:
+            async with self._lock:
+                try:
+                    return await self._refresh(layer, raw, model)
+                except ConfigError as exc:
+                    if loaded is None:
+                        raise
+                    self._refuse(layer, raw, exc)
                     return list(loaded.vectors)
-                entries = parse_layer(raw, path)
-            except ConfigError as exc:
-                if loaded is None:      # nothing good to fall back on (start-up): say so and stop
-                    raise
-                # An edit in progress (half-saved file): keep the last good version, and say
-                # so once per bad content, not once per cycle.
-                if self._rejected.get(layer) != str(exc):
-                    self._rejected[layer] = str(exc)
-                    log.warning("%s; keeping the last good version of layer %d until the file is fixed",
-                                exc, layer)
-                return list(loaded.vectors)
-            self._rejected.pop(layer, None)
-            vectors, complete = await self._load(layer, entries, model)
-            if complete:
-                self._loaded[layer] = _Loaded(raw, model, vectors)
-            return list(vectors)
+        if self._rejected.get(layer, (None, ""))[0] != raw:
+            self._start_refresh(layer, raw, model)
+        return list(loaded.vectors)
+
+    async def refreshed(self) -> None:
+        """Wait until the background refreshes started so far are done (tests; a caller that
+        must see an edit at once)."""
+        tasks = [t for t in self._refreshing.values() if not t.done()]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def _start_refresh(self, layer: int, raw: str, model: str) -> None:
+        """Take `raw` in the background, unless a refresh of the layer is under way (the next
+        call after it compares again)."""
+        running = self._refreshing.get(layer)
+        if running is None or running.done():
+            self._refreshing[layer] = asyncio.create_task(self._refresh_in_background(layer, raw, model),
+                                                          name=f"layer-{layer}-refresh")
+
+    async def _refresh_in_background(self, layer: int, raw: str, model: str) -> None:
+        try:
+            async with self._lock:
+                await self._refresh(layer, raw, model)
+        except ConfigError as exc:
+            self._refuse(layer, raw, exc)
+        except Exception:  # a background task's error would go unseen; the old version stays
+            log.exception("layer %d: the edited file could not be taken; keeping the last good version", layer)
+
+    async def _refresh(self, layer: int, raw: str, model: str) -> list[LayerVector]:
+        """Parse and embed `raw`; it becomes the loaded version when every entry has a vector."""
+        entries = await asyncio.to_thread(parse_layer, raw, self.paths[layer])
+        self._rejected.pop(layer, None)
+        vectors, complete = await self._load(layer, entries, model)
+        if complete:
+            self._loaded[layer] = _Loaded(raw, model, vectors)
+        return list(vectors)
+
+    def _refuse(self, layer: int, raw: str | None, exc: ConfigError) -> None:
+        """An edit in progress (half-saved file) keeps the last good version: said once per
+        bad content, not once per cycle."""
+        if self._rejected.get(layer, (None, ""))[1] != str(exc):
+            log.warning("%s; keeping the last good version of layer %d until the file is fixed", exc, layer)
+        self._rejected[layer] = (raw, str(exc))
 
     async def _load(self, layer: int, entries: list[LayerEntry],
                     model: str) -> tuple[list[LayerVector], bool]:
         cache_path = self.cache_path(layer)
-        cached = _read_cache(cache_path)
+        cached = await asyncio.to_thread(_read_cache, cache_path)
         on_disk = set(cached)
         keys = [cache_key(model, e.text) for e in entries]
         dims = self.embedder.dimensions
@@ -215,7 +264,7 @@ class LayerEmbeddings:
                             "the embedder answers: %s", layer, len(missing), exc)
         live = {k: cached[k] for k in keys if k in cached}
         if complete and (missing or on_disk != set(live)):
-            _write_cache(cache_path, live)
+            await asyncio.to_thread(_write_cache, cache_path, live)
         out: list[LayerVector] = []
         for entry, key in zip(entries, keys, strict=True):
             if key in live:
@@ -228,8 +277,9 @@ class LayerEmbeddings:
 async def identity_vectors(layers: LayerEmbeddings) -> tuple[list[tuple[np.ndarray, float]], list[np.ndarray]]:
     """(values and goals as (vector, weight) for ACT-R's S_i, the goal vectors for salience).
 
-    Cheap enough per cycle: the files are read and compared, and only changed entries
-    are embedded; with the embedder down the cached vectors are returned.
+    Cheap enough per cycle: the files are read and compared, and an edit is embedded in
+    the background (the last good vectors meanwhile); with the embedder down the cached
+    vectors are returned.
     """
     values = await layers.get_layer_embeddings(0)
     goals = await layers.get_layer_embeddings(1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from src.errors import ProviderError, ProviderSkipped
 from src.providers.protocols import Reranker
@@ -41,6 +41,9 @@ class RankedHit:
 class RerankResult:
     hits: list[RankedHit]
     skipped_reason: str | None        # why no reranking happened; None when it did
+    # the rest of the batch, scored the same way: recall's near misses show their own final
+    # score, not a default 0 (issue 26)
+    rest: list[RankedHit] = field(default_factory=list)
 
     @property
     def reranked(self) -> bool:
@@ -99,7 +102,7 @@ async def rerank_hits(
         ranked = [RankedHit(h, w, float(s), RERANK_WEIGHT * float(s) + (1 - RERANK_WEIGHT) * w)
                   for h, w, s in zip(batch, weighted, scores, strict=True)]
         ranked.sort(key=lambda r: (-r.final, -r.weighted, r.hit.id))
-    return RerankResult(ranked[:keep], reason)
+    return RerankResult(ranked[:keep], reason, ranked[keep:])
 
 
 def _skip_reason(reranker: Reranker | None) -> str | None:

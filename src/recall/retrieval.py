@@ -127,12 +127,15 @@ class Retriever:
         mutate: bool = True,
         query_vec: np.ndarray | None = None,
         exclude_scratch: Sequence[int] = (),
+        logged_query: str | None = None,
     ) -> Retrieval:
         """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
 
         `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
         (the loop embeds attention candidates), so it is not paid for twice.
         `exclude_scratch`: the scratch rows of the input being answered (not recalled to itself).
+        `logged_query`: what the mutation's consolidation_log evidence keeps as the query
+        (memory mode off: a placeholder, src/gates/modes.py); default the query.
         """
         cfg = self.settings
         now = now or datetime.now(UTC)
@@ -161,7 +164,8 @@ class Retriever:
         if mutate and memories:
             with _timed(timings, "mutation"):
                 await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
-                                             safety=self.safety, at=now, query=query, settings=cfg,
+                                             safety=self.safety, at=now, settings=cfg,
+                                             query=query if logged_query is None else logged_query,
                                              contributions=[np.asarray(m.components) * blend for m in memories])
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings, working)
@@ -214,10 +218,12 @@ class Retriever:
         """Step 7: top-`limit` → top-`keep` (the retrieved); the rest are the near-misses."""
         reranked = await search.rerank_hits(
             self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=self.settings.keep)
-        by_id = {r.id: r for r in top}
-        memories = [dataclasses.replace(by_id[h.hit.id], rerank=h.rerank, final=h.final) for h in reranked.hits]
-        kept = {m.id for m in memories}
-        return memories, [r for r in top if r.id not in kept], reranked
+        scored = {h.hit.id: h for h in [*reranked.hits, *reranked.rest]}
+        done = [dataclasses.replace(r, rerank=scored[r.id].rerank, final=scored[r.id].final) if r.id in scored
+                else r for r in top]
+        kept = {h.hit.id for h in reranked.hits}
+        by_id = {r.id: r for r in done}
+        return [by_id[h.hit.id] for h in reranked.hits], [r for r in done if r.id not in kept], reranked
 
     async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
         """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""

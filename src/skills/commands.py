@@ -28,10 +28,25 @@ def escape_controls(text: str) -> str:
                    for ch in text)
 
 
-def format_list(skills: Sequence[repo.Skill]) -> str:
-    """One line per skill with its counters (for /skills and `skills list`)."""
+#: How to get a first skill, by where the list is read: at the prompt with a model, at the
+#: prompt in reflex mode (drafting needs a model), in the operator CLI.
+EMPTY_HINTS = {
+    "prompt": "/skill save [hint] drafts one from this conversation",
+    "reflex": "/skill save needs a language model (none is configured); python -m src.memory skills add writes one",
+    "cli": "skills add writes one by hand; skills draft TRANSCRIPT drafts one with a language model",
+}
+
+
+def quoted(text: str) -> str:
+    """A typed label in quotes, control characters escaped: 'label', not a Python repr."""
+    return f"'{escape_controls(text)}'"
+
+
+def format_list(skills: Sequence[repo.Skill], empty_hint: str = EMPTY_HINTS["cli"]) -> str:
+    """One line per skill with its counters (for /skills and `skills list`); with none, how
+    to make the first one where the reader is (`EMPTY_HINTS`)."""
     if not skills:
-        return "no skills yet; /skill save [hint] drafts one from the conversation"
+        return f"no skills yet; {empty_hint}"
     lines = [f"{len(skills)} skill{'s' if len(skills) != 1 else ''} (recalled/used/succeeded/failed):"]
     for s in skills:
         lines.append(f"  {s.label}  v{s.version}  {s.recommended}/{s.used}/{s.succeeded}/{s.failed}  "
@@ -64,8 +79,8 @@ async def find(db: repo.Executor, label: str, cutoff: float) -> tuple[repo.Skill
     match = closest_label(label, known, cutoff=cutoff)
     if match is None:
         listing = ", ".join(known) if known else "none yet"
-        return None, f"no skill called {escape_controls(label)!r}; known skills: {listing}"
-    return await repo.get(db, match), f"(no skill called {escape_controls(label)!r}; showing {match!r})"
+        return None, f"no skill called {quoted(label)}; known skills: {listing}"
+    return await repo.get(db, match), f"(no skill called {quoted(label)}; showing {quoted(match)})"
 
 
 class SkillCommands:
@@ -81,7 +96,8 @@ class SkillCommands:
 
     async def skills(self, _args: str) -> str:
         """/skills — every skill with its counters."""
-        return format_list(await repo.list_all(self.db))
+        hint = EMPTY_HINTS["prompt" if getattr(self.llm, "configured", False) else "reflex"]
+        return format_list(await repo.list_all(self.db), hint)
 
     async def skill(self, args: str) -> str:
         """/skill <subcommand> …"""
@@ -102,7 +118,7 @@ class SkillCommands:
         skill = await save_from_conversation(
             self.db, self.llm, self.window(), hint=hint, session_id=self.session_id,
             max_messages=s.draft_messages, message_chars=s.draft_message_chars, max_tokens=s.draft_max_tokens)
-        return format_skill(skill, note=f"saved skill {skill.label!r}:")
+        return format_skill(skill, note=f"saved skill {quoted(skill.label)}:")
 
     async def _show(self, label: str) -> str:
         if not label:
@@ -115,13 +131,15 @@ class SkillCommands:
             return "usage: /skill remove <label>"
         # removal is exact on purpose: a typo must not remove the wrong skill
         if await repo.remove(self.db, label.strip()):
-            return f"removed skill {label.strip()!r} (its versions stay in skill_versions)"
+            return f"removed skill {quoted(label.strip())} (its versions stay in skill_versions)"
         known = await repo.labels(self.db)
         match = closest_label(label, known, cutoff=self.settings.fuzzy_cutoff)
-        hint = f"; did you mean {match!r}?" if match else ""
-        return f"no skill called {escape_controls(label)!r}{hint} Nothing was removed."
+        hint = f"; did you mean {quoted(match)}?" if match else ""
+        return f"no skill called {quoted(label)}, so nothing was removed{hint}"
 
     async def _history(self, label: str) -> str:
+        if not label:
+            return "usage: /skill history <label>"
         skill, note = await find(self.db, label, self.settings.fuzzy_cutoff)
         if skill is None:
             return note
@@ -139,5 +157,5 @@ class SkillCommands:
             return "usage: /skill outcome <label> success|failure"
         value = await repo.bump(self.db, label, counter)
         if value is None:
-            return f"no skill called {escape_controls(label)!r}; nothing recorded"
+            return f"no skill called {quoted(label)}, so nothing was recorded"
         return f"{label}: {counter} is now {value}"

@@ -14,12 +14,15 @@ import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from src.errors import ConfigError, StartupError
 from src.web import background_pages, memory_pages, pages
-from src.web.escape import esc
+from src.web.errors import BadRequest
+from src.web.escape import esc, visible
 from src.web.html import Page, jsonable, layout
 from src.web.view import View
 
@@ -34,6 +37,22 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+class _RequestErrorLog(logging.LoggerAdapter):
+    """aiohttp's server log, with a malformed request as one INFO line instead of an ERROR traceback.
+
+    aiohttp answers a request it cannot parse (a 100 KB `?q=` is a request line over its
+    8 KiB limit) with 400 itself, then logs it with `logger.exception`: a traceback in the
+    service log, as if the view had failed. The client sent it; the view did not fail.
+    """
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self.logger.info("web view: refused a malformed request (%s %s)", exc_info.code,
+                             visible(str(exc_info.message))[:200])
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
 def is_loopback(host: str) -> bool:
@@ -76,7 +95,7 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
         return web.Response(status=405, text="405: the web view is read-only\n")
     try:
         resp = await handler(request)
-    except memory_pages.BadRequest as exc:
+    except BadRequest as exc:
         resp = _error(request, 400, str(exc))
     except web.HTTPException:
         raise
@@ -120,7 +139,8 @@ async def _memories(request: web.Request) -> web.Response:
 
 async def _memory(request: web.Request) -> web.Response:
     raw = request.match_info["memory_id"]
-    if not raw.isdigit() or len(raw) > 18:
+    # ASCII digits only: "²" and "٣" pass str.isdigit and then int() raises (a 500 once)
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         return _error(request, 404, f"no memory {raw[:40]!r}: memory ids are whole numbers")
     page = await memory_pages.memory_page(request.app[VIEW_KEY], int(raw))
     if page is None:
@@ -155,7 +175,8 @@ class WebServer:
     async def start(self) -> str:
         """Bind and serve; return the URL (with the port actually bound)."""
         s = self.view.settings
-        self._runner = web.AppRunner(build_app(self.view), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(build_app(self.view), access_log=None, handle_signals=False,
+                                     logger=_RequestErrorLog(logging.getLogger("aiohttp.server"), {}))
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)
         try:

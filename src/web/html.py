@@ -25,12 +25,18 @@ header a{color:#fff;margin-right:14px;text-decoration:none}header a.on{text-deco
 main{padding:8px 16px}h1{font-size:20px}h2{font-size:16px;margin-top:22px}
 table{border-collapse:collapse;font-size:12px;background:#fff;margin:6px 0}
 td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
-th{background:#eef2f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef2f6}td.n{text-align:right;font-variant-numeric:tabular-nums}td.d{white-space:nowrap}
 .ctl{background:#fde2e2;color:#a00;font-family:monospace}.muted{color:#777}
 .plots{display:flex;flex-wrap:wrap;gap:10px}.kv td:first-child{font-weight:600}
+figure{margin:0;width:600px}figcaption{font-size:12px;color:#555;padding:2px 2px 6px}
+td.t{min-width:14em;max-width:60em;overflow-wrap:anywhere}table.results td.t{min-width:28em}td.why{font-size:11px;color:#555;background:#fcfcfc}
+table.sub{margin:0;font-size:11px}table.sub td{border-color:#eee;padding:1px 4px}
 pre{white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:6px;max-width:1000px}
-form{margin:6px 0}input,select{font-size:13px}
+form{margin:6px 0}input,select{font-size:13px}.pager a{margin-right:14px}
 """
+#: Columns of free text: given room to wrap by words instead of being squeezed to one word a line.
+TEXT_COLUMNS = frozenset({"content", "output", "attention_focus", "reason", "content_preview", "text",
+                          "context", "error", "decision"})
 
 
 @dataclass
@@ -89,7 +95,8 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str | tuple[str, 
         for c in columns:
             if isinstance(c, str):
                 v = row.get(c)
-                cls = " class=n" if isinstance(v, int | float | Decimal) and not isinstance(v, bool) else ""
+                cls = (" class=n" if isinstance(v, int | float | Decimal) and not isinstance(v, bool) else
+                       " class=d" if isinstance(v, datetime) else " class=t" if c in TEXT_COLUMNS else "")
                 out.append(f"<td{cls}>{esc(fmt(v))}</td>")
             else:
                 out.append(f"<td>{c[1](row)}</td>")
@@ -107,8 +114,54 @@ def section(title: str, *parts: str) -> str:
     return f"<h2>{esc(title)}</h2>" + "".join(parts)
 
 
-def plots(*svgs: str) -> str:
-    return "<div class=plots>" + "".join(svgs) + "</div>"
+def plots(*figures: str) -> str:
+    """Figures side by side, wrapping to the next line when the window is narrow."""
+    return "<div class=plots>" + "".join(figures) + "</div>"
+
+
+def figure(svg: str, caption: str) -> str:
+    """A plot with its unit and a one-line explanation under it (`caption` is plain text)."""
+    return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def data_html(value: Any) -> str:
+    """A JSON value as the guardian reads it: objects as key/value tables, lists of objects as
+    tables, memory ids as links; never raw JSON."""
+    if isinstance(value, Mapping):
+        if not value:
+            return ""
+        return "<table class=sub>" + "".join(
+            f"<tr><td>{esc(k)}</td><td>{_field_html(str(k), v)}</td></tr>" for k, v in value.items()) + "</table>"
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, Mapping) for v in value):
+            keys = list(dict.fromkeys(k for v in value for k in v))
+            return ("<table class=sub><tr>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{_field_html(k, v.get(k))}</td>" for k in keys) + "</tr>"
+                              for v in value) + "</table>")
+        return ", ".join(data_html(v) for v in value)
+    return esc(fmt(value))
+
+
+def inline(value: Any) -> str:
+    """A small object on one line ("decayed 0, demoted 0"; "narrative: reflex mode"); bigger
+    values as `data_html` tables. Empty values are left out."""
+    if isinstance(value, Mapping):
+        shown = {k: v for k, v in value.items() if v not in (None, "", {}, [])}
+        if all(not isinstance(v, Mapping | list | tuple) for v in shown.values()):
+            return ", ".join(f"{esc(k)}{':' if isinstance(v, str) else ''} {esc(fmt(v))}" for k, v in shown.items())
+    return data_html(value)
+
+
+#: Keys whose values are memory ids (readiness events, DMN items): shown as links.
+MEMORY_ID_KEYS = frozenset({"memory_id", "memory_ids", "recalled", "source_ids", "insight_id"})
+
+
+def _field_html(key: str, value: Any) -> str:
+    if key in MEMORY_ID_KEYS or key.endswith("_memory_id"):
+        ids = value if isinstance(value, list) else [value]
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            return ", ".join(memory_link(i) for i in ids)
+    return data_html(value)
 
 
 def memory_link(memory_id: Any) -> str:

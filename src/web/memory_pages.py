@@ -1,29 +1,28 @@
-"""Memories: search through the read-only recall pipeline, filters, and one memory's page."""
+"""Memories: the filtered list (paged), one memory's page; search is src/web/search_page.py."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from datetime import datetime
+from urllib.parse import urlencode
 
-from src.recall.explain import result_json, working_json
-from src.recall.retrieval import Recalled
 from src.web import queries as q
 from src.web import svg
+from src.web.errors import BadRequest
 from src.web.escape import esc
-from src.web.html import Page, kv, memory_link, plots, section, table
+from src.web.html import Page, figure, kv, memory_link, plots, section, table
+from src.web.search_page import search
 from src.web.view import View
+
+__all__ = ["BadRequest", "memories", "memory_page"]
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural", "preference", "reflection", "correction",
                 "narrative", "tension")
 ACCESS_SHOWN = 50
 CHAIN_DEPTH = 5
-RESULT_CHARS = 500            # characters of each search result's text
 CONTENT_SHOWN = 20_000        # characters of a memory's text on its page (a memory may hold a megabyte)
-
-
-class BadRequest(ValueError):
-    """A query parameter the guardian can fix; the message says how."""
+MAX_PAGE = 100_000            # OFFSET beyond this many pages is a scan no guardian needs
 
 
 def _center_param(params: Mapping[str, str], name: str) -> float | None:
@@ -39,15 +38,16 @@ def _center_param(params: Mapping[str, str], name: str) -> float | None:
     return value
 
 
-def _recalled(r: Recalled, rank: int, near_miss: bool) -> dict[str, Any]:
-    """The operator CLI's numbers for one memory (src/recall/explain.py), plus rank and near-miss."""
-    row = {"rank": rank, "near_miss": near_miss, **result_json(r)}
-    row["content"] = row["content"][:RESULT_CHARS]
-    return row
+def _page_param(params: Mapping[str, str]) -> int:
+    """`?page=` (1 = the newest): a whole number; "²" and "٣" are digits to str.isdigit, not to us."""
+    raw = params.get("page", "").strip() or "1"
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_PAGE:
+        raise BadRequest(f"page must be a whole number from 1 to {MAX_PAGE:,}, got {raw[:40]!r}")
+    return int(raw)
 
 
 async def memories(view: View, params: Mapping[str, str]) -> Page:
-    """`?q=` searches (read-only recall, every component); otherwise the filtered list."""
+    """`?q=` searches (read-only recall, every component); otherwise the filtered list, a page at a time."""
     cfg = view.settings
     query = params.get("q", "").strip()
     mtype = params.get("type", "").strip() or None
@@ -58,52 +58,35 @@ async def memories(view: View, params: Mapping[str, str]) -> Page:
     sources = await q.source_tags(view.pool, 50)
     form = _search_form(query, mtype, source, lo, hi, sources)
     if query:
-        return await _search(view, query, form)
+        return await search(view, query, params, form)
+    page = _page_param(params)
     rows = await q.list_memories(view.pool, memory_type=mtype, source=source, min_center=lo, max_center=hi,
-                                 limit=cfg.page_rows)
-    data = {"filters": {"type": mtype, "source": source, "min_center": lo, "max_center": hi},
-            "memories": rows}
+                                 limit=cfg.page_rows + 1, offset=(page - 1) * cfg.page_rows)
+    more = len(rows) > cfg.page_rows
+    rows = rows[:cfg.page_rows]
+    filters = {"type": mtype, "source": source, "min_center": lo, "max_center": hi}
+    data = {"filters": filters, "page": page, "page_rows": cfg.page_rows, "more": more, "memories": rows}
+    first = (page - 1) * cfg.page_rows + 1
+    title = (f"Newest {len(rows)} matching" if page == 1 else
+             f"Matching, newest first: {first:,}–{first + len(rows) - 1:,}" if rows else f"Page {page}")
+
     def body() -> list[str]:     # built in a worker thread (src/web/app.py)
-        return [form, section(f"Newest {len(rows)} matching", table(rows, [
+        return [form, section(title, _pager(filters, page, more), table(rows, [
             ("id", lambda r: memory_link(r["id"])), "memory_type", "source_tag", "center", "alpha", "beta",
-            "access_count", "created_at", "content"], "no memories match"))]
+            "access_count", "created_at", "event_time", "content"], "no memories match"),
+            _pager(filters, page, more))]
     return Page("Memories", data, body)
 
 
-async def _search(view: View, query: str, form: str) -> Page:
-    if view.retriever is None:
-        raise BadRequest("search needs the embedder; this viewer was started without one")
-    result = await view.retriever.retrieve(query, rng=view.rng(), mutate=False)
-    hits = [_recalled(r, i, False) for i, r in enumerate(result.memories, 1)]
-    hits += [_recalled(r, i, True) for i, r in enumerate(result.near_misses, len(hits) + 1)]
-    working = [working_json(w) for w in result.working]
-    data = {"query": query, "working": working, "results": hits, "blend": result.blend, "reranked": result.reranked,
-            "rerank_skipped_reason": result.rerank_skipped_reason, "degraded": result.degraded,
-            "timings_ms": result.timings_ms, "read_only": True}
+def _pager(filters: Mapping[str, object], page: int, more: bool) -> str:
+    """Links to the newer and older pages, keeping the filters."""
+    keep = {k: v for k, v in filters.items() if v is not None}
 
-    def comps(r: dict) -> str:
-        se, ar, rel = r["search"], r["act_r"], r["relevance"]
-        parts = [f"search {se['score']}: vector #{se['vector_rank'] or '—'} cos {se['cosine']}, full text "
-                 f"#{se['fulltext_rank'] or '—'}, rrf {se['rrf']}, recency {se['recency']}",
-                 f"ACT-R: B {ar['B']} + S {ar['S']} + P {ar['P']} + ε {ar['noise']} = A {ar['A']}, "
-                 f"P(retrieve) {ar['p_retrieve']}",
-                 "relevance " + str(rel["value"]) + " = " + ", ".join(f"{k} {v}" for k, v in
-                                                                     rel["components"].items())]
-        return "<span style='white-space:nowrap'>" + "<br>".join(esc(p) for p in parts) + "</span>"
-
-    notes = [f"rerank skipped: {result.rerank_skipped_reason}"] if result.rerank_skipped_reason else []
-    def body() -> list[str]:
-        return [form, "<p class=muted>Read-only recall: nothing was reinforced or accessed by this search. "
-                + esc(" ".join(notes + result.degraded)) + "</p>",
-                kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
-                *([section(f"{len(working)} just said, not yet consolidated (scratch buffer)", table(working, [
-                    "scratch_id", "source_tag", "created_at", "fulltext_score", "content"], ""))]
-                  if working else []),
-                section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses", table(hits, [
-                    "rank", ("id", lambda r: memory_link(r["id"])), "near_miss", "final", "rerank", "weighted",
-                    "coactivation", ("components", comps), "center", "memory_type", "source_tag", "content"],
-                    "nothing recalled"))]
-    return Page(f"Memories recalled for “{query[:80]}”", data, body)
+    def link(n: int, text: str) -> str:
+        return f'<a href="/memories?{esc(urlencode({**keep, "page": n}))}">{esc(text)}</a>'
+    parts = ([link(page - 1, f"← newer (page {page - 1})")] if page > 1 else []) + \
+            ([link(page + 1, f"older (page {page + 1}) →")] if more else [])
+    return f"<p class=pager>page {page} " + " ".join(parts) + "</p>" if parts else ""
 
 
 def _search_form(query: str, mtype: str | None, source: str | None, lo: float | None, hi: float | None,
@@ -139,21 +122,22 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
     data = {"memory": row, "weight": weight, "weight_history": history, "co_access": neighbours,
             "supersedes": chain, "gate_decisions": decisions}
     steps = list(reversed(history))
-    centers = [r["alpha_after"] / (r["alpha_after"] + r["beta_after"]) if r["alpha_after"] is not None
-               else None for r in steps]
+    restarts = await q.session_starts(view.pool, steps[0]["at"], steps[-1]["at"]) if steps else []
     link_cols = [("id", lambda r: memory_link(r["id"]))]
     def body() -> list[str]:
         return [
             kv([("type", row["memory_type"]), ("source", row["source_tag"]),
                 ("source confidence", row["source_confidence"]), ("immutable", row["immutable"]),
-                ("created", row["created_at"]), ("last accessed", row["last_accessed"]),
-                ("access count", row["access_count"]), ("embed model", row["embed_model"])]),
+                ("created", row["created_at"]), ("event time", row["event_time"]),
+                ("last accessed", row["last_accessed"]), ("access count", row["access_count"]),
+                ("embed model", row["embed_model"])]),
             f"<pre>{esc(row['content'])}</pre>" + (
                 f"<p class=muted>first {CONTENT_SHOWN:,} of {row['content_chars']:,} characters</p>"
                 if row["content_chars"] > CONTENT_SHOWN else ""),
-            plots(svg.beta_density(alpha, beta),
-                  svg.line_chart("Center after each weight change", [str(r["id"]) for r in steps],
-                                 {"center": centers}, y_min=0, y_max=1)),
+            plots(figure(svg.beta_density(alpha, beta),
+                         "Density of the weight Beta(α, β) over 0–1 (no unit); dashed: the center α/(α+β), "
+                         "shaded: where the weight lies with 90% probability."),
+                  _center_plot(steps, restarts)),
             section("Weight changes (consolidation_log)", table(history, [
                 "at", "actor", "operation", "reason", "requested_delta", "applied_delta", "alpha_before",
                 "beta_before", "alpha_after", "beta_after"], "no weight changes yet")),
@@ -168,3 +152,14 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
                                                                  "content_preview", "reason"], "none")),
         ]
     return Page(f"Memory #{memory_id}", data, body)
+
+
+def _center_plot(steps: list[dict], restarts: list[datetime]) -> str:
+    """The center after each change, over time (log row ids are not a time axis)."""
+    centers = [r["alpha_after"] / (r["alpha_after"] + r["beta_after"]) if r["alpha_after"] is not None
+               else None for r in steps]
+    chart = svg.time_chart("Center after each weight change", [r["at"] for r in steps], {"center": centers},
+                           boundaries=restarts, y_min=0, y_max=1,
+                           empty="no weight change yet: the center is still the one it was stored with")
+    return figure(chart, "Center α/(α+β), 0–1 (no unit), after each change in consolidation_log, at the time "
+                         "of the change (UTC); dashed lines: the mind restarted.")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime
 
 from src.bootstrap.readiness import readiness
 from src.web import queries as q
 from src.web import svg
 from src.web.escape import esc
-from src.web.html import Page, kv, memory_link, plots, section, table
+from src.web.html import Page, data_html, figure, kv, memory_link, plots, section, table
 from src.web.view import View
 from src.weights.center_summary import CENTER_BINS
 
@@ -67,23 +68,42 @@ async def _overview_data(view: View) -> dict:
     }
 
 
+def _overview_plots(data: dict) -> str:
+    """Centers now, contested/uninformed per day, cost per day: each says when it has nothing to draw."""
+    hist, shapes, per_day, shape_days = (data["center_histogram"], data["shapes_now"], data["cost_per_day"],
+                                         data["shape_changes_per_day"])
+    days = len(per_day)
+    labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
+    contested = [float(r["contested"]) for r in shape_days]
+    uninformed = [float(r["uninformed"]) for r in shape_days]
+    shape_title = (f"Weight changes ending contested / uninformed, per day (now: {shapes.get('contested', 0)} "
+                   f"contested, {shapes.get('uninformed', 0)} uninformed)")
+    shape_plot = (svg.line_chart(shape_title, [r["day"].strftime("%m-%d") for r in shape_days],
+                                 {"contested": contested, "uninformed": uninformed}, y_min=0)
+                  if any(contested) or any(uninformed) else
+                  svg.no_data(shape_title, f"no weight change in the last {days} days left a memory contested "
+                                           "or uninformed"))
+    return plots(
+        figure(svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist],
+                             empty="no memories yet"),
+               "Memories per bin of their weight's center α/(α+β), 0–1 (no unit): how much the mind "
+               "trusts what it keeps, now."),
+        figure(shape_plot, "Memories per day (UTC) whose last weight change that day left them contested "
+                           "(α > 5 and β > 5: strong evidence both ways) or uninformed (α < 2 and β < 2)."),
+        figure(svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
+                             [float(r["cost"]) for r in per_day],
+                             empty=f"no model call cost anything in the last {days} days (reflex mode "
+                                   "calls no model)"),
+               "US dollars per day (UTC) spent on model calls (llm_calls), failed calls included."))
+
+
 def _overview_html(view: View, data: dict) -> list[str]:
     """The overview's plots, facts and tables."""
-    facts, cost, hist, shapes = data["facts"], data["cost"], data["center_histogram"], data["shapes_now"]
-    per_day, shape_days = data["cost_per_day"], data["shape_changes_per_day"]
+    facts, cost = data["facts"], data["cost"]
     events, models, types = data["safety_events"], data["models_called"], data["memories_by_type"]
     session, cycles_session = facts["session_id"], facts["cycles_this_session"]
-    labels = [f"{(r['bin'] - 1) / HIST_BINS:.2f}" for r in hist]
     return [
-        plots(
-            svg.bar_chart("Weight centers (memories per bin)", labels, [float(r["n"]) for r in hist]),
-            svg.line_chart(f"Weight changes ending contested / uninformed, per day (now: "
-                           f"{shapes.get('contested', 0)} contested, {shapes.get('uninformed', 0)} uninformed)",
-                           [r["day"].strftime("%m-%d") for r in shape_days],
-                           {"contested": [float(r["contested"]) for r in shape_days],
-                            "uninformed": [float(r["uninformed"]) for r in shape_days]}, y_min=0),
-            svg.bar_chart("Cost per day (USD)", [r["day"].strftime("%m-%d") for r in per_day],
-                          [float(r["cost"]) for r in per_day])),
+        _overview_plots(data),
         kv([("mode", view.mode), ("session", session), ("age (days)", facts["age_days"]),
             ("born", facts["created_at"]), ("restarts", facts["restarts"]),
             ("uptime before this session (h)", facts["uptime_hours_before_this_session"]),
@@ -92,7 +112,7 @@ def _overview_html(view: View, data: dict) -> list[str]:
             ("cycles, this session", cycles_session), ("embed model", facts["embed_model"])]),
         section("Memories by type", table(types, ["memory_type", "n"])),
         section("Readiness milestones", table(data["readiness"], [
-            "title", "reached_at", ("what did it", lambda r: esc(json.dumps(r["event"])) if r["event"] else "")])),
+            "title", "reached_at", ("what did it", lambda r: data_html(r["event"]))])),
         section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
                                   ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
                                   ("failed calls", cost.get("failed"))])),
@@ -113,6 +133,47 @@ def _candidates(raw: str | None) -> list[dict]:
     return value if isinstance(value, list) else []
 
 
+def _tag(candidate: dict) -> str:
+    """A candidate's source tag, the name the winners' chart uses too (rows before the tag was
+    stored carry only the short source name)."""
+    return str(candidate.get("source_tag") or candidate.get("source") or "?")
+
+
+def session_breaks(rows: list[dict]) -> list[datetime]:
+    """The times at which a new session's first row appears (oldest-first rows with session_id)."""
+    return [b["at"] for a, b in zip(rows, rows[1:], strict=False) if a.get("session_id") != b.get("session_id")]
+
+
+def _thought_plots(timeline: list[dict], winners: list[dict], days: int) -> str:
+    """Salience, winners, confidence and cost over time; the same colour for a source in every chart."""
+    times, restarts = [r["at"] for r in timeline], session_breaks(timeline)
+    sources = sorted({_tag(c) for r in timeline for c in r["candidates"] if isinstance(c, dict)})
+    salience = {s: [max((float(c.get("salience", 0)) for c in r["candidates"]
+                         if isinstance(c, dict) and _tag(c) == s), default=None) for r in timeline]
+                for s in sources}
+    day_labels, by_source = _by_day(winners, "source")
+    colors = {s: svg.source_color(s) for s in {*sources, *by_source}}
+    costs = [float(r["cost_usd"]) for r in timeline]
+    cost_chart = (svg.time_chart("Cost per cycle (USD)", times, {"cost": costs}, boundaries=restarts, y_min=0)
+                  if any(costs) else svg.no_data("Cost per cycle (USD)", "no cycle yet" if not timeline else
+                                                 "no cycle shown cost anything (reflex mode calls no model)"))
+    return plots(
+        figure(svg.time_chart("Salience of the candidates per cycle (max per source)", times, salience,
+                              boundaries=restarts, y_min=0, colors=colors, empty="no cycle yet"),
+               "Salience (no unit): 0.3·novelty + 0.3·goal relevance + 0.2·emotional charge + 0.2·urgency of "
+               "each source's strongest candidate; the highest wins the cycle. Dashed: a restart."),
+        figure(svg.stacked_bars("Attention winners by source per day", day_labels, by_source, colors=colors,
+                                empty=f"no cycle in the last {days} days"),
+               "Cycles per day (UTC), by the source of the input that won attention."),
+        figure(svg.time_chart("Confidence per cycle", times, {"confidence": [r["confidence"] for r in timeline]},
+                              boundaries=restarts, y_min=0, y_max=1,
+                              empty="no cycle yet" if not timeline else
+                              "no cycle shown has a confidence (replies in reflex mode, without a model, carry none)"),
+               "The cycle's confidence in its own output, 0–1 (no unit); low confidence escalates to a "
+               "stronger model. Dashed: a restart."),
+        figure(cost_chart, "US dollars the cycle spent on model calls, at the time of the cycle (UTC)."))
+
+
 async def thoughts(view: View) -> Page:
     """thought_log as a timeline: winner, candidates' salience, escalations, confidence, cost."""
     cfg = view.settings
@@ -122,32 +183,19 @@ async def thoughts(view: View) -> Page:
         r["winner"] = json.loads(r["winner"]) if r["winner"] else None
     winners = await q.winners_per_day(view.pool, cfg.plot_days)
     escalations = await q.escalations(view.pool, 50)
-    timeline = list(reversed(rows))
-    cycles = [str(r["cycle"]) for r in timeline]
-    sources = sorted({c.get("source", "?") for r in timeline for c in r["candidates"] if isinstance(c, dict)})
-    salience = {s: [max((float(c.get("salience", 0)) for c in r["candidates"]
-                         if isinstance(c, dict) and c.get("source") == s), default=None) for r in timeline]
-                for s in sources}
-    day_labels, by_source = _by_day(winners, "source")
     data = {"thoughts": rows, "winners_per_day": winners, "escalations": escalations}
 
     def candidates_cell(r: dict) -> str:
-        return "<br>".join(f"{'★ ' if c.get('won') else ''}{esc(c.get('source'))} "
+        return "<br>".join(f"{'★ ' if c.get('won') else ''}{esc(_tag(c))} "
                            f"{esc(c.get('salience'))}: {esc(str(c.get('text', ''))[:80])}"
                            for c in r["candidates"] if isinstance(c, dict))
 
     def body() -> list[str]:     # built in a worker thread (src/web/app.py)
         return [
-            plots(svg.line_chart("Salience of the candidates per cycle (max per source)", cycles, salience,
-                                 y_min=0),
-                  svg.stacked_bars("Attention winners by source per day", day_labels, by_source),
-                  svg.line_chart("Confidence per cycle", cycles,
-                                 {"confidence": [r["confidence"] for r in timeline]}, y_min=0, y_max=1),
-                  svg.line_chart("Cost per cycle (USD)", cycles,
-                                 {"cost": [float(r["cost_usd"]) for r in timeline]}, y_min=0)),
+            _thought_plots(list(reversed(rows)), winners, cfg.plot_days),
             section(f"Last {len(rows)} cycles", table(rows, [
-                "at", "cycle", "source_tag", "attention_focus", ("candidates", candidates_cell), "output",
-                "confidence", "escalated", "cost_usd", "duration_ms"])),
+                "at", "session_id", "cycle", "source_tag", "attention_focus", ("candidates", candidates_cell),
+                "output", "confidence", "escalated", "cost_usd", "duration_ms"])),
             section("Escalations", table(escalations, ["at", "path", "threshold", "confidence_before",
                                                        "confidence_after_retry", "escalated", "system2_ok",
                                                        "attention_focus", "reason"], "no escalations")),
@@ -170,7 +218,9 @@ async def gates(view: View) -> Page:
             ("memory", lambda r: memory_link(r["memory_id"])), "content_preview", "reason"]
     def body() -> list[str]:     # built in a worker thread (src/web/app.py)
         return [
-            plots(svg.stacked_bars("Exit-gate decisions per matrix cell per day", day_labels, by_cell)),
+            plots(figure(svg.stacked_bars("Exit-gate decisions per matrix cell per day", day_labels, by_cell,
+                                          empty="no exit-gate decision yet"),
+                         "Decisions per day (UTC) by the exit gate, by cell of its relevance/novelty matrix.")),
             section("Decisions per cell and action", table(matrix, ["gate", "relevance", "novelty", "action", "n",
                                                                     "flips"])),
             section("Noise flips", table(flips, cols + ["random_draw", "noise_rate"], "no noise flips")),

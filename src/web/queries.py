@@ -23,12 +23,13 @@ _CONTESTED = "(%(a)s > 5 AND %(b)s > 5)"
 _UNINFORMED = "(%(a)s < 2 AND %(b)s < 2)"
 
 
-async def _fetch(pool: asyncpg.Pool, sql: str, *args: Any) -> Rows:
+async def fetch(pool: asyncpg.Pool, sql: str, *args: Any) -> Rows:
+    """Rows of `sql` as dicts, read in a READ ONLY transaction (a page can never write)."""
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         return [dict(r) for r in await conn.fetch(sql, *args)]
 
 
-async def _fetchrow(pool: asyncpg.Pool, sql: str, *args: Any) -> dict[str, Any] | None:
+async def fetchrow(pool: asyncpg.Pool, sql: str, *args: Any) -> dict[str, Any] | None:
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         row = await conn.fetchrow(sql, *args)
     return dict(row) if row is not None else None
@@ -37,7 +38,7 @@ async def _fetchrow(pool: asyncpg.Pool, sql: str, *args: Any) -> dict[str, Any] 
 # -- overview ----------------------------------------------------------------------
 async def manifest(pool: asyncpg.Pool) -> dict[str, Any] | None:
     """The agent's continuity row, with age and cycle totals."""
-    return await _fetchrow(pool, """
+    return await fetchrow(pool, """
         SELECT m.created_at, m.times_restarted, m.uptime_total_hours, m.last_started_at,
                m.last_shutdown_at, m.current_session_id, m.embed_model,
                EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days,
@@ -52,13 +53,13 @@ async def manifest(pool: asyncpg.Pool) -> dict[str, Any] | None:
 
 
 async def memories_by_type(pool: asyncpg.Pool) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT memory_type, count(*) AS n FROM memories GROUP BY memory_type ORDER BY n DESC, memory_type""")
 
 
 async def cost_totals(pool: asyncpg.Pool, session_id: str | None) -> dict[str, Any]:
     """Spend this session, in the last 24 h and ever (llm_calls, one scan)."""
-    row = await _fetchrow(pool, """
+    row = await fetchrow(pool, """
         SELECT COALESCE(sum(cost_usd) FILTER (WHERE session_id = $1), 0) AS session,
                COALESCE(sum(cost_usd) FILTER (WHERE at >= now() - INTERVAL '24 hours'), 0) AS day,
                COALESCE(sum(cost_usd), 0) AS lifetime,
@@ -68,7 +69,7 @@ async def cost_totals(pool: asyncpg.Pool, session_id: str | None) -> dict[str, A
 
 
 async def cost_per_day(pool: asyncpg.Pool, days: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT d.day::date AS day, COALESCE(sum(c.cost_usd), 0) AS cost, count(c.id) AS calls
           FROM generate_series(date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day',
                                date_trunc('day', now()), INTERVAL '1 day') AS d(day)
@@ -77,13 +78,13 @@ async def cost_per_day(pool: asyncpg.Pool, days: int) -> Rows:
 
 
 async def models_in_use(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT provider, model, count(*) AS calls, max(at) AS last_at
           FROM llm_calls GROUP BY provider, model ORDER BY last_at DESC LIMIT $1""", limit)
 
 
 async def safety_events(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, ceiling, phase, memory_id, reason, enforced
           FROM safety_events ORDER BY at DESC, id DESC LIMIT $1""", limit)
 
@@ -95,7 +96,7 @@ async def center_histogram(pool: asyncpg.Pool, bins: int) -> Rows:
     ~20 rows, not a scan of every memory."""
     if bins != CENTER_BINS:
         raise ValueError(f"the center summary keeps {CENTER_BINS} bins, not {bins}")
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT b.bin, COALESCE(sum(s.memories), 0)::bigint AS n
           FROM generate_series(1, $1) AS b(bin)
           LEFT JOIN memory_center_summary s ON s.bucket = b.bin
@@ -104,14 +105,14 @@ async def center_histogram(pool: asyncpg.Pool, bins: int) -> Rows:
 
 async def shape_counts(pool: asyncpg.Pool) -> dict[str, Any]:
     """Contested and uninformed memories now (from the same summary)."""
-    return await _fetchrow(pool, """
+    return await fetchrow(pool, """
         SELECT COALESCE(sum(contested), 0)::bigint AS contested, COALESCE(sum(uninformed), 0)::bigint AS uninformed,
                COALESCE(sum(memories), 0)::bigint AS total FROM memory_center_summary""") or {}
 
 
 async def center_histogram_scan(pool: asyncpg.Pool, bins: int) -> Rows:
     """`center_histogram` by scanning memories: for a mind not yet migrated to sql/080."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT b.bin, COALESCE(h.n, 0) AS n
           FROM generate_series(1, $1) AS b(bin)
           LEFT JOIN (SELECT LEAST(width_bucket(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta),
@@ -123,7 +124,7 @@ async def center_histogram_scan(pool: asyncpg.Pool, bins: int) -> Rows:
 async def shape_counts_scan(pool: asyncpg.Pool) -> dict[str, Any]:
     """`shape_counts` by scanning memories: for a mind not yet migrated to sql/080."""
     cond = {"a": "depth_weight_alpha", "b": "depth_weight_beta"}
-    return await _fetchrow(pool, f"""
+    return await fetchrow(pool, f"""
         SELECT count(*) FILTER (WHERE {_CONTESTED % cond}) AS contested,
                count(*) FILTER (WHERE {_UNINFORMED % cond}) AS uninformed,
                count(*) AS total FROM memories""") or {}
@@ -132,7 +133,7 @@ async def shape_counts_scan(pool: asyncpg.Pool) -> dict[str, Any]:
 async def shape_changes_per_day(pool: asyncpg.Pool, days: int) -> Rows:
     """Per day: memories whose weight changed and ended the day contested / uninformed."""
     cond = {"a": "alpha_after", "b": "beta_after"}
-    return await _fetch(pool, f"""
+    return await fetch(pool, f"""
         WITH last AS (
             SELECT DISTINCT ON (memory_id, date_trunc('day', at))
                    memory_id, date_trunc('day', at) AS day, alpha_after, beta_after
@@ -152,10 +153,10 @@ async def shape_changes_per_day(pool: asyncpg.Pool, days: int) -> Rows:
 
 # -- memories ----------------------------------------------------------------------
 async def list_memories(pool: asyncpg.Pool, *, memory_type: str | None, source: str | None,
-                        min_center: float | None, max_center: float | None, limit: int) -> Rows:
-    """Newest memories matching the filters (NULL filter = any)."""
-    return await _fetch(pool, """
-        SELECT id, memory_type, source_tag, left(content, 300) AS content, created_at, access_count,
+                        min_center: float | None, max_center: float | None, limit: int, offset: int = 0) -> Rows:
+    """Newest memories matching the filters (NULL filter = any), `offset` rows in (a page)."""
+    return await fetch(pool, """
+        SELECT id, memory_type, source_tag, left(content, 300) AS content, created_at, event_time, access_count,
                depth_weight_alpha AS alpha, depth_weight_beta AS beta, immutable,
                depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center
           FROM memories
@@ -163,11 +164,12 @@ async def list_memories(pool: asyncpg.Pool, *, memory_type: str | None, source: 
            AND ($2::text IS NULL OR source_tag = $2)
            AND ($3::float8 IS NULL OR depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) >= $3)
            AND ($4::float8 IS NULL OR depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) <= $4)
-         ORDER BY created_at DESC, id DESC LIMIT $5""", memory_type, source, min_center, max_center, limit)
+         ORDER BY created_at DESC, id DESC LIMIT $5 OFFSET $6""", memory_type, source, min_center, max_center,
+                        limit, offset)
 
 
 async def source_tags(pool: asyncpg.Pool, limit: int) -> list[str]:
-    rows = await _fetch(pool, """
+    rows = await fetch(pool, """
         SELECT source_tag FROM memories GROUP BY source_tag ORDER BY count(*) DESC LIMIT $1""", limit)
     return [r["source_tag"] for r in rows]
 
@@ -176,7 +178,7 @@ async def memory(pool: asyncpg.Pool, memory_id: int, access_limit: int,
                  content_chars: int) -> dict[str, Any] | None:
     """One memory (its first `content_chars` characters) with its last `access_limit`
     ACT-R presentations, newest first."""
-    return await _fetchrow(pool, """
+    return await fetchrow(pool, """
         SELECT id, left(content, $3) AS content, length(content) AS content_chars, memory_type, source_tag,
                source_confidence, immutable, compressed,
                content_contextualized, created_at, event_time, last_accessed, access_count, embed_model,
@@ -187,7 +189,7 @@ async def memory(pool: asyncpg.Pool, memory_id: int, access_limit: int,
 
 
 async def weight_history(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, operation, actor, reason, requested_delta, applied_delta,
                alpha_before, beta_before, alpha_after, beta_after
           FROM consolidation_log WHERE memory_id = $1 ORDER BY at DESC, id DESC LIMIT $2""",
@@ -196,7 +198,7 @@ async def weight_history(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows
 
 async def co_access_neighbours(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
     """Partners from either side of the ordered pair, strongest first."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT p.partner AS id, p.co_access_count, p.last_co_accessed,
                m.memory_type, left(m.content, 200) AS content
           FROM (SELECT memory_id_b AS partner, co_access_count, last_co_accessed
@@ -210,7 +212,7 @@ async def co_access_neighbours(pool: asyncpg.Pool, memory_id: int, limit: int) -
 
 async def supersedes_chain(pool: asyncpg.Pool, memory_id: int, depth: int, limit: int) -> Rows:
     """why_do_i_believe: what this memory was built from (down) and what was built on it (up)."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         WITH RECURSIVE down(id, depth) AS (
                 SELECT source_id, 1 FROM memory_supersedes WHERE insight_id = $1
                 UNION
@@ -232,7 +234,7 @@ async def supersedes_chain(pool: asyncpg.Pool, memory_id: int, depth: int, limit
 
 async def gate_decisions_for(pool: asyncpg.Pool, memory_id: int, limit: int) -> Rows:
     """Gate decisions that wrote or touched this memory, or found it the nearest one."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, gate, action, cell_relevance, cell_novelty, noise_fired, reason,
                left(content_preview, 200) AS content_preview,
                (memory_id = $1) AS wrote_it
@@ -240,10 +242,22 @@ async def gate_decisions_for(pool: asyncpg.Pool, memory_id: int, limit: int) -> 
          ORDER BY at DESC, id DESC LIMIT $2""", memory_id, limit)
 
 
+async def session_starts(pool: asyncpg.Pool, since: datetime, until: datetime, limit: int = 50) -> list[datetime]:
+    """When each session seen in [since, until] began (its first cycle, found on the
+    (session_id, cycle) index), for those that began after `since`: the restarts a time axis marks."""
+    rows = await fetch(pool, """
+        SELECT f.at AS started
+          FROM (SELECT DISTINCT session_id FROM thought_log WHERE at BETWEEN $1 AND $2) s
+          CROSS JOIN LATERAL (SELECT t.at FROM thought_log t WHERE t.session_id = s.session_id
+                               ORDER BY t.cycle, t.id LIMIT 1) f
+         WHERE f.at > $1 ORDER BY 1 LIMIT $3""", since, until, limit)
+    return [r["started"] for r in rows]
+
+
 # -- thoughts ----------------------------------------------------------------------
 async def thoughts(pool: asyncpg.Pool, limit: int) -> Rows:
     """The last `limit` cycles, newest first."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, session_id, cycle, source_tag, left(attention_focus, 300) AS attention_focus,
                candidates::text AS candidates, winner::text AS winner, left(output, 500) AS output,
                confidence, escalated, tokens_in, tokens_out, cost_usd, duration_ms
@@ -251,14 +265,14 @@ async def thoughts(pool: asyncpg.Pool, limit: int) -> Rows:
 
 
 async def winners_per_day(pool: asyncpg.Pool, days: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT date_trunc('day', at)::date AS day, COALESCE(source_tag, '?') AS source, count(*) AS n
           FROM thought_log WHERE at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
          GROUP BY 1, 2 ORDER BY 1, 2""", days)
 
 
 async def escalations(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, left(attention_focus, 200) AS attention_focus, path, threshold, confidence_before,
                confidence_after_retry, escalated, system2_ok, reason
           FROM escalations ORDER BY at DESC, id DESC LIMIT $1""", limit)
@@ -267,7 +281,7 @@ async def escalations(pool: asyncpg.Pool, limit: int) -> Rows:
 # -- gates -------------------------------------------------------------------------
 async def gate_cells_per_day(pool: asyncpg.Pool, days: int) -> Rows:
     """Exit-gate decisions per matrix cell per day."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT date_trunc('day', at)::date AS day,
                cell_relevance || '/' || cell_novelty AS cell, count(*) AS n
           FROM gate_decisions
@@ -278,7 +292,7 @@ async def gate_cells_per_day(pool: asyncpg.Pool, days: int) -> Rows:
 
 async def gate_matrix(pool: asyncpg.Pool) -> Rows:
     """Counts per gate, cell and action, with how many were noise flips."""
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT gate, COALESCE(cell_relevance, '-') AS relevance, COALESCE(cell_novelty, '-') AS novelty,
                action, count(*) AS n, count(*) FILTER (WHERE noise_fired) AS flips
           FROM gate_decisions GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT 200""")
@@ -286,7 +300,7 @@ async def gate_matrix(pool: asyncpg.Pool) -> Rows:
 
 async def gate_decisions(pool: asyncpg.Pool, *, actions: Sequence[str] | None, noise_only: bool,
                          limit: int) -> Rows:
-    return await _fetch(pool, """
+    return await fetch(pool, """
         SELECT id, at, gate, action, cell_relevance, cell_novelty, cell_action, noise_fired, random_draw,
                noise_rate, rule, memory_id, left(content_preview, 200) AS content_preview, reason
           FROM gate_decisions
@@ -294,81 +308,9 @@ async def gate_decisions(pool: asyncpg.Pool, *, actions: Sequence[str] | None, n
          ORDER BY at DESC, id DESC LIMIT $3""", list(actions) if actions else None, noise_only, limit)
 
 
-# -- consolidation and gut ------------------------------------------------------------
-# The tables of passes, gut deltas, axes and DMN items exist once those parts are
-# migrated; the pages ask `table_exists` first and only then run these.
-async def weight_changes_by_actor(pool: asyncpg.Pool, days: int) -> Rows:
-    return await _fetch(pool, """
-        SELECT actor, operation, count(*) AS n, COALESCE(sum(applied_delta), 0) AS applied, max(at) AS last_at
-          FROM consolidation_log WHERE at >= now() - $1 * INTERVAL '1 day'
-         GROUP BY actor, operation ORDER BY n DESC LIMIT 100""", days)
-
-
-async def recent_weight_changes(pool: asyncpg.Pool, exclude_actors: Sequence[str], limit: int) -> Rows:
-    return await _fetch(pool, """
-        SELECT id, at, memory_id, operation, actor, reason, applied_delta, alpha_after, beta_after
-          FROM consolidation_log WHERE NOT (actor = ANY($1::text[]))
-         ORDER BY at DESC, id DESC LIMIT $2""", list(exclude_actors), limit)
-
-
-async def consolidation_passes(pool: asyncpg.Pool, limit: int) -> Rows:
-    """Deep passes, newest first, with their phases (checkpoints) folded in as JSON."""
-    return await _fetch(pool, """
-        SELECT p.id, p.trigger, p.status, p.started_at, p.finished_at, p.resumed, p.importance,
-               p.llm_calls, p.llm_budget, p.tokens_in, p.tokens_out, p.counts::text AS counts,
-               p.skipped::text AS skipped, p.error,
-               (SELECT COALESCE(json_agg(json_build_object('phase', c.phase, 'status', c.status,
-                                                           'result', c.result) ORDER BY c.started_at), '[]')
-                  FROM consolidation_checkpoints c WHERE c.pass_id = p.id)::text AS phases
-          FROM consolidation_passes p ORDER BY p.id DESC LIMIT $1""", limit)
-
-
-async def consolidation_failures(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
-        SELECT id, at, pass_id, phase, left(error, 300) AS error FROM consolidation_failures
-         ORDER BY at DESC, id DESC LIMIT $1""", limit)
-
-
-async def approvals(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
-        SELECT id, kind, status, created_at, decided_at, left(reason, 300) AS reason, left(decision, 300) AS decision
-          FROM approvals ORDER BY (status = 'pending') DESC, created_at DESC, id DESC LIMIT $1""", limit)
-
-
-async def gut_magnitudes(pool: asyncpg.Pool, limit: int) -> Rows:
-    """The last `limit` gut deltas, oldest first (the plot's order)."""
-    return await _fetch(pool, """
-        SELECT * FROM (SELECT id, at, cycle, magnitude, left(context, 200) AS context, source_tag
-                         FROM gut_deltas ORDER BY id DESC LIMIT $1) d ORDER BY id""", limit)
-
-
-async def gut_axes(pool: asyncpg.Pool) -> Rows:
-    """The named axes of the latest computation."""
-    return await _fetch(pool, """
-        SELECT rank, name, explained_variance, outcome_correlation, outcomes_seen, samples, computed_at
-          FROM gut_axes WHERE computed_at = (SELECT max(computed_at) FROM gut_axes)
-         ORDER BY rank LIMIT 50""")
-
-
-async def dmn_items(pool: asyncpg.Pool, limit: int) -> Rows:
-    return await _fetch(pool, """
-        SELECT id, at, channel, left(text, 300) AS text, memory_ids, queued, consumed_at
-          FROM dmn_items ORDER BY at DESC, id DESC LIMIT $1""", limit)
-
-
-async def charge_per_day(pool: asyncpg.Pool, days: int) -> Rows:
-    """The v0.1 emotional charge the exit gate saw, mean and max per day."""
-    return await _fetch(pool, """
-        SELECT date_trunc('day', at)::date AS day, avg(emotional_charge) AS mean, max(emotional_charge) AS max,
-               count(*) AS n
-          FROM gate_decisions WHERE emotional_charge IS NOT NULL
-           AND at >= date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day'
-         GROUP BY 1 ORDER BY 1""", days)
-
-
 async def table_exists(pool: asyncpg.Pool, names: Sequence[str]) -> dict[str, bool]:
     """Which of these tables exist (pages for parts still being built)."""
-    rows = await _fetch(pool, """
+    rows = await fetch(pool, """
         SELECT n AS name, to_regclass(n) IS NOT NULL AS present FROM unnest($1::text[]) AS n""", list(names))
     return {r["name"]: r["present"] for r in rows}
 

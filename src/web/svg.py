@@ -6,34 +6,79 @@ JavaScript, no fonts to fetch: the pages work offline.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 from src.web.escape import esc
 
 W, H = 600, 220
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 12, 24, 40
+LEGEND_ROW = 14
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+#: One colour per source tag on every page (issue 26: the two charts of /thoughts once gave
+#: the same source opposite colours because each coloured by its own sort order).
+SOURCE_COLORS: Mapping[str, str] = {
+    "external_user": "#1f77b4", "internal_self": "#ff7f0e", "internal_dmn": "#2ca02c",
+    "internal_gut": "#d62728", "internal_consolidation": "#9467bd", "internal_scheduled": "#8c564b",
+    "internal_system2": "#e377c2", "?": "#7f7f7f",
+}
+_OTHER_COLORS = ("#17becf", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173")
+NO_DATA = "no data yet"
 
 
-def _frame(title: str, body: list[str], legend: Sequence[str] = ()) -> str:
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-             f'viewBox="0 0 {W} {H}" role="img" aria-label="{esc(title)}">',
-             f'<rect width="{W}" height="{H}" fill="#fff" stroke="#ccc"/>',
+def source_color(tag: str) -> str:
+    """The colour of a source tag: fixed for the known tags, stable (by hash) for others."""
+    known = SOURCE_COLORS.get(tag)
+    if known is not None:
+        return known
+    return _OTHER_COLORS[int(hashlib.sha256(tag.encode()).hexdigest(), 16) % len(_OTHER_COLORS)]
+
+
+def _colors(names: Sequence[str], colors: Mapping[str, str] | None) -> list[str]:
+    return [(colors or {}).get(n) or PALETTE[k % len(PALETTE)] for k, n in enumerate(names)]
+
+
+def _legend_rows(legend: Sequence[str]) -> list[list[tuple[str, float]]]:
+    """The legend's entries laid out in rows that fit the width: (name, x) per entry."""
+    rows: list[list[tuple[str, float]]] = [[]]
+    x = float(PAD_L)
+    for name in legend:
+        width = 14 + 7 * len(name) + 12
+        if rows[-1] and x + width > W - PAD_R:
+            rows.append([])
+            x = float(PAD_L)
+        rows[-1].append((name, x))
+        x += width
+    return rows if rows[0] else []
+
+
+def _frame(title: str, body: list[str], legend: Sequence[str] = (), colors: Sequence[str] = ()) -> str:
+    rows = _legend_rows(legend)
+    height = H + LEGEND_ROW * max(len(rows) - 1, 0)     # extra legend rows grow the picture downwards
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+             f'viewBox="0 0 {W} {height}" role="img" aria-label="{esc(title)}">',
+             f'<rect width="{W}" height="{height}" fill="#fff" stroke="#ccc"/>',
              f'<text x="{PAD_L}" y="16" font-size="13" font-family="sans-serif">{esc(title)}</text>']
     parts += body
-    x = float(PAD_L)
-    for i, name in enumerate(legend):     # below the x labels, so long titles never collide
-        parts.append(f'<rect x="{x:.0f}" y="{H - 14}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     f'<text x="{x + 14:.0f}" y="{H - 5}" font-size="11" font-family="sans-serif">{esc(name)}</text>')
-        x += 14 + 7 * len(name) + 12
+    colours = list(colors) or [PALETTE[i % len(PALETTE)] for i in range(len(legend))]
+    i = 0
+    for r, row in enumerate(rows):      # below the x labels, so long titles never collide
+        y = H - 14 + r * LEGEND_ROW
+        for name, x in row:
+            parts.append(f'<rect x="{x:.0f}" y="{y}" width="10" height="10" fill="{colours[i]}"/>'
+                         f'<text x="{x + 14:.0f}" y="{y + 9}" font-size="11" font-family="sans-serif">'
+                         f'{esc(name)}</text>')
+            i += 1
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _empty(title: str) -> str:
+def no_data(title: str, why: str = NO_DATA) -> str:
+    """An empty plot that says why it is empty (a blank frame reads as a broken page)."""
     return _frame(title, [f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" font-size="12" '
-                          'font-family="sans-serif" fill="#888">no data yet</text>'])
+                          f'font-family="sans-serif" fill="#888">{esc(why)}</text>'])
 
 
 def _axes(y_min: float, y_max: float) -> list[str]:
@@ -69,64 +114,128 @@ def _sy(v: float, lo: float, hi: float) -> float:
 
 
 def _x_labels(labels: Sequence[str], positions: Sequence[float]) -> list[str]:
+    """At most ~8 labels under the axis; one at the right edge ends there instead of being cut off."""
     step = max(1, math.ceil(len(labels) / 8))
-    return [f'<text x="{x:.1f}" y="{H - PAD_B + 14}" text-anchor="middle" font-size="10" '
-            f'font-family="sans-serif">{esc(lab)}</text>'
+    return [f'<text x="{x:.1f}" y="{H - PAD_B + 14}" text-anchor="{"end" if x > W - PAD_R - 20 else "middle"}" '
+            f'font-size="10" font-family="sans-serif">{esc(lab)}</text>'
             for k, (lab, x) in enumerate(zip(labels, positions, strict=True)) if k % step == 0]
 
 
+def _lines(series: Mapping[str, Sequence[float | None]], xs: Sequence[float], lo: float, hi: float,
+           colors: Sequence[str], breaks: frozenset[int] = frozenset()) -> list[str]:
+    """Polylines and dots; a None value, or an index in `breaks` (a new session), starts a new line."""
+    body: list[str] = []
+    for color, points in zip(colors, series.values(), strict=True):
+        runs: list[list[tuple[float, float]]] = [[]]
+        for i, v in enumerate(points):
+            if v is None or (i in breaks and runs[-1]):
+                runs.append([])
+            if v is not None:
+                runs[-1].append((xs[i], _sy(v, lo, hi)))
+        for run in runs:
+            if len(run) > 1:
+                path = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+                body.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
+            body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in run]
+    return body
+
+
 def line_chart(title: str, labels: Sequence[str], series: Mapping[str, Sequence[float | None]],
-               *, y_min: float | None = None, y_max: float | None = None) -> str:
-    """One line per series over shared x labels; None leaves a gap."""
+               *, y_min: float | None = None, y_max: float | None = None,
+               colors: Mapping[str, str] | None = None, empty: str = NO_DATA) -> str:
+    """One line per series over shared x labels; None leaves a gap; `empty` says why there is none."""
     values = [v for s in series.values() for v in s if v is not None]
     if not labels or not values:
-        return _empty(title)
+        return no_data(title, empty)
     lo = min(values) if y_min is None else y_min
     hi = max(values) if y_max is None else y_max
     hi = hi if hi > lo else lo + 1.0
     n = max(len(labels) - 1, 1)
+    xs = [_sx(i, n) for i in range(len(labels))]
+    colours = _colors(list(series), colors)
+    body = _axes(lo, hi) + _lines(series, xs, lo, hi, colours) + _x_labels(labels, xs)
+    return _frame(title, body, list(series) if len(series) > 1 or colors else (), colours)
+
+
+def _time_label(t: datetime, span_s: float) -> str:
+    """A tick's text: the clock within a day, the date too beyond it (times are UTC)."""
+    t = t.astimezone(UTC)
+    if span_s < 600:
+        return t.strftime("%H:%M:%S")
+    return t.strftime("%H:%M") if span_s < 86_400 else t.strftime("%m-%d %H:%M")
+
+
+def time_chart(title: str, times: Sequence[datetime], series: Mapping[str, Sequence[float | None]],
+               *, boundaries: Sequence[datetime] = (), y_min: float | None = None, y_max: float | None = None,
+               colors: Mapping[str, str] | None = None, empty: str = NO_DATA) -> str:
+    """Lines over a time axis (UTC): x is when, not a counter that restarts each session.
+
+    `boundaries` are session starts: each is drawn as a dashed line marked "restart" (at its
+    foot, clear of the title), and no line joins a point before it to one after it. Series
+    given `colors` (sources) always show their legend, so a colour is named even when alone.
+    """
+    values = [v for s in series.values() for v in s if v is not None]
+    if not times or not values:
+        return no_data(title, empty)
+    lo = min(values) if y_min is None else y_min
+    hi = max(values) if y_max is None else y_max
+    hi = hi if hi > lo else lo + 1.0
+    t0, t1 = min(times), max(times)
+    span = (t1 - t0).total_seconds()
+
+    def x_of(t: datetime) -> float:
+        return _sx((t - t0).total_seconds(), span) if span > 0 else (PAD_L + W - PAD_R) / 2
+    xs = [x_of(t) for t in times]
+    inside = sorted(b for b in boundaries if t0 < b <= t1)
+    breaks = frozenset(i for i in range(1, len(times)) if any(times[i - 1] < b <= times[i] for b in inside))
     body = _axes(lo, hi)
-    for k, (_, points) in enumerate(series.items()):
-        color = PALETTE[k % len(PALETTE)]
-        coords = [(_sx(i, n), _sy(v, lo, hi)) for i, v in enumerate(points) if v is not None]
-        if len(coords) > 1:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-            body.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
-        body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in coords]
-    body += _x_labels(labels, [_sx(i, n) for i in range(len(labels))])
-    return _frame(title, body, list(series) if len(series) > 1 else ())
+    for b in inside:
+        bx = x_of(b)
+        body.append(f'<line x1="{bx:.1f}" y1="{PAD_T}" x2="{bx:.1f}" y2="{H - PAD_B}" stroke="#999" '
+                    f'stroke-dasharray="3 3"/><text x="{bx + 3:.1f}" y="{H - PAD_B - 3}" font-size="9" '
+                    'font-family="sans-serif" fill="#777">restart</text>')
+    colours = _colors(list(series), colors)
+    body += _lines(series, xs, lo, hi, colours, breaks)
+    ticks = [t0 + (t1 - t0) * (k / 4) for k in range(5)] if span > 0 else [t0]
+    labels = [_time_label(t, span) + (" UTC" if k == 0 else "") for k, t in enumerate(ticks)]
+    body += _x_labels(labels, [x_of(t) for t in ticks])
+    return _frame(title, body, list(series) if len(series) > 1 or colors else (), colours)
 
 
-def bar_chart(title: str, labels: Sequence[str], values: Sequence[float]) -> str:
+def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], *, empty: str = NO_DATA) -> str:
     """Vertical bars (a histogram when the labels are bins)."""
-    return stacked_bars(title, labels, {"": values})
+    return stacked_bars(title, labels, {"": values}, empty=empty)
 
 
-def stacked_bars(title: str, labels: Sequence[str], series: Mapping[str, Sequence[float]]) -> str:
-    """Bars per label, one coloured segment per series."""
+def stacked_bars(title: str, labels: Sequence[str], series: Mapping[str, Sequence[float]],
+                 *, colors: Mapping[str, str] | None = None, empty: str = NO_DATA) -> str:
+    """Bars per label, one coloured segment per series; all zero is no data (`empty` says why)."""
     if not labels or not series:
-        return _empty(title)
+        return no_data(title, empty)
     totals = [sum(s[i] for s in series.values()) for i in range(len(labels))]
-    hi = max(totals) or 1.0
+    if max(totals) <= 0:
+        return no_data(title, empty)
+    hi = max(totals)
     slot = min((W - PAD_L - PAD_R) / len(labels), 60.0)
+    colours = _colors(list(series), colors)
     body = _axes(0.0, hi)
     centers = []
     for i in range(len(labels)):
         x = PAD_L + i * slot + slot * 0.1
         centers.append(x + slot * 0.4)
         base = 0.0
-        for k, s in enumerate(series.values()):
+        for color, s in zip(colours, series.values(), strict=True):
             v = s[i]
             if v <= 0:
                 continue
             y0, y1 = _sy(base, 0.0, hi), _sy(base + v, 0.0, hi)
             body.append(f'<rect x="{x:.1f}" y="{y1:.1f}" width="{slot * 0.8:.1f}" height="{y0 - y1:.1f}" '
-                        f'fill="{PALETTE[k % len(PALETTE)]}"><title>{esc(labels[i])}: {esc(_num(v))}'
-                        '</title></rect>')
+                        f'fill="{color}"><title>{esc(labels[i])}: {esc(_num(v))}</title></rect>')
             base += v
     body += _x_labels(labels, centers)
     names = [n for n in series if n]
-    return _frame(title, body, names if len(names) > 1 or (names and len(series) > 1) else ())
+    shown = names if len(names) > 1 or (names and (len(series) > 1 or colors)) else []
+    return _frame(title, body, shown, [colours[list(series).index(n)] for n in shown])
 
 
 def beta_pdf(x: float, alpha: float, beta: float) -> float:

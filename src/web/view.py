@@ -23,6 +23,7 @@ class View:
     providers_report: list[str] = field(default_factory=list)
     safety_modes: dict[str, str] = field(default_factory=dict)
     retriever: Retriever | None = None
-    # Recall for search draws its Dirichlet blend and noise from here (tests fix it).
-    rng: Callable[[], np.random.Generator] = np.random.default_rng
+    # Search draws its Dirichlet blend and noise from rng(seed): a seed fixed per query, so a
+    # reload shows the same ranking (src/web/search_page.py).
+    rng: Callable[[int], np.random.Generator] = np.random.default_rng
     cycles: Callable[[], int] | None = None     # this session's cycles, when the mind runs here

@@ -12,7 +12,10 @@ surfaces first; nothing is deleted.
 Idempotent across passes, crashes and restarts: a cluster is identified by the hash
 of its sorted member ids, written in the same transaction as its insight; a memory
 that is already the source of a merge is not a candidate again (a new memory close
-to a merged cluster merges with the cluster's insight instead).
+to a merged cluster merges with the cluster's insight instead). A model's validated
+answer is saved (`answer:<fingerprint>`, the phase's unit payload) as soon as its
+batch is paid for, before any insight is written, as insights.py saves a question's:
+a pass killed between batches resumes with the answers it bought, not asking again.
 
 A merged memory states every source's distinct facts, since its sources give way to it.
 Without a language model it is extractive (`extractive_merge`): the most central
@@ -227,6 +230,59 @@ async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
     return [c for c in clusters if c.fingerprint not in known]
 
 
+#: (merged text, cited ids, extractive) by cluster fingerprint
+Merged = dict[str, tuple[str, list[int], bool]]
+
+
+def answer_key(c: Cluster) -> str:
+    """The unit key under which a cluster's validated model answer is saved in the pass."""
+    return f"answer:{c.fingerprint}"
+
+
+async def _ask(ctx: DeepPassContext, clusters: Sequence[Cluster], result: PhaseResult) -> Merged:
+    """The model's merged sentences, each batch's saved the moment it is validated."""
+    merged: Merged = {}
+
+    async def keep(batch: list[Cluster], answer: MergeAnswer) -> None:
+        by_index = {c.index: c for c in batch}
+        for item in answer.insights:
+            c = by_index[item.cluster]
+            text, cited = " ".join(item.insight.split()), sorted(set(item.cited_ids))
+            await ctx.mark_done(ctx.pool, answer_key(c), {"insight": text, "cited": cited})
+            merged[c.fingerprint] = (text, cited, False)
+
+    before = ctx.budget.used
+    await ask_batched(ctx, clusters, batch_size=ctx.settings.deep.merge_batch, question=merge_question,
+                      schema=MergeAnswer, validate=validate_merge, describe=lambda c: {"cluster": c.ids},
+                      on_answer=keep)
+    result.calls = ctx.budget.used - before
+    return merged
+
+
+async def merged_texts(ctx: DeepPassContext, clusters: Sequence[Cluster], result: PhaseResult) -> Merged:
+    """Each cluster's merged text: an answer this pass already paid for, else the model's, else
+    (offline) the extractive merge. A cluster missing from the result waits for the next pass."""
+    merged: Merged = {}
+    for c in clusters:
+        saved = ctx.done.get(answer_key(c))
+        if saved is not None:
+            merged[c.fingerprint] = (saved["insight"], list(saved["cited"]), False)
+    pending = [c for c in clusters if c.fingerprint not in merged]
+    if not pending:
+        return merged
+    if ctx.llm is not None and not ctx.budget.can_spend(1):
+        # a model is there but this pass's calls are spent: the clusters wait for the next
+        # pass rather than being merged extractively for good
+        ctx.skip("merge:llm_insight", f"the pass's {ctx.budget.limit} LLM calls are spent; "
+                 f"{len(pending)} cluster(s) wait for the next pass")
+    elif run_guarded(ctx, "merge:llm_insight"):
+        merged.update(await _ask(ctx, pending, result))
+    else:
+        # offline: the extractive merge, every member's content words
+        merged.update({c.fingerprint: (c.extractive, c.cited, True) for c in pending})
+    return merged
+
+
 async def run(ctx: DeepPassContext) -> PhaseResult:
     """The merge phase: find new clusters, write one insight per cluster."""
     result = PhaseResult()
@@ -239,31 +295,10 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     result.add("clusters", len(clusters))
     if not clusters:
         return result
-    written: dict[str, tuple[str, list[int], bool]] = {}
-    if ctx.llm is not None and not ctx.budget.can_spend(1):
-        # a model is there but this pass's calls are spent: the clusters wait for the next
-        # pass rather than being merged extractively for good
-        ctx.skip("merge:llm_insight", f"the pass's {ctx.budget.limit} LLM calls are spent; "
-                 f"{len(clusters)} cluster(s) wait for the next pass")
-        return result
-    if run_guarded(ctx, "merge:llm_insight"):
-        before = ctx.budget.used
-        answers = await ask_batched(ctx, clusters, batch_size=ctx.settings.deep.merge_batch,
-                                    question=merge_question, schema=MergeAnswer, validate=validate_merge,
-                                    describe=lambda c: {"cluster": c.ids})
-        result.calls = ctx.budget.used - before
-        for batch, answer in answers:
-            by_index = {c.index: c for c in batch}
-            for item in answer.insights:
-                c = by_index[item.cluster]
-                written[c.fingerprint] = (" ".join(item.insight.split()), sorted(set(item.cited_ids)), False)
-    else:
-        # offline: the extractive merge, every member's content words
-        for c in clusters:
-            written[c.fingerprint] = (c.extractive, c.cited, True)
+    written = await merged_texts(ctx, clusters, result)
     for c in clusters:
         if c.fingerprint not in written:
-            continue                       # its batch failed: recorded, retried next pass
+            continue                       # its batch failed or the budget is spent: retried next pass
         text, cited, extractive = written[c.fingerprint]
 
         async def remember(conn, new_id: int, c: Cluster = c) -> None:

@@ -13,7 +13,7 @@ is half-written, nothing is silently dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -60,10 +60,13 @@ async def ask_batched(
     validate: Callable[[Sequence[T], M], None] | None = None,
     describe: Callable[[T], Any] = repr,
     max_tokens: int | None = None,
+    on_answer: Callable[[list[T], M], Awaitable[None]] | None = None,
 ) -> list[tuple[list[T], M]]:
     """Ask about `items` in batches; return (batch, validated answer) for every usable batch.
 
     Stops asking (and logs the step as skipped) when the pass's call budget is spent.
+    `on_answer` sees each validated answer as soon as it is paid for (a phase saves it
+    there, so a pass killed before the last batch keeps the answers it bought).
     """
     answered: list[tuple[list[T], M]] = []
     queue: list[list[T]] = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
@@ -98,6 +101,8 @@ async def ask_batched(
                                             f"{type(exc).__name__}: {exc}",
                                             [describe(x) for b in [batch, *queue] for x in b])
             break
+        if on_answer is not None:
+            await on_answer(batch, value)
         answered.append((batch, value))
     return answered
 
