@@ -180,3 +180,14 @@ def test_settings_defaults_match_the_plan():
     assert (s.scratch.ttl_hours, s.scratch.flush_every, s.scratch.prune_embed_interval_s) == (24.0, 5, 5.0)
     t = s.exit.thresholds_for("any-model")
     assert (t.core, t.peripheral, t.confirming, t.novel, t.contradicting) == (0.6, 0.3, 0.85, 0.6, 0.7)
+
+
+def test_confirming_needs_the_same_words_and_the_same_polarity():
+    from src.gates.matrix import confirmed_or_novel
+    assert confirmed_or_novel("I like jazz.", "I like jazz") == ("confirming", "")
+    novel, why = confirmed_or_novel("I like jazz with Mara", "I like jazz")
+    assert novel == "novel" and "(mara)" in why
+    # no new content word, but a denial of what is stored is not a confirmation
+    assert confirmed_or_novel("I do not like jazz", "I like jazz")[0] == "novel"
+    assert confirmed_or_novel("I don't like jazz", "I like jazz")[0] == "novel"
+    assert confirmed_or_novel("I never liked jazz", "I never liked jazz!")[0] == "confirming"

@@ -39,9 +39,11 @@ import random
 from dataclasses import dataclass
 
 from src.gates.settings import ExitGateSettings, GateThresholds
-from src.gates.utterance import Utterance, content_words
+from src.gates.utterance import Utterance, content_words, words
 
 NOVELTY_CELLS = ("confirming", "novel", "contradicting")
+#: Words that turn a statement into its denial (with any "…n't").
+NEGATIONS = frozenset({"not", "no", "never", "nothing", "nobody", "none", "neither", "nor"})
 
 MATRIX: dict[tuple[str, str], str] = {
     ("core", "confirming"): "reinforce",
@@ -124,9 +126,17 @@ def confirmed_or_novel(item: str, nearest: str) -> tuple[str, str]:
     line that says more (another name, place, number) is new information, and folded
     into its neighbour as a reinforcement the new fact would be lost."""
     new_words = content_words(item) - content_words(nearest)
-    if not new_words:
-        return "confirming", ""
-    return "novel", f"; says what the nearest memory does not ({', '.join(sorted(new_words)[:5])}) -> novel"
+    if new_words:
+        return "novel", f"; says what the nearest memory does not ({', '.join(sorted(new_words)[:5])}) -> novel"
+    # content words leave out "not": "I do not like jazz" states no word "I like jazz"
+    # lacks, yet it is no confirmation (the opposition layers miss some negations)
+    if _negated(item) != _negated(nearest):
+        return "novel", "; one of the two is negated, the other not -> novel"
+    return "confirming", ""
+
+
+def _negated(text: str) -> bool:
+    return any(w in NEGATIONS or w.endswith("n't") for w in words(text))
 
 
 @dataclass(frozen=True)
