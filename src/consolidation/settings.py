@@ -7,7 +7,7 @@ offline embedder has its own, measured by `python -m bench.bench_merges --calibr
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from src.consolidation.evolution.settings import EvolutionSettings
 from src.skills.settings import SkillProposalSettings
@@ -30,6 +30,55 @@ class SimilarityThresholds(_Section):
     merge_overlap: float = Field(0.8, ge=0.0, le=1.0)
     theme: float = Field(0.6, gt=0.0, le=1.0)         # same topic: an emerging theme (§4.1)
     contradiction_pair: float = Field(0.7, gt=0.0, le=1.0)   # pairs worth a contradiction check
+
+
+# The history tables retention may trim (src/consolidation/light/retention.py rolls each up).
+HISTORY_TABLE_NAMES = ("consolidation_log", "gate_decisions", "thought_log", "gut_deltas", "llm_calls",
+                       "dmn_items", "recall_outcomes", "safety_events", "escalations")
+
+
+class TableRetention(_Section):
+    """One history table's window: rows older than `days` go, and rows beyond the newest
+    `max_rows`; None = no such limit."""
+
+    days: float | None = Field(None, gt=0)
+    max_rows: int | None = Field(None, ge=1)
+
+
+def _default_tables() -> dict[str, TableRetention]:
+    # Long enough for every reader (utility scores within days, gate tuning and alignment
+    # within a pass's window, the web view's 30-day charts); the ledger keeps 90 days of
+    # rows, its totals forever (llm_calls_daily). gut_deltas carry a 768-d vector each.
+    days = {"consolidation_log": 30, "gate_decisions": 30, "thought_log": 30, "gut_deltas": 7,
+            "llm_calls": 90, "dmn_items": 30, "recall_outcomes": 30, "safety_events": 90, "escalations": 90}
+    caps = {"consolidation_log": 2_000_000, "gut_deltas": 100_000}
+    return {t: TableRetention(days=d, max_rows=caps.get(t)) for t, d in days.items()}
+
+
+class RetentionSettings(_Section):
+    """Bounded history (issue 24): what the light ticker trims, in small batches."""
+
+    enabled: bool = True
+    interval_s: float = Field(300.0, ge=0)
+    batch: int = Field(5000, ge=1)          # rows per DELETE statement
+    max_batches: int = Field(20, ge=1)      # statements per table per round
+    tables: dict[str, TableRetention] = Field(default_factory=_default_tables)
+
+    @field_validator("tables", mode="before")
+    @classmethod
+    def _over_defaults(cls, given: object) -> object:
+        """A table named in runtime.yaml replaces its default rule; the others keep theirs
+        (`{days: null, max_rows: null}` keeps a table whole)."""
+        if not isinstance(given, dict):
+            return given
+        return {**{t: r.model_dump() for t, r in _default_tables().items()}, **given}
+
+    @model_validator(mode="after")
+    def _known_tables(self) -> RetentionSettings:
+        unknown = sorted(set(self.tables) - set(HISTORY_TABLE_NAMES))
+        if unknown:
+            raise ValueError(f"retention: unknown history tables {unknown}; known: {', '.join(HISTORY_TABLE_NAMES)}")
+        return self
 
 
 class LightSettings(_Section):
@@ -63,6 +112,8 @@ class LightSettings(_Section):
     # summary of sql/080, a few ms at any size) and after every deep pass
     monitors: bool = True
     monitors_interval_s: float = Field(0.0, ge=0)
+    # bounded history: each history table's window, trimmed every retention.interval_s
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
 
 class DeepSettings(_Section):

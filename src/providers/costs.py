@@ -166,26 +166,32 @@ INSERT INTO llm_calls (at, session_id, provider, model, purpose, tokens_in, toke
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 """
 
+# Session and 24 h from the ledger's own rows (its session and `at` indexes: bounded by the
+# session and the day); lifetime from llm_calls_daily (sql/140), the per-day totals kept at
+# insert, which retention never trims: no statement here reads the whole ledger.
 _TOTALS = """
+WITH s AS (
+    SELECT model, purpose, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed,
+           sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
+      FROM llm_calls WHERE session_id = $1 GROUP BY model, purpose
+), d AS (
+    SELECT model, purpose, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed,
+           sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
+      FROM llm_calls WHERE at >= $2 GROUP BY model, purpose
+), l AS (
+    SELECT model, purpose, sum(calls)::bigint AS calls, sum(failed)::bigint AS failed,
+           sum(tokens_in)::bigint AS tin, sum(tokens_out)::bigint AS tout, sum(cost_usd) AS cost
+      FROM llm_calls_daily GROUP BY model, purpose
+)
 SELECT model, purpose,
-       count(*) FILTER (WHERE session_id = $1)                        AS s_calls,
-       count(*) FILTER (WHERE session_id = $1 AND NOT ok)             AS s_failed,
-       coalesce(sum(tokens_in)  FILTER (WHERE session_id = $1), 0)    AS s_in,
-       coalesce(sum(tokens_out) FILTER (WHERE session_id = $1), 0)    AS s_out,
-       coalesce(sum(cost_usd)   FILTER (WHERE session_id = $1), 0)    AS s_cost,
-       count(*) FILTER (WHERE at >= $2)                               AS d_calls,
-       count(*) FILTER (WHERE at >= $2 AND NOT ok)                    AS d_failed,
-       coalesce(sum(tokens_in)  FILTER (WHERE at >= $2), 0)           AS d_in,
-       coalesce(sum(tokens_out) FILTER (WHERE at >= $2), 0)           AS d_out,
-       coalesce(sum(cost_usd)   FILTER (WHERE at >= $2), 0)           AS d_cost,
-       count(*)                                                       AS l_calls,
-       count(*) FILTER (WHERE NOT ok)                                 AS l_failed,
-       coalesce(sum(tokens_in), 0)                                    AS l_in,
-       coalesce(sum(tokens_out), 0)                                   AS l_out,
-       coalesce(sum(cost_usd), 0)                                     AS l_cost
-FROM llm_calls
-GROUP BY model, purpose
-ORDER BY model, purpose
+       COALESCE(s.calls, 0) AS s_calls, COALESCE(s.failed, 0) AS s_failed, COALESCE(s.tin, 0) AS s_in,
+       COALESCE(s.tout, 0) AS s_out, COALESCE(s.cost, 0) AS s_cost,
+       COALESCE(d.calls, 0) AS d_calls, COALESCE(d.failed, 0) AS d_failed, COALESCE(d.tin, 0) AS d_in,
+       COALESCE(d.tout, 0) AS d_out, COALESCE(d.cost, 0) AS d_cost,
+       COALESCE(l.calls, 0) AS l_calls, COALESCE(l.failed, 0) AS l_failed, COALESCE(l.tin, 0) AS l_in,
+       COALESCE(l.tout, 0) AS l_out, COALESCE(l.cost, 0) AS l_cost
+  FROM l FULL JOIN d USING (model, purpose) FULL JOIN s USING (model, purpose)
+ ORDER BY model, purpose
 """
 
 

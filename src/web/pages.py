@@ -121,7 +121,7 @@ def _overview_html(view: View, data: dict) -> list[str]:
                 table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
                                "enforced", "reason"], "no safety events")),
         section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
-                + "</ul>", table(models, ["provider", "model", "calls", "last_at"], "no model calls recorded")),
+                + "</ul>", table(models, ["provider", "model", "calls", "last_day"], "no model calls recorded")),
     ]
 
 

@@ -58,29 +58,30 @@ async def memories_by_type(pool: asyncpg.Pool) -> Rows:
 
 
 async def cost_totals(pool: asyncpg.Pool, session_id: str | None) -> dict[str, Any]:
-    """Spend this session, in the last 24 h and ever (llm_calls, one scan)."""
+    """Spend this session, in the last 24 h and ever: the session and the day from the
+    ledger's indexed rows, lifetime from its per-day totals (llm_calls_daily, sql/140)."""
     row = await fetchrow(pool, """
-        SELECT COALESCE(sum(cost_usd) FILTER (WHERE session_id = $1), 0) AS session,
-               COALESCE(sum(cost_usd) FILTER (WHERE at >= now() - INTERVAL '24 hours'), 0) AS day,
+        SELECT (SELECT COALESCE(sum(cost_usd), 0) FROM llm_calls WHERE session_id = $1) AS session,
+               (SELECT COALESCE(sum(cost_usd), 0) FROM llm_calls WHERE at >= now() - INTERVAL '24 hours') AS day,
                COALESCE(sum(cost_usd), 0) AS lifetime,
-               count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed
-          FROM llm_calls""", session_id)
+               COALESCE(sum(calls), 0)::bigint AS calls, COALESCE(sum(failed), 0)::bigint AS failed
+          FROM llm_calls_daily""", session_id)
     return row or {}
 
 
 async def cost_per_day(pool: asyncpg.Pool, days: int) -> Rows:
     return await fetch(pool, """
-        SELECT d.day::date AS day, COALESCE(sum(c.cost_usd), 0) AS cost, count(c.id) AS calls
+        SELECT d.day::date AS day, COALESCE(sum(c.cost_usd), 0) AS cost, COALESCE(sum(c.calls), 0)::bigint AS calls
           FROM generate_series(date_trunc('day', now()) - ($1 - 1) * INTERVAL '1 day',
                                date_trunc('day', now()), INTERVAL '1 day') AS d(day)
-          LEFT JOIN llm_calls c ON c.at >= d.day AND c.at < d.day + INTERVAL '1 day'
+          LEFT JOIN llm_calls_daily c ON c.day = d.day::date
          GROUP BY d.day ORDER BY d.day""", days)
 
 
 async def models_in_use(pool: asyncpg.Pool, limit: int) -> Rows:
     return await fetch(pool, """
-        SELECT provider, model, count(*) AS calls, max(at) AS last_at
-          FROM llm_calls GROUP BY provider, model ORDER BY last_at DESC LIMIT $1""", limit)
+        SELECT provider, model, sum(calls)::bigint AS calls, max(day) AS last_day
+          FROM llm_calls_daily GROUP BY provider, model ORDER BY last_day DESC LIMIT $1""", limit)
 
 
 async def safety_events(pool: asyncpg.Pool, limit: int) -> Rows:

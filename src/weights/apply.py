@@ -64,6 +64,10 @@ class WeightChange:
     capacity_used: float | None = None
     # Set by decay, demotion and near-miss suppression: protected memories skip these.
     forgetting: Forgetting | None = None
+    # "summary": the batch's applied changes of this kind share one audit row (count, summed
+    # delta, id range) instead of one each: the light ticker's decay touches thousands of
+    # memories a tick, and keeps each memory's last nudge in memory_decay_marks.
+    audit: Literal["row", "summary"] = "row"
 
     def __post_init__(self) -> None:
         if self.operation not in ("reinforce", "contradict"):
@@ -157,8 +161,11 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
     batch = _Batch(await _goal_total(conn, changes, rows))
     outcomes = [_decide(change, rows.get(change.memory_id), safety, batch) for change in changes]
     await _update_weights(conn, rows, touched, touch)
-    if batch.applied:
-        await _audit(conn, batch.applied)
+    rows = [r for r in batch.applied if r[0].audit == "row"]
+    if rows:
+        await _audit(conn, rows)
+    if len(rows) < len(batch.applied):
+        await _audit_summary(conn, [r for r in batch.applied if r[0].audit == "summary"])
     if batch.skipped:
         await _audit(conn, batch.skipped, skip=True)
     if batch.events:
@@ -301,3 +308,17 @@ async def _audit(conn: asyncpg.Connection, log_rows: list[tuple], *, skip: bool 
         [r[2] for r in log_rows], [r[3] for r in log_rows], [r[4] for r in log_rows], [r[5] for r in log_rows],
         [json.dumps(e, default=str) for e in evidence],
     )
+
+
+async def _audit_summary(conn: asyncpg.Connection, log_rows: list[tuple]) -> None:
+    """One consolidation_log row per (actor, operation, reason) of summary-audited changes."""
+    groups: dict[tuple[str, str, str], list[tuple]] = {}
+    for r in log_rows:
+        groups.setdefault((r[0].actor, r[0].operation, r[0].reason), []).append(r)
+    await conn.executemany(
+        """INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta, evidence)
+           VALUES (NULL, $1, $2, $3, $4, $5, $6::jsonb)""",
+        [(op, actor, reason, sum(c.amount for c, *_ in rs), sum(r[1] for r in rs),
+          json.dumps({"summary": True, "memories": len(rs), "first_id": min(c.memory_id for c, *_ in rs),
+                      "last_id": max(c.memory_id for c, *_ in rs)}))
+         for (actor, op, reason), rs in groups.items()])

@@ -6,7 +6,8 @@ each has its own minimum interval, so none can thrash:
 - decay: memories unused (not retrieved; never-retrieved ones count from creation)
   for `unused_after_days` get contradict(0.01) through the weight choke point, at most
   once per `decay_period_hours` each and at most `decay_batch` per tick (one set-based
-  call: one SELECT, one UPDATE, one audit INSERT; notes.md says why these defaults);
+  call: one SELECT, one UPDATE, one summary audit row per tick, not one per memory —
+  each memory's last nudge is in memory_decay_marks; notes.md says why these defaults);
 - co-access upkeep: idle pairs halve their count once per idle period; pairs below
   the threshold are deleted (one statement), so the table does not only grow;
 - contradiction scan: a random sample of recently used memories, each against its
@@ -17,7 +18,9 @@ each has its own minimum interval, so none can thrash:
 - monitors: Phase C (circuit breaker, entropy, coherence) once per consolidation cycle
   (every tick by default, `monitors_interval_s`, and after every deep pass; they read the
   trigger-kept center summary, not memories); Phase B's rate limit rides on each decay
-  change (`cycle_baseline_center`).
+  change (`cycle_baseline_center`);
+- retention: the history tables trimmed to their windows, rolled up per day
+  (`retention.py`).
 
 The mind does not notice: priorities shift, the next identity render picks it up.
 """
@@ -36,6 +39,7 @@ import numpy as np
 
 from src.consolidation.clustering import fingerprint, leader_clusters, most_central
 from src.consolidation.light import decay_marks_repository, findings_repository
+from src.consolidation.light.retention import enforce as enforce_retention
 from src.consolidation.monitors import run_monitors
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice, tick_until_stopped
@@ -81,6 +85,7 @@ class LightTicker:
             "contradiction": (self.contradiction_scan, lambda s: s.contradiction_interval_s),
             "pattern": (self.pattern_detection, lambda s: s.pattern_interval_s),
             "monitors": (self.monitors, lambda s: s.monitors_interval_s),
+            "retention": (self.retention, lambda s: s.retention.interval_s),
         }
 
     async def run(self, *, stop: asyncio.Event | None = None, max_ticks: int | None = None,
@@ -119,6 +124,12 @@ class LightTicker:
         await run_monitors(self.pool, self.safety, ACTOR)
         return 1
 
+    async def retention(self, now: datetime) -> int:
+        """Trim the history tables to their windows, rolled up per day; rows removed."""
+        if not self.settings.light.retention.enabled:
+            return 0
+        return sum((await enforce_retention(self.pool, self.settings.light.retention, now)).values())
+
     async def decay(self, now: datetime) -> int:
         """contradict(decay_amount) for unused memories due for their nudge; how many."""
         light = self.settings.light
@@ -132,7 +143,8 @@ class LightTicker:
             reason = f"decay: not retrieved for {light.unused_after_days:g}+ days"
             outcomes = await apply_weight_changes(conn, [
                 WeightChange(mid, "contradict", light.decay_amount, ACTOR, reason,
-                             cycle_baseline_center=baseline.get(mid), forgetting="decay") for mid in ids],
+                             cycle_baseline_center=baseline.get(mid), forgetting="decay",
+                             audit="summary") for mid in ids],
                 safety=self.safety)
             await decay_marks_repository.mark_decayed(conn, ids, now)
         return sum(1 for o in outcomes if o.applied > 0)
