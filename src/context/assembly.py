@@ -66,11 +66,11 @@ log = logging.getLogger(__name__)
 #: Characters of one working-memory line (what was just said is usually short).
 WORKING_LINE_CHARS = 600
 
+# memory_standing (sql/141): its center index walks the top-N, never the whole store
 _TOP_BY_CENTER = """
-SELECT id, depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center
-FROM memories
-WHERE NOT immutable
-  AND depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) >= $2::float8
+SELECT id, center
+FROM memory_standing
+WHERE NOT immutable AND center >= $2::float8
 ORDER BY center DESC, id
 LIMIT $1::int
 """

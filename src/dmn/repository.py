@@ -12,7 +12,10 @@ import numpy as np
 
 from src.db.sql import Executor
 
-_BOUNDS = "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM memories"
+# n is only compared with the sample size: counted up to size + 1 (a bounded scan), and
+# min/max are index probes — no count over the whole store every tick.
+_BOUNDS = """SELECT (SELECT count(*) FROM (SELECT id FROM memories ORDER BY id LIMIT $1::int + 1) s) AS n,
+                    min(id) AS lo, max(id) AS hi FROM memories"""
 
 # The pool rows with the features the bias needs. "In tension": a tension memory, a
 # correction, or a memory consolidation marked as contradicting another (metadata).
@@ -29,8 +32,11 @@ SELECT id, content, embedding, memory_type,
         OR content ~* '\\m(I|me|my|myself|mine)\\M') AS about_self
   FROM memories
  WHERE embedding IS NOT NULL AND embed_model = $3 AND NOT immutable
-   AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
 """
+# Two statements, not `$1 IS NULL OR id = ANY($1)`: a cached generic plan of the OR form
+# scans every memory; the sampled form walks the primary key.
+_POOL_ALL = _POOL + "   AND $1::bigint[] IS NULL\n"
+_POOL_SAMPLED = _POOL + "   AND id = ANY($1::bigint[])\n"
 
 _INSERT_ITEM = """
 INSERT INTO dmn_items (at, channel, memory_ids, text, detail, queued)
@@ -55,7 +61,7 @@ SELECT max(at) FROM thought_log WHERE source_tag = 'external_user' AND at > $1
 async def pool_rows(db: Executor, rng: np.random.Generator, size: int, now: datetime,
                     embed_model: str) -> list[asyncpg.Record]:
     """A uniform pre-sample of at most `size` memories (all of them when the store is small)."""
-    bounds = await db.fetchrow(_BOUNDS)
+    bounds = await db.fetchrow(_BOUNDS, size)
     if not bounds["n"]:
         return []
     ids = None
@@ -63,7 +69,7 @@ async def pool_rows(db: Executor, rng: np.random.Generator, size: int, now: date
         span = bounds["hi"] - bounds["lo"] + 1
         # ids are dense enough (identity column); gaps only shrink the pool a little
         ids = (bounds["lo"] + rng.choice(span, size=min(size, span), replace=False)).tolist()
-    return await db.fetch(_POOL, ids, now, embed_model)
+    return await db.fetch(_POOL_ALL if ids is None else _POOL_SAMPLED, ids, now, embed_model)
 
 
 async def record_item(db: Executor, *, at: datetime, channel: str, memory_ids: Sequence[int], text: str,

@@ -25,11 +25,12 @@ from src.recall.settings import MATURITY_MEMORIES
 
 log = logging.getLogger(__name__)
 
+# The count from the trigger-kept center summary (sql/080), the density from the center
+# index of memory_standing (sql/141): only the identity band is read, never every memory.
 IDENTITY_SQL = """
-SELECT count(*) AS total,
-       COALESCE(avg(center) FILTER (WHERE center > $1::float8), 0) AS density
-FROM (SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center
-      FROM memories) m
+SELECT (SELECT COALESCE(sum(memories), 0) FROM memory_center_summary)::bigint AS total,
+       COALESCE(avg(center), 0) AS density
+  FROM memory_standing WHERE center > $1::float8
 """
 
 

@@ -17,15 +17,19 @@ from src.vectors import closest
 
 IDENTITY_CENTER = 0.8
 
+# From the promotion rows to their memories (the (actor, memory_id, at) index of sql/140),
+# never from every memory to its log: this runs on internal cycles until milestone 10.
 _SELF_FORMED = """
 SELECT m.id, m.content, m.embedding
-  FROM memories m
+  FROM (SELECT l.memory_id,
+               bool_or(l.reason LIKE 'identity%' OR l.evidence->>'tier' = 'identity') AS identity_tier
+          FROM consolidation_log l
+         WHERE l.actor = 'promotion' AND l.applied_delta > 0 AND l.memory_id IS NOT NULL
+         GROUP BY l.memory_id) p
+  JOIN memories m ON m.id = p.memory_id
  WHERE NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
    AND m.embedding IS NOT NULL AND m.embed_model = $1
-   AND EXISTS (SELECT 1 FROM consolidation_log l
-                WHERE l.memory_id = m.id AND l.actor = 'promotion' AND l.applied_delta > 0
-                  AND (l.reason LIKE 'identity%' OR l.evidence->>'tier' = 'identity'
-                       OR m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $2))
+   AND (p.identity_tier OR m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $2)
 """
 
 

@@ -8,23 +8,47 @@ non-HOT update of the memory row. The nudge itself goes through the weight choke
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from src.db.sql import Executor
 
 
-async def decay_candidates(conn: Executor, now: datetime, unused_before: datetime,
-                           decayed_before: datetime, limit: int) -> list[int]:
-    """Unused memories due for their decay nudge, longest unused first."""
-    rows = await conn.fetch(
-        """SELECT m.id FROM memories m
-             LEFT JOIN memory_decay_marks d ON d.memory_id = m.id
-            WHERE NOT m.immutable
-              AND COALESCE(m.last_accessed, m.created_at) < $1
-              AND (d.decayed_at IS NULL OR d.decayed_at < $2)
-            ORDER BY COALESCE(m.last_accessed, m.created_at), m.id
-            LIMIT $3""", unused_before, decayed_before, limit)
-    return [r["id"] for r in rows]
+DECAY_PAGE = """
+SELECT p.id, p.last_seen, (d.decayed_at IS NULL OR d.decayed_at < $2) AS due
+  FROM (SELECT s.id, s.last_seen FROM memory_standing s
+         WHERE NOT s.immutable AND s.last_seen < $1
+           AND ($3::timestamptz IS NULL OR (s.last_seen, s.id) > ($3::timestamptz, $4::bigint))
+         ORDER BY s.last_seen, s.id LIMIT $5) p
+  LEFT JOIN memory_decay_marks d ON d.memory_id = p.id
+ ORDER BY p.last_seen, p.id"""
+
+
+@dataclass(frozen=True)
+class DecayWalk:
+    """Where the longest-unused walk stands: the (last_seen, id) of the last row it looked at."""
+
+    last_seen: datetime | None = None
+    memory_id: int = 0
+
+
+async def decay_candidates(conn: Executor, unused_before: datetime, decayed_before: datetime, limit: int,
+                           walk: DecayWalk, page: int) -> tuple[list[int], DecayWalk]:
+    """Unused memories due for their decay nudge, longest unused first, and the walk's next place.
+
+    One page of at most `page` rows of memory_standing's last-seen index (sql/141), from
+    where the last call stopped: memories nudged within the period are skipped without
+    re-reading the whole idle store every tick. At the end of the idle range the walk
+    starts over (DecayWalk())."""
+    rows = await conn.fetch(DECAY_PAGE, unused_before, decayed_before, walk.last_seen, walk.memory_id, page)
+    due = [r for r in rows if r["due"]][:limit]
+    if len(due) == limit:                  # the batch is full: go on right after its last row
+        after = DecayWalk(due[-1]["last_seen"], due[-1]["id"])
+    elif len(rows) == page:                # a full page with room left: go on after the page
+        after = DecayWalk(rows[-1]["last_seen"], rows[-1]["id"])
+    else:                                  # the end of the idle range: start over next time
+        after = DecayWalk()
+    return [r["id"] for r in due], after
 
 
 async def mark_decayed(conn: Executor, ids: Sequence[int], at: datetime) -> None:

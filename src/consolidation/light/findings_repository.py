@@ -17,16 +17,17 @@ import asyncpg
 from src.db.sql import Executor
 
 
+# memory_standing's last_seen (sql/141) is last use or creation: one index walk, newest first
+RECENTLY_USED = """
+SELECT s.id FROM memory_standing s JOIN memories m ON m.id = s.id
+ WHERE s.last_seen >= $1 AND m.embed_model = $2
+ ORDER BY s.last_seen DESC LIMIT $3"""
+
+
 async def recently_used(conn: Executor, since: datetime, embed_model: str, limit: int) -> list[int]:
     """Ids of memories retrieved or written since `since` (the light scan's population)."""
-    rows = await conn.fetch(
-        """SELECT id FROM (
-               (SELECT id FROM memories WHERE created_at >= $1 AND embed_model = $2
-                 ORDER BY created_at DESC LIMIT $3)
-               UNION
-               (SELECT id FROM memories WHERE last_accessed >= $1 AND embed_model = $2 LIMIT $3)) u
-            ORDER BY id""", since, embed_model, limit)
-    return [r["id"] for r in rows]
+    rows = await conn.fetch(RECENTLY_USED, since, embed_model, limit)
+    return sorted(r["id"] for r in rows)
 
 
 async def nearest_pairs(conn: Executor, ids: Sequence[int], embed_model: str,

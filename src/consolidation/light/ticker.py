@@ -59,6 +59,9 @@ ACTOR = "light_consolidation"
 RECENT_POOL = 500
 EMBED_BATCH = 100
 LABEL_CHARS = 80
+# The decay walk reads at most this many decay batches of the idle index per tick
+# (most rows it meets were nudged within the period and are skipped).
+DECAY_PAGE_FACTOR = 10
 
 
 class LightTicker:
@@ -79,6 +82,7 @@ class LightTicker:
         self.last_tick_ms = 0.0
         self._away = AwayNotice(log, "light consolidation")
         self._direction: NegationDirection | None = None
+        self._decay_walk = decay_marks_repository.DecayWalk()
         self._ops = {
             "decay": (self.decay, lambda s: s.decay_interval_s),
             "co_access": (self.co_access, lambda s: s.co_access_interval_s),
@@ -134,9 +138,10 @@ class LightTicker:
         """contradict(decay_amount) for unused memories due for their nudge; how many."""
         light = self.settings.light
         async with self.pool.acquire() as conn, conn.transaction():
-            ids = await decay_marks_repository.decay_candidates(
-                conn, now, now - timedelta(days=light.unused_after_days),
-                now - timedelta(hours=light.decay_period_hours), light.decay_batch)
+            ids, self._decay_walk = await decay_marks_repository.decay_candidates(
+                conn, now - timedelta(days=light.unused_after_days),
+                now - timedelta(hours=light.decay_period_hours), light.decay_batch, self._decay_walk,
+                DECAY_PAGE_FACTOR * light.decay_batch)
             if not ids:
                 return 0
             baseline = await decay_marks_repository.centers(conn, ids)
