@@ -16,8 +16,9 @@ exit gate's novelty lookup is src/gates/novelty.py.
   per lexeme up to DF_COUNT_CAP rows). ts_rank counts how often any lexeme occurs,
   so "How old is our cat Miso?" ranked every chat about old cats above the one memory
   naming Miso; names and rare words are what a user's facts hang on (issue 22).
-  Every matching row is scored, so the score is the arm's cost (ts_rank_cd took
-  111 ms p50 for common-word questions at 100k rows, ts_rank 63 ms). The
+  Scoring is the arm's cost, so it scores every row that holds a rare lexeme (df under
+  DF_COUNT_CAP) but at most COMMON_ROWS_CAP of the rows holding only common ones:
+  before, a common-word question scored every matching row (68 ms p50 at 100k). The
   question becomes an OR of its own lexemes: `to_tsvector('english', question)`
   is unnested, each lexeme is quoted for tsquery input (`'` doubled, `\\`
   escaped) and the `'a' | 'b'` string is cast to ::tsquery. The cast reads
@@ -84,6 +85,9 @@ QUESTION_TSQUERY = r"""(
 #: count (a GIN bitmap scan plus heap fetches) stops. Its idf then floors at about
 #: ln(N / cap) instead of ln(N / df): common words still rank below rare ones.
 DF_COUNT_CAP = 1000
+#: Rows holding only the question's common lexemes (df at the cap) that the full-text arm
+#: scores at most: the arm's cost is bounded by rare-lexeme rows + this (issue 24).
+COMMON_ROWS_CAP = 2000
 
 _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weight_alpha AS alpha,
            m.depth_weight_beta AS beta, m.immutable, m.source_tag, m.source_confidence,
@@ -117,10 +121,18 @@ weighted AS MATERIALIZED (
                                  max(df) OVER (), 1) AS n
           FROM terms) c
 ),
+pool AS MATERIALIZED (
+    -- rows holding a rare lexeme (df under the cap: at most DF_COUNT_CAP rows each), and at
+    -- most $12 of the rows holding only common ones: the arm never scores every row that
+    -- shares a common word with the question
+    SELECT id FROM memories
+    WHERE content_tsv @@ (SELECT string_agg(q::text, ' | ')::tsquery FROM terms WHERE df < $11::int)
+    UNION
+    (SELECT id FROM memories WHERE content_tsv @@ (SELECT tsq FROM question) LIMIT $12::int)
+),
 fts AS MATERIALIZED (
     SELECT id, (SELECT sum(w.idf) FROM weighted w WHERE m.content_tsv @@ w.q)::real AS fts_score
-    FROM memories m
-    WHERE content_tsv @@ (SELECT tsq FROM question)
+    FROM pool JOIN memories m USING (id)
     ORDER BY fts_score DESC, id
     LIMIT $4::int
 ),
@@ -204,7 +216,7 @@ class HybridTuning:
 
 def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
                      embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $11), in order.
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $12), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
     vec = query_vector(query_vec)
@@ -214,7 +226,7 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
                          f"query vector {'given' if vec is not None else 'absent'})")
     text = clean_text(query_text).text
     return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
-            float(t.w_recency), now, t.limit, DF_COUNT_CAP)
+            float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP)
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:
