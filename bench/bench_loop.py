@@ -1,6 +1,7 @@
 """The cognitive cycle (issue 6's benchmark).
 
     python -m bench loop
+    python -m bench.bench_loop conversation     # only the 50-turn rows, on the 10k store
 
 - Per-cycle overhead excluding model latency, at 10k and 100k memories: attention +
   recall + context assembly + the entry gate + thought_log, with an instant language
@@ -35,16 +36,28 @@ from src.providers.settings import ProvidersSettings
 from src.tokens import count_message_tokens, count_tokens
 
 TURNS = 50
+#: Issue 24's guard on the 50-turn rows (tests/test_escalation_bench_turns.py holds it too):
+#: at most this many calls and tokens in per turn, and no turn escalated without a real trigger.
+GUARD_CALLS_PER_TURN = 2.5
+GUARD_TOKENS_IN_PER_TURN = 5_000
 
 
 class InstantLLM:
-    """Answers at once; counts the tokens of what it is sent. Confidence varies by turn."""
+    """Answers at once; counts the tokens of what it is sent. Confidence varies by turn.
 
-    provider, model, configured = "bench", "instant-1", True
+    `system2()` is a second model on the same ledger of calls: System 2 must be another
+    model than System 1, or escalating makes no call (src/metacognition/roles.py).
+    """
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int, int]] = []   # (kind, tokens_in, tokens_out)
+    provider, configured = "bench", True
+
+    def __init__(self, model: str = "instant-1", calls: list | None = None) -> None:
+        self.model = model
+        self.calls: list[tuple[str, int, int]] = [] if calls is None else calls   # (kind, tokens_in, tokens_out)
         self.turn = 0
+
+    def system2(self) -> InstantLLM:
+        return InstantLLM("instant-2", self.calls)
 
     def _result(self, kind: str, prompt_tokens: int, text: str) -> LLMResult:
         out = count_tokens(text)
@@ -87,7 +100,7 @@ async def _mind(pool, embedder, llm, tmp: str, session: str):
     settings = load_settings(Path(tmp) / "none.yaml", env={}, overrides={
         "layers": {"values_path": f"{tmp}/v.json", "goals_path": f"{tmp}/g.json", "cache_dir": f"{tmp}/c"},
         "gates": {"scratch": {"prune_embed_interval_s": 0.0}}})
-    providers = SimpleNamespace(embedder=embedder, reranker=None, system1=llm, system2=llm, meta=llm,
+    providers = SimpleNamespace(embedder=embedder, reranker=None, system1=llm, system2=llm.system2(), meta=llm,
                                 ledger=CostLedger(pool, session_id=session, prices=ProvidersSettings().prices))
     manifest = await record_start(pool, session, embedder.model_name)
     return await build_mind(settings, pool, providers, session_id=session, manifest=manifest,
@@ -133,21 +146,34 @@ async def _conversation(pool, embedder, tmp: str) -> list[dict]:
                  "unit": "tokens"})
     escalated = await pool.fetchval("SELECT count(*) FROM thought_log WHERE session_id = 'bench-50' AND escalated")
     rows.append({"name": "50 turns: turns escalated to System 2", "value": int(escalated), "unit": "turns"})
+    met = (len(llm.calls) / TURNS <= GUARD_CALLS_PER_TURN and escalated == 0
+           and sum(c[1] for c in llm.calls) / TURNS <= GUARD_TOKENS_IN_PER_TURN)
+    rows.append({"name": f"50 turns: guard met (<= {GUARD_CALLS_PER_TURN} calls, <= {GUARD_TOKENS_IN_PER_TURN:,} "
+                         "tokens in per turn, none escalated)", "value": int(met), "unit": "1 = yes"})
     return rows
 
 
-async def run() -> list[dict]:
+async def run(*, conversation_only: bool = False) -> list[dict]:
     rows: list[dict] = []
     async with synthetic_store("bench_loop", max_size=6) as (pool, maker, store):
         embedder = store.embedder
         loaded = 0
         with tempfile.TemporaryDirectory() as tmp:
-            for n in (10_000, 100_000):
+            for n in (10_000,) if conversation_only else (10_000, 100_000):
                 await pool.execute("DROP INDEX IF EXISTS idx_memories_embedding")
                 await _load(store, maker, n - loaded)
                 loaded = n
                 await build_hnsw(pool)
-                rows += await _overhead(pool, embedder, maker, n, tmp)
+                if not conversation_only:
+                    rows += await _overhead(pool, embedder, maker, n, tmp)
                 if n == 10_000:
                     rows += await _conversation(pool, embedder, tmp)
     return rows
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    for row in asyncio.run(run(conversation_only=sys.argv[1:] == ["conversation"])):
+        print(f"{row['name']}: {row['value']:,.2f} {row['unit']}")

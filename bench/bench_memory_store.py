@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -45,6 +46,12 @@ class WordVectorEmbedder:
     vector finds the memories that share its words and the two arms overlap as they
     would in use. (Pure random unit vectors gave the same order of HNSW build time
     here: 214 s at 100k, with another benchmark running.)
+
+    A text with no word of the vocabulary (English: the safety boundaries, the mind's own
+    answers) is the sum of vectors drawn from each of its words' CRC-32, so two such texts
+    are as alike as their words. One shared fallback vector made all of them the same
+    point: every such user turn sat at cosine 1.0 to the immutable boundaries and the
+    loop bench's turns went to System 2 as "identity touched" (issue 24).
     """
 
     model_name = MODEL
@@ -54,14 +61,21 @@ class WordVectorEmbedder:
         rng = np.random.default_rng(seed)
         self._index = {w: i for i, w in enumerate(words)}
         self._vectors = rng.standard_normal((len(words), self.dimensions), dtype=np.float32)
-        self._fallback = rng.standard_normal(self.dimensions, dtype=np.float32)
+        self._fallback = rng.standard_normal(self.dimensions, dtype=np.float32)   # a text of no words
 
     async def embed(self, texts: Sequence[str], task_type: str, titles=None) -> np.ndarray:
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
-            ids = [i for i in map(self._index.get, text.lower().split()) if i is not None]
-            out[row] = self._vectors[ids].sum(axis=0) if ids else self._fallback
+            tokens = text.lower().split()
+            ids = [i for i in map(self._index.get, tokens) if i is not None]
+            out[row] = self._vectors[ids].sum(axis=0) if ids else self._unknown(tokens)
         return _unit(out)
+
+    def _unknown(self, tokens: Sequence[str]) -> np.ndarray:
+        if not tokens:
+            return self._fallback
+        return sum((np.random.default_rng(zlib.crc32(t.encode())).standard_normal(self.dimensions, dtype=np.float32)
+                    for t in tokens), np.zeros(self.dimensions, dtype=np.float32))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

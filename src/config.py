@@ -28,7 +28,7 @@ from src.gates.settings import GateSettings, MemorySettings
 from src.gut.settings import GutSettings
 from src.loop.settings import AttentionSettings, LoopSettings
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
-from src.providers.settings import ProvidersSettings, Secrets
+from src.providers.settings import BudgetSettings, ProvidersSettings, Secrets
 from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
 from src.skills.settings import SkillsSettings
 from src.tools.settings import DocsToolSettings
@@ -75,6 +75,7 @@ class Settings(_Section):
     logging: LoggingSettings = LoggingSettings()
     agent: AgentSettings = AgentSettings()
     providers: ProvidersSettings = ProvidersSettings()
+    budget: BudgetSettings = BudgetSettings()
     safety: SafetySettings = SafetySettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     gates: GateSettings = GateSettings()

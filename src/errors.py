@@ -14,7 +14,9 @@
     │   │   └── CircuitOpen      the provider's circuit breaker is open; not retried (the breaker decides when)
     │   ├── MalformedOutput      empty or unparseable body, JSON that fails validation
     │   ├── ProviderRejected     4xx other than 429: bad request, auth, permission; not transient
+    │   │   └── ContextOverflow  a request over the model's context window, refused before it is sent
     │   └── ProviderSkipped      the capability is not configured (reflex mode, no reranker model)
+    │       └── CallCancelled    an internal call ended by the mind itself (the user's turn, shutdown)
     └── SafetyViolation          a weight change refused by an enforced safety ceiling
 
 Foreign exceptions (asyncpg, google-genai, anthropic, httpx) are translated in exactly
@@ -91,10 +93,26 @@ class ProviderRejected(ProviderError):
     transient = False
 
 
+class ContextOverflow(ProviderRejected):
+    """The request does not fit the model's context window (src/providers/context_window.py);
+    it was not sent. A caller with items to ask about asks about fewer at a time."""
+
+
 class ProviderSkipped(ProviderError):
     """The capability is not configured; callers degrade (reflex mode, no rerank)."""
 
     transient = False
+
+
+class CallCancelled(ProviderSkipped):
+    """The mind ended one of its own calls: a user's turn needed the endpoint (the call
+    waits and goes again), or it is shutting down (src/providers/endpoint_gate.py).
+    Callers degrade as for a skipped capability."""
+
+
+class BudgetSpent(ProviderSkipped):
+    """Internal work reached its background budget (src/providers/budget.py): the call is
+    not made; callers degrade as for a skipped capability."""
 
 
 class SafetyViolation(MoltBotError):

@@ -24,13 +24,15 @@ from src.config import Settings
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
-from src.db.manifest import record_shutdown, record_start
+from src.db.manifest import record_start
 from src.entry import run_entry
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, describe
-from src.mind import Mind, build_mind
+from src.mind import Mind, build_mind, shut_down
+from src.outcomes.feedback import feedback_command
 from src.providers.costs import format_cost_table
+from src.providers.endpoint_gate import user_turn
 from src.providers.factory import Providers, build_providers
 from src.recall.readable import LEGEND, memory_table
 from src.repl import EOF_MARK, CommandRegistry, Screen, start_stdin_reader
@@ -76,15 +78,23 @@ class Agent:
         self.commands.add("skills", "the skills the mind has learned, with their counters",
                           lambda args: self._skill_commands().skills(args))
         self.commands.add("skill", "/skill save [hint] | show <label> | remove <label> | history | outcome",
-                          lambda args: self._skill_commands().skill(args))
+                          self._skill)
         self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
         self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
+        self.commands.add("good", "/good [ID ...]: the memory was good to rely on (no ID: those behind the last "
+                          "answer); outcome evidence", lambda args: self._feedback(args, good=True))
+        self.commands.add("bad", "/bad [ID ...]: the memory was wrong to rely on (no ID: those behind the last "
+                          "answer); outcome evidence", lambda args: self._feedback(args, good=False))
         self.commands.add("pending", "changes waiting for your approval", self._pending)
         self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
         self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
 
     async def _memory_mode(self, args: str) -> str:
         return self.mind.gates.mode.command(args)
+
+    async def _skill(self, args: str) -> str:
+        with user_turn():   # the guardian waits for the draft: it goes first at the model endpoint
+            return await self._skill_commands().skill(args)
 
     def _skill_commands(self) -> SkillCommands:
         return SkillCommands(self.db.pool, self.providers.system1, lambda: self.mind.loop.fifo.window(),
@@ -113,6 +123,10 @@ class Agent:
         if not arg.strip().isdigit():
             return "usage: /why <memory id>, e.g. /why 42"
         return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
+
+    async def _feedback(self, args: str, *, good: bool) -> str:
+        return await feedback_command(self.db.pool, args, good=good, settings=self.settings.bootstrap,
+                                      now=datetime.now(UTC))
 
     async def _help(self, _: str) -> str:
         return self.commands.help_text() + "\n\n" + "\n".join(LEGEND)
@@ -153,6 +167,8 @@ class Agent:
             + "".join(f"{line}\n" for line in self.providers.report)
             + f"{mind.safety.status_line()}\n"
             + f"{await mind.consolidation.status_line()}\n"
+            + (f"{mind.budget.status_line()}\n" if mind.budget is not None else "")
+            + (f"{mind.dmn.pacing.describe(datetime.now(UTC))}\n" if mind.dmn is not None else "")
             + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
             f"dropped impulses (attention queue full): {dropped}\n"
             f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
@@ -241,13 +257,16 @@ class Agent:
                     self.screen.say(reply)
                 else:
                     self.screen.show_prompt()
-            # /quit or end of input: answer everything said before it, then stop
+            # /quit or end of input: answer everything said before it, then stop; the mind's
+            # own model calls end now (issue 27: a background call held /quit past 10 s)
+            self.providers.endpoints.close_internal()
             drain.set()
             self.mind.loop.wake.set()
             await asyncio.wait({thinking, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_wait.cancel()
             self.stop.set()
+            self.providers.endpoints.close_internal()
             await _finish(thinking)
             if dmn is not None:
                 await _finish(dmn)
@@ -280,6 +299,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         loop.add_signal_handler(sig, agent.stop.set)
     try:
         manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
+        await providers.probe_context_windows()      # before the report says each model's window
         screen.say(f"database: {db.description}"
                    + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
@@ -293,7 +313,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                        "(until then only keyword search finds them)")
         await _recover_scratch(agent, screen)
         await _open_journal(agent, screen)
-        agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id)
+        agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id, dsn=db.dsn)
         if web_line:
             screen.say(web_line)
         screen.say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
@@ -302,7 +322,8 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await _shutdown(agent, settings.agent.shutdown_timeout_s)
+        await shut_down(agent.db, agent.providers, agent.mind, agent.web, agent.session_id,
+                        timeout_s=settings.agent.shutdown_timeout_s)
         if db.left_running:   # after "shutting down": the server outlives us on purpose
             screen.say(db.left_running)
     return 0
@@ -342,31 +363,6 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
         await agent.handle_message(line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
     if replay:
         screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
-
-
-async def _shutdown(agent: Agent, timeout_s: float) -> None:
-    async def steps() -> None:
-        try:
-            if agent.web is not None:
-                await agent.web.stop()
-            if agent.mind is not None:
-                await agent.mind.close()
-            await agent.providers.aclose()
-            hours = await record_shutdown(agent.db.pool, agent.session_id)
-            if hours is not None:
-                log.info("lifetime uptime %.3f h", hours)
-        finally:
-            await agent.db.close()
-
-    try:
-        await asyncio.wait_for(steps(), timeout_s)
-    except TimeoutError:
-        log.error("shutdown took longer than %.0f s; closing the pool hard", timeout_s)
-        agent.db.pool.terminate()
-    except Exception as exc:  # the database may already be gone; exit anyway
-        log.warning("shutdown could not record uptime: %s", exc)
-        with contextlib.suppress(Exception):
-            agent.db.pool.terminate()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,13 @@ and tears it down in the right order.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 import asyncpg
 import numpy as np
@@ -20,7 +23,9 @@ from src.bootstrap.seeding import seed_boundaries
 from src.config import Settings
 from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
-from src.db.manifest import Manifest
+from src.context.request import budget_for
+from src.db.database import Database
+from src.db.manifest import Manifest, record_shutdown
 from src.db.pool import DB_ERRORS
 from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
@@ -32,6 +37,7 @@ from src.loop.cognitive_loop import CognitiveLoop
 from src.loop.inner_life import InnerLife
 from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
+from src.providers.budget import BackgroundBudget
 from src.providers.factory import Providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
@@ -60,9 +66,15 @@ class Mind:
     consolidation: Consolidation | None = None
     gut: Gut | None = None
     dmn: DmnGenerator | None = None
+    budget: BackgroundBudget | None = None     # what internal work may still spend (issue 24)
 
     async def close(self) -> None:
-        """Stop background work; flush the scratch buffer through the exit gate."""
+        """Stop background work; flush the scratch buffer through the exit gate. The mind's own
+        model calls end first (src/providers/endpoint_gate.py): none of them holds the exit,
+        and the flush's contradiction check does without its model layer."""
+        endpoints = getattr(self.providers, "endpoints", None)   # a test's bare providers have none
+        if endpoints is not None:
+            endpoints.close_internal()
         try:   # cycle rows (with their gut deltas) still waiting for the database: last chance
             await self.loop.backlog.flush()
         except DB_ERRORS as exc:
@@ -78,11 +90,61 @@ class Mind:
         await self.threshold.aclose()
 
 
+async def shut_down(db: Database, providers: Providers, mind: Mind | None, web: Stoppable | None,
+                    session_id: str, *, timeout_s: float) -> None:
+    """The process's last steps within `timeout_s`: the mind's own model calls end at once (a
+    slow one held /quit past 10 s and lost the session's uptime and the scratch flush, issue
+    27); the uptime is recorded first, so no slow step can lose it; then the web view, the
+    mind (its scratch flush), the providers (queued ledger rows) and the pool close."""
+    providers.endpoints.close_internal()
+
+    async def steps() -> None:
+        try:
+            await _record_uptime(db.pool, session_id)
+            if web is not None:
+                await web.stop()
+            if mind is not None:
+                await mind.close()
+            await providers.aclose()
+        finally:
+            await db.close()
+
+    try:
+        await asyncio.wait_for(steps(), timeout_s)
+    except TimeoutError:
+        log.error("shutdown took longer than %.0f s; closing the pool hard", timeout_s)
+        db.pool.terminate()
+    except Exception as exc:  # the database may already be gone; exit anyway
+        log.warning("shutdown did not finish: %s: %s", type(exc).__name__, exc)
+        with contextlib.suppress(Exception):
+            db.pool.terminate()
+
+
+async def _record_uptime(pool: asyncpg.Pool, session_id: str) -> None:
+    """This session's uptime into the manifest; a database that is away is logged, and the
+    shutdown goes on to flush what it can."""
+    try:
+        hours = await record_shutdown(pool, session_id)
+    except DB_ERRORS as exc:
+        log.warning("shutdown could not record uptime: %s: %s", type(exc).__name__, exc)
+        return
+    if hours is not None:
+        log.info("lifetime uptime %.3f h", hours)
+
+
+class Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
 async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Providers, *, session_id: str,
                      manifest: Manifest, deliver: Callable[[str], Awaitable[None] | None],
                      progress: Callable[[str], None] | None = None,
                      rng: np.random.Generator | None = None) -> Mind:
     rng = rng or np.random.default_rng()
+    # the context budget in System 1's tokens: its window, as configured or probed (issue 27)
+    settings = settings.model_copy(update={"context": settings.context.model_copy(
+        update={"budget": budget_for(settings.context.budget, providers.system1)})})
+    budget = await _background_budget(settings, pool, providers)
     safety = Safety(settings.safety)
     store = MemoryStore(pool, providers.embedder)
     layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
@@ -97,7 +159,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
 
     gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
                         mode=MemoryMode(settings.memory.mode), maturity_memories=maturity)
-    assembler = ContextAssembler(pool, settings.context)
+    assembler = ContextAssembler(pool, settings.context, broadening=safety.sampling_evidence_cap)
     threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
                                     identity_center=settings.escalation.identity_center,
                                     maturity_memories=maturity)
@@ -108,8 +170,9 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
                       layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
                       inner=inner, skills=SkillRecall(pool, settings.skills))
     loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
-    inner.submit = loop.submit          # gut signals and goal reflections enter like everything else
-    dmn = _dmn(settings, pool, providers, loop, layers) if settings.dmn.enabled else None
+    # gut signals and goal reflections enter like everything else, while the background budget lasts
+    inner.submit = budget.gate(loop.submit)
+    dmn = _dmn(settings, pool, providers, loop, layers, budget, safety) if settings.dmn.enabled else None
 
     def on_progress(done: int, total: int, rate: float) -> None:
         if progress is not None:
@@ -120,10 +183,24 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     # pass the gut rebuilds its subconscious centroid and finds its axes (plan §5.1)
     consolidation = Consolidation(
         pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
-        submit=loop.submit, recompute_centroid=_after_pass_centroids(pool, providers, gates, gut))
+        submit=budget.gate(loop.submit), recompute_centroid=_after_pass_centroids(pool, providers, gates, gut))
+    consolidation.use_budget(budget)
     consolidation.after = [*consolidation.after, consolidation_milestone_hook(pool)]
     return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
-                consolidation, gut, dmn)
+                consolidation, gut, dmn, budget)
+
+
+async def _background_budget(settings: Settings, pool, providers) -> BackgroundBudget:
+    """The background budget, seeded from the ledger's last 24 hours and told of every call."""
+    budget = BackgroundBudget(settings.budget)
+    try:
+        await budget.seed(pool)
+    except DB_ERRORS as exc:   # counts from zero: at worst one more window's spend
+        log.warning("background budget: could not read what internal work spent (%s); counting from now", exc)
+    observers = getattr(providers.ledger, "observers", None)
+    if observers is not None:
+        observers.append(budget.observe)
+    return budget
 
 
 def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
@@ -153,7 +230,8 @@ async def _inner_life(settings: Settings, pool, providers, store, retriever, gat
     return gut, inner
 
 
-def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: LayerEmbeddings) -> DmnGenerator:
+def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: LayerEmbeddings,
+         budget: BackgroundBudget, safety: Safety) -> DmnGenerator:
     """The DMN generator: self-prompts go through the loop's `submit` (never a second pipeline)."""
     async def dmn_layers():
         values = await layers.get_layer_embeddings(0)
@@ -166,4 +244,5 @@ def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: Layer
 
     return DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
                         pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
-                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative)
+                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative, budget=budget,
+                        safety=safety)

@@ -92,26 +92,54 @@ def _punct_cost(run: str) -> float:
     return math.ceil(ascii_chars / PUNCT_CHARS_PER_TOKEN) + len(run) - ascii_chars
 
 
+def _piece_cost(match: re.Match[str]) -> float:
+    kind = match.lastgroup
+    piece = match.group(kind)
+    if kind == "letters":
+        cost = _letters_cost(piece)
+        prefix = match.group("prefix")
+        if prefix is not None and not prefix.isascii():
+            # " word", "(a", "@example" are single tokens; a CJK comma
+            # before a word is not merged with it.
+            cost += 1.0
+        return cost
+    if kind == "punct":
+        return _punct_cost(piece)
+    if kind == "space":
+        return math.ceil(len(piece) / SPACES_PER_TOKEN)
+    return 1.0  # a contraction or a digit group is one token
+
+
 def count_tokens(text: str) -> int:
     """Estimated number of cl100k-style tokens in ``text`` (0 for "")."""
+    return math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text)))
+
+
+def cut_to_tokens(text: str, tokens: int, *, keep: str = "head") -> str:
+    """The longest start (``keep="head"``) or end (``"tail"``) of ``text`` that counts at
+    most ``tokens``, cut between pieces (never inside a word); ``text`` itself when it fits.
+    One pass over the text, like `count_tokens`."""
+    if keep not in ("head", "tail"):
+        raise ValueError(f"keep must be 'head' or 'tail', got {keep!r}")
+    if tokens <= 0:
+        return ""
+    pieces = [(m.start(), m.end(), _piece_cost(m)) for m in _PIECE.finditer(text)]
+    if math.ceil(sum(c for _, _, c in pieces)) <= tokens:
+        return text
     total = 0.0
-    for match in _PIECE.finditer(text):
-        kind = match.lastgroup
-        piece = match.group(kind)
-        if kind == "letters":
-            total += _letters_cost(piece)
-            prefix = match.group("prefix")
-            if prefix is not None and not prefix.isascii():
-                # " word", "(a", "@example" are single tokens; a CJK comma
-                # before a word is not merged with it.
-                total += 1.0
-        elif kind == "punct":
-            total += _punct_cost(piece)
-        elif kind == "space":
-            total += math.ceil(len(piece) / SPACES_PER_TOKEN)
-        else:  # a contraction or a digit group is one token
-            total += 1.0
-    return math.ceil(total)
+    if keep == "head":
+        end = 0
+        for _, stop, cost in pieces:
+            if math.ceil(total + cost) > tokens:
+                break
+            total, end = total + cost, stop
+        return text[:end]
+    start = len(text)
+    for begin, _, cost in reversed(pieces):
+        if math.ceil(total + cost) > tokens:
+            break
+        total, start = total + cost, begin
+    return text[start:]
 
 
 def _content_text(content: Any) -> str:

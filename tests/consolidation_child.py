@@ -3,8 +3,8 @@
     python -m tests.consolidation_child DSN MARKER
 
 The pass's Phase 2 answer holds two insights; when the second one is being embedded
-for storage (the first is already written), the child writes MARKER and blocks until
-it is killed.
+(to check its citations, before it is stored; the first is already written), the
+child writes MARKER and blocks until it is killed.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from src.weights.safety import Safety
 from tests.consolidation_fakes import ConsolidationModel, ids_in, language_model
 from tests.fakes import HashEmbedder
 
-FIRST = "Plain scripts keep small projects deployable."
-SECOND = "Kubernetes is more machinery than these projects need."
+# each rests on the deployment memories it cites (integrity.screen)
+FIRST = "Small projects deploy with one simple shell script."
+SECOND = "One simple shell script replaces kubernetes for these small projects."
 
 
 def two_insights(request) -> str:

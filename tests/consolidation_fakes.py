@@ -25,6 +25,8 @@ from src.providers.settings import ProvidersSettings
 from tests.providers.fakes import Sleeps
 
 _ID = re.compile(r"\[(\d+)\]")
+#: The default Phase 2 answer: shares most words with the deployment memories it cites.
+INSIGHT = "Small projects deploy with one simple shell script, not kubernetes."
 
 
 def ids_in(text: str) -> list[int]:
@@ -91,8 +93,8 @@ class ConsolidationModel:
     def _insights(self, prompt: str) -> dict:
         ids = ids_in(prompt)
         assert prompt.startswith("Question: How does the agent deploy its projects?")
-        return {"insights": [{"insight": "The agent prefers plain scripts to heavy deployment machinery.",
-                              "cited_ids": ids[:3]}]}
+        # an insight that rests on what it cites (integrity.screen: relevant, not a copy)
+        return {"insights": [{"insight": INSIGHT, "cited_ids": ids[:3]}]}
 
     def _merge(self, prompt: str) -> dict:
         clusters = re.findall(r"Cluster (\d+):((?:\n  \[\d+\].*)+)", prompt)

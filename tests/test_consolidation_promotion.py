@@ -9,12 +9,8 @@ import pytest
 
 import src.skills.consolidation  # noqa: F401  (registers the approval kind 'skill')
 from src.consolidation.evolution import approvals
-from src.consolidation.evolution.promotion import (
-    eligible_tier,
-    predicted_center,
-    rate_limited_amount,
-    run_promotion,
-)
+from src.consolidation.evolution.promotion import eligible_tier, predicted_center, run_promotion
+from src.consolidation.evolution.promotion_targets import amount_to_center, step_aim
 from src.consolidation.evolution.settings import EvolutionSettings, PromotionSettings
 from src.weights.safety import Safety, SafetySettings
 from tests.evolution_helpers import NOW, add_memory, spread, weight
@@ -48,23 +44,33 @@ def test_eligible_tier(n, span, has_goal, has_identity, tier):
     assert eligible_tier(n, span, has_goal, has_identity, PromotionSettings()) == tier
 
 
-def test_rate_limited_amount_keeps_the_center_within_the_limit():
-    amount = rate_limited_amount(2.0, 1.0, 4.0, 0.2, 0.1)
-    assert 0 < amount < 2.0
-    assert predicted_center(1.0, 4.0, amount) == pytest.approx(0.2 + 0.0999, abs=1e-9)
-    assert rate_limited_amount(2.0, 2.0, 4.0, 1 / 3, 0.1) == 2.0      # within the limit: untouched
+def test_a_step_aims_inside_the_rate_limit_and_asks_for_what_reaches_its_aim():
+    aim = step_aim(0.65, 0.2, max_change=0.1, ceiling=0.95, rate_limited=True)
+    assert aim == pytest.approx(0.2 + 0.0999, abs=1e-12)
+    amount = amount_to_center(1.0, 4.0, aim)
+    assert predicted_center(1.0, 4.0, amount) == pytest.approx(aim, abs=1e-12)   # diminishing returns inverted
+    assert step_aim(0.65, 0.6, max_change=0.1, ceiling=0.95, rate_limited=True) == 0.65
+    assert step_aim(0.99, 0.2, max_change=0.1, ceiling=0.95, rate_limited=False) == pytest.approx(0.95 - 1e-6)
+    assert amount_to_center(2.0, 4.0, 0.3) == 0.0                    # already past its aim
 
 
-async def test_five_sightings_over_fourteen_days_reinforce_two(pool):
+async def test_five_sightings_over_fourteen_days_grant_the_goal_tier_once(pool):
     mid = await add_memory(pool, "likes tea", alpha=2.0, beta=4.0, accesses=spread(5, 14.0))
     counts = await _promote(pool)
     assert counts == {"promotion_applied": 1}
     [row] = await _log(pool, mid)
-    assert (row["actor"], row["operation"], row["requested_delta"]) == ("promotion", "reinforce", 2.0)
-    assert row["applied_delta"] == pytest.approx(2.0 / math.log2(7.0))
-    p = await pool.fetchrow("SELECT tier, status, remaining FROM promotions WHERE memory_id = $1", mid)
-    assert (p["tier"], p["status"], p["remaining"]) == ("goal", "applied", 0.0)
-    assert await _promote(pool) == {}                  # a tier is granted once
+    assert (row["actor"], row["operation"]) == ("promotion", "reinforce")
+    assert row["requested_delta"] == pytest.approx(amount_to_center(2.0, 4.0, 1 / 3 + 0.0999), abs=1e-8)
+    assert row["applied_delta"] == pytest.approx(row["requested_delta"] / math.log2(7.0))
+    p = await pool.fetchrow("SELECT tier, status, remaining, target_center FROM promotions WHERE memory_id = $1", mid)
+    assert (p["tier"], p["status"], p["target_center"]) == ("goal", "applied", 0.65)
+    a, b = await weight(pool, mid)
+    assert p["remaining"] == pytest.approx(amount_to_center(a, b, 0.65))        # the climb still owed
+    while await _promote(pool):                        # the climb, one step a pass
+        pass
+    a, b = await weight(pool, mid)
+    assert a / (a + b) == pytest.approx(0.65)
+    assert await pool.fetchval("SELECT count(*) FROM promotions WHERE memory_id = $1", mid) == 1   # granted once
 
 
 async def test_not_before_the_thresholds(pool):
@@ -97,24 +103,24 @@ async def test_exit_gate_confirmations_and_cluster_retrievals_are_sightings(pool
     assert await pool.fetchval("SELECT tier FROM promotions WHERE memory_id = $1", insight) == "goal"
 
 
-async def test_rate_limit_spreads_a_large_promotion_over_passes(pool):
+async def test_rate_limit_spreads_the_climb_over_passes(pool):
     mid = await add_memory(pool, "blank slate", alpha=1.0, beta=4.0, accesses=spread(5, 14.0))
-    await _promote(pool)
-    a1, b1 = await weight(pool, mid)
-    assert a1 / (a1 + b1) - 0.2 == pytest.approx(0.0999, abs=1e-6)
-    owed = await pool.fetchval("SELECT remaining FROM promotions WHERE memory_id = $1", mid)
-    [first] = await _log(pool, mid)
-    assert owed == pytest.approx(2.0 - first["requested_delta"])
-    assert await _promote(pool) == {"promotion_applied": 1}   # the next pass pays the rest
+    centers = []
+    for _ in range(6):
+        await _promote(pool)
+        a, b = await weight(pool, mid)
+        centers.append(a / (a + b))
+    steps = [round(c1 - c0, 6) for c0, c1 in zip([0.2, *centers], centers, strict=False)]
+    assert steps[:4] == [0.0999] * 4 and steps[5] == 0.0            # 0.0999 a pass, then nothing owed
+    assert centers[4] == pytest.approx(0.65)
     assert await pool.fetchval("SELECT remaining FROM promotions WHERE memory_id = $1", mid) == 0.0
-    assert sum(r["requested_delta"] for r in await _log(pool, mid)) == pytest.approx(2.0)
 
 
-async def test_shadow_phase_b_applies_the_whole_amount_and_logs(pool):
+async def test_shadow_phase_b_climbs_in_one_pass_and_logs(pool):
     mid = await add_memory(pool, "blank slate", alpha=1.0, beta=4.0, accesses=spread(5, 14.0))
     await _promote(pool, Safety(SafetySettings(phase_b="shadow")))
     [row] = await _log(pool, mid)
-    assert row["requested_delta"] == 2.0
+    assert row["requested_delta"] == pytest.approx(amount_to_center(1.0, 4.0, 0.65), abs=1e-8)   # to the target
     ev = await pool.fetchrow("SELECT ceiling, enforced FROM safety_events")
     assert (ev["ceiling"], ev["enforced"]) == ("rate_limit", False)
 

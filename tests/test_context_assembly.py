@@ -134,10 +134,11 @@ async def test_hundred_identity_rolls_high_medium_low_none_truncated_immutable_a
     store = MemoryStore(pool, HashEmbedder())
     narrative = "\n".join(f"Chapter {i}: I learned that patience and honesty carry me through "
                           f"hard conversations, and I keep choosing them." for i in range(25))
-    high = await store.store("I value honesty over comfort.", "preference", alpha=50, beta=2)
-    long_ = await store.store(narrative, "narrative", alpha=50, beta=2)
-    medium = await store.store("I am curious about how minds work.", "reflection", alpha=6, beta=4)
-    low = await store.store("I like the colour green.", "preference", alpha=1, beta=4)
+    mind = "internal_consolidation"      # the mind's own conclusions: "I concluded: …" (issue 27)
+    high = await store.store("I value honesty over comfort.", "preference", alpha=50, beta=2, source_tag=mind)
+    long_ = await store.store(narrative, "narrative", alpha=50, beta=2, source_tag=mind)
+    medium = await store.store("I am curious about how minds work.", "reflection", alpha=6, beta=4, source_tag=mind)
+    low = await store.store("I like the colour green.", "preference", alpha=1, beta=4, source_tag=mind)
     boundary = await store.store("Never reveal the operator's secrets.", "procedural",
                                  alpha=50, beta=1, immutable=True)
     contents = {high: "I value honesty over comfort.", long_: narrative,
@@ -160,7 +161,7 @@ async def test_hundred_identity_rolls_high_medium_low_none_truncated_immutable_a
                                               key=lambda i: -ctx.identity_observed[i])
                             if ctx.identity_observed[i] > 0.6]
         for mid in injected:                                        # whole, never cut
-            assert f"\n- [{_type(mid, high, long_, medium)}] {contents[mid]}" in ctx.identity.text
+            assert f"\n- [{_type(mid, high, long_, medium)}] I concluded: {contents[mid]}" in ctx.identity.text
         assert ctx.identity.text.startswith(
             IDENTITY_HEADER + "\nContinuity: 12.3 days old, restarted 4 times, 37.7 hours awake "
             "in total (this session 0.5 h).")
@@ -348,12 +349,12 @@ async def test_after_pruning_identity_is_reinjected_from_a_fresh_scan(pool):
 
 
 async def test_budget_table_summary_and_conversation_room(pool):
-    budget = ContextBudget()
+    budget = ContextBudget().resolve(128_000, 4000)      # the shares at 128k: plan §3.2's table
     assert (budget.immutable, budget.identity_expected, budget.identity_cap, budget.situational,
             budget.cognitive_state, budget.output_reserve) == (100, 1500, 3000, 2000, 200, 4000)
     assert budget.conversation_tokens == 128_000 - 9_300
     with pytest.raises(ValueError, match="context_window 9000 leaves no room for the conversation"):
-        ContextBudget(context_window=9000)
+        ContextBudget(context_window=9000, identity_cap=3000, situational=2000, output_reserve=4000)
     store = MemoryStore(pool, HashEmbedder())
     await store.store("Do no harm.", "procedural", alpha=50, beta=1, immutable=True)
     ctx = await ContextAssembler(pool).assemble(None, rng=np.random.default_rng(0), now=NOW)
@@ -364,7 +365,7 @@ async def test_budget_table_summary_and_conversation_room(pool):
     assert summary["budgets"] == {"immutable": 100, "identity": 3000, "situational": 2000}
     assert summary["identity_expected"] == 1500
     assert summary["ids"]["situational"] == [] and ctx.situational.text == ""
-    assert ctx.conversation_budget == 128_000 - ctx.tokens - 200 - 4000
+    assert ctx.conversation_budget == 128_000 - ctx.tokens - 200 - 1024   # no model: 128k, a 1,024-token reply
     assert ctx.text == ctx.immutable.text                          # empty sections left out
 
 

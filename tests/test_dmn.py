@@ -202,3 +202,25 @@ async def test_entropy_guard_broadens_the_generator_off_a_stuck_topic(pool, tmp_
     assert gen.guard.alarms == 1 and all(set(s) <= tea_ids for _, s in seen)   # stuck on tea
     after = [(await gen.tick(NOW + timedelta(hours=1, minutes=i))).sampled for i in range(3)]
     assert all(not (set(s) & tea_ids) for s in after)                              # broadened away
+
+
+async def test_a_memory_the_dmn_keeps_surfacing_alone_is_paused_by_the_breaker(pool, tmp_path):
+    """Phase C enforced: one memory surfaced in the same company cycle after cycle trips its
+    pattern dmn/#id; the generator then leaves it out and writes the breaker's events."""
+    from src.consolidation.monitors import run_monitors
+    from src.weights.safety import Safety, SafetySettings
+    mind, _ = await _mind(pool, tmp_path)
+    [mid] = await mind.store.store_many([NewMemory("the same old worry about the roof", event_time=NOW)])
+    safety = Safety(SafetySettings(phase_c="enforced"))
+    gen = DmnGenerator(mind.pool, embed_model="fake-hash-768", submit=mind.loop.submit, pending=lambda: 0,
+                       rng=np.random.default_rng(1), settings=DmnSettings(samples_per_tick=1, max_pending=99),
+                       safety=safety)
+    idle = NOW + timedelta(days=2)                       # no recent conversation: never suppressed
+    for cycle in range(5):
+        report = await gen.tick(idle + timedelta(minutes=cycle))
+        assert report.sampled == [mid]
+        await run_monitors(pool, safety, "light_consolidation")
+    report = await gen.tick(idle + timedelta(minutes=6))
+    assert not report.produced and report.reason == "every sampled memory's pattern is paused by the circuit breaker"
+    rows = await pool.fetch("SELECT enforced, memory_id FROM safety_events WHERE ceiling = 'circuit_breaker'")
+    assert rows and all(r["enforced"] and r["memory_id"] == mid for r in rows)

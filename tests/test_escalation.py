@@ -297,7 +297,7 @@ async def test_a_failed_background_refresh_keeps_the_last_reading(pool, caplog) 
     clock = [0.0]
     cached = EscalationThreshold(pool, refresh_s=1, clock=lambda: clock[0])
     first = await cached.current()
-    await pool.execute("ALTER TABLE memories RENAME TO memories_gone")
+    await pool.execute("ALTER TABLE memory_standing RENAME TO memory_standing_gone")
     clock[0] = 5.0
     await cached.current()
     await cached.refreshing
@@ -314,3 +314,22 @@ async def test_an_empty_draft_is_shown_as_such() -> None:
     assert retry.messages[-2] == ChatMessage("assistant", "(empty reply)")
     assert "- it was empty" in retry.messages[-1].content
     assert out.path == "system2"
+
+
+async def test_a_bare_confidence_line_is_never_a_confident_answer() -> None:
+    """A small model answered "Confidence: 0.55" and nothing else; the user was printed nothing.
+    Such an answer is retried, and a retry that says something is kept."""
+    s1, s2 = models("Confidence: 0.95", CONFIDENT, judgement=("KNOWN", 0.9))
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD)
+    assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."
+    assert [p for p, _ in out.results] == ["system1_answer", "system1_retry"]
+
+
+async def test_an_answer_that_repeats_the_last_one_word_for_word_is_retried() -> None:
+    """A small model answered ten turns with one paragraph: a verbatim repeat of an earlier
+    answer is never confident, and a retry that answers the question is kept."""
+    parroted = "I am a large language model and I follow my guidelines."
+    messages = (ChatMessage("user", "hello"), ChatMessage("assistant", parroted), ChatMessage("user", FOCUS))
+    s1, s2 = models(f"{parroted}\nConfidence: 0.95", CONFIDENT, judgement=("KNOWN", 0.9))
+    out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
+    assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."

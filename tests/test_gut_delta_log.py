@@ -121,7 +121,7 @@ async def test_a_restart_writes_nothing_twice(pool, tmp_path):
 
 async def test_outcomes_of_a_cycle_link_to_its_delta_and_the_ones_before(pool, tmp_path):
     s1 = ScriptedLLM().say(HEDGED, HEDGED, "Glad it helped.\nConfidence: 0.9")
-    s2 = ScriptedLLM().answer_structured({
+    s2 = ScriptedLLM(model="scripted-2").answer_structured({
         "answer": "You drink earl grey every morning.", "explanation": "stated earlier",
         "needed_correction": True, "error_type": "hedged on a known fact",
         "correction_pattern": "state remembered preferences plainly"})

@@ -65,7 +65,7 @@ async def test_an_unusual_gut_spike_becomes_gut_input_once(pool, tmp_path):
 
 async def test_a_system2_correction_is_a_negative_outcome(pool, tmp_path):
     s1 = ScriptedLLM().say(HEDGED, HEDGED)
-    s2 = ScriptedLLM().answer_structured({
+    s2 = ScriptedLLM(model="scripted-2").answer_structured({
         "answer": "You drink earl grey every morning.", "explanation": "stated earlier",
         "needed_correction": True, "error_type": "hedged on a known fact",
         "correction_pattern": "state remembered preferences plainly"})

@@ -121,7 +121,7 @@ async def test_state_report_and_memories_reach_system1(pool, tmp_path):
 
 async def test_low_confidence_retries_once_then_escalates_and_the_correction_surfaces(pool, tmp_path):
     s1 = ScriptedLLM().say(HEDGED, HEDGED)
-    s2 = ScriptedLLM().answer_structured({
+    s2 = ScriptedLLM(model="scripted-2").answer_structured({
         "answer": "You drink earl grey every morning.", "explanation": "stated earlier",
         "needed_correction": True, "error_type": "hedged on a known fact",
         "correction_pattern": "state remembered preferences plainly"})
@@ -229,7 +229,8 @@ async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, 
     third, final = s1.of("generate")[2:]
     assert "READ_DOC" not in third.system
     window = [m.content for m in third.messages]
-    assert window == ["What do your notes say about the FIFO?", delivered[0], "Hello! My name is Dana."]
+    # the failure reply was said, never kept in the window (issue 27): the model does not see it again
+    assert window == ["What do your notes say about the FIFO?", "Hello! My name is Dana."]
     assert [m.content for m in final.messages] == window
     assert delivered[1] == "Nice to meet you, Dana."
     assert not any("READ_DOC" in d for d in delivered)
@@ -388,3 +389,15 @@ async def test_user_messages_schedule_the_scratch_flush_as_they_arrive(pool, tmp
         await asyncio.sleep(0.1)
     else:
         raise AssertionError("the background flush did not judge the message that started it")
+
+
+async def test_an_answer_of_no_words_is_told_as_a_failure_never_printed_empty(pool, tmp_path):
+    """A small model answered with a bare "Confidence:" line, retried the same: the user is told
+    the model gave no words (a reply, not silence)."""
+    s1 = ScriptedLLM().say(*["Confidence: 0.9"] * 4)
+    mind, delivered = await _mind(pool, tmp_path, system1=s1, system2=s1)    # one local model: no escalation call
+    await mind.loop.submit("user", "Hi! My name is Priya Raman, I am a marine biologist.")
+    record = await mind.loop.cycle()
+    assert record.path == "empty_answer"
+    [reply] = delivered
+    assert "the language model answered with no words" in reply

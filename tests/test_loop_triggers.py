@@ -41,7 +41,7 @@ def test_each_trigger_comes_from_what_the_cycle_knows():
 
 async def test_an_input_touching_a_goal_goes_to_system2_even_when_system1_is_confident(pool, tmp_path):
     s1 = ScriptedLLM().say(CONFIDENT)
-    s2 = ScriptedLLM().answer_structured({
+    s2 = ScriptedLLM(model="scripted-2").answer_structured({
         "answer": "Shall I drop the lighthouse goal? Tell me why first.", "explanation": "a goal changes",
         "needed_correction": False, "error_type": "", "correction_pattern": ""})
     mind, delivered = await _mind(pool, tmp_path, system1=s1, system2=s2)

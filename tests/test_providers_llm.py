@@ -232,7 +232,7 @@ async def test_openai_compatible_request_and_reply():
     assert str(request.url) == "http://localhost:11434/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-local-0123456789"
     assert server.bodies[0] == {
-        "model": "llama3.2", "max_tokens": 256, "logprobs": True,
+        "model": "llama3.2", "max_tokens": 256, "logprobs": True, "top_logprobs": 1,
         "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
                      {"role": "assistant", "content": "hello"}, {"role": "user", "content": "how are you?"}]}
     assert (result.text, result.tokens_in, result.tokens_out, result.mean_logprob) == ("local answer", 9, 3, -1.0)

@@ -189,17 +189,24 @@ def test_bad_change_is_refused():
 
 
 async def test_circuit_breaker_trips_on_repetition_and_is_written(pool):
+    mid = await _memory(pool, 1.0, 4.0)
     safety = Safety()
-    results = [safety.observe_pattern("light_consolidation", "tea", ["m1"]) for _ in range(6)]
-    assert [r[0] for r in results] == [True] * 6  # phase C is shadow: nothing blocked
-    assert await safety.write_events(pool) == 2  # cycles 5 and 6 failed
-    rows = await pool.fetch("SELECT ceiling, phase, enforced, reason FROM safety_events ORDER BY id")
-    assert [(r["ceiling"], r["phase"], r["enforced"]) for r in rows] == [("circuit_breaker", "C", False)] * 2
-    assert rows[0]["reason"] == ("pattern 'tea' reinforced 5 cycles in a row with no new evidence "
-                                 "(limit 5); pausing its reinforcement")
+    for _ in range(6):
+        assert safety.check_pattern("light_consolidation", mid, frozenset({"m1"})) == (True, "")  # shadow
+        safety.close_cycle()
+    # the trip at the fifth close, the sixth reinforcement it would refuse, the trip again
+    assert await safety.write_events(pool) == 3
+    rows = await pool.fetch("SELECT ceiling, phase, enforced, reason, memory_id FROM safety_events ORDER BY id")
+    assert [(r["ceiling"], r["phase"], r["enforced"], r["memory_id"]) for r in rows] == [
+        ("circuit_breaker", "C", False, mid)] * 3
+    assert rows[0]["reason"] == (f"pattern 'light_consolidation/#{mid}' reinforced 5 cycles in a row with no new "
+                                 "evidence (limit 5); pausing its reinforcement")
     enforced = Safety(SafetySettings(phase_c="enforced"))
-    outcome = [enforced.observe_pattern("dmn", "x", ["a"]) for _ in range(5)][-1]
-    assert outcome[0] is False
+    for _ in range(5):
+        enforced.check_pattern("dmn", 3, frozenset({"a"}))
+        enforced.close_cycle()
+    assert enforced.check_pattern("dmn", 3, frozenset({"a"}))[0] is False
+    assert enforced.check_pattern("dmn", 3, frozenset({"b"})) == (True, "")     # new evidence passes
 
 
 async def test_entropy_of_the_center_summary_matches_pure_rule_and_monitor_alarms_on_collapse(pool):

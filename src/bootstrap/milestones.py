@@ -8,12 +8,12 @@ Who records what (the call sites):
     1  memory formation      the loop, once the exit gate has persisted a scratch item
     2  retrieval success     the loop, when recall returns a memory relevant to the focus
     3  consolidation cycle   consolidation's deep pass (merge + insight + narrative)
-    4  goal promotion        the weight choke point: an applied 'promotion' change of the
-                             goal tier, or one crossing the goal center (0.6)
+    4  goal promotion        the weight choke point: an applied 'promotion' change that
+                             leaves the memory at goal-equivalent weight (center >= 0.6)
     5  DMN acted upon        the loop, when a DMN self-prompt wins attention and the
                              model answers it
-    6  identity promotion    the weight choke point: an applied 'promotion' change of the
-                             identity tier, or one crossing the identity center (0.8)
+    6  identity promotion    the weight choke point: an applied 'promotion' change that
+                             leaves the memory at identity-equivalent weight (center >= 0.8)
     7  conflict resolution   consolidation, when a tension memory is resolved
     8  creative association  the DMN, when channel 2 records an association
     9  goal achieved + reflected   the loop (see src/outcomes/goals.py)
@@ -41,6 +41,8 @@ TITLES: tuple[str, ...] = (
     "First goal achieved and reflected upon",
     "First autonomous decision aligned with self-formed values",
 )
+#: Goal- and identity-equivalent weight (plan §4.3's ranges begin here; the promotion
+#: settings' goal_center and identity_center hold the same values).
 GOAL_CENTER = 0.6
 IDENTITY_CENTER = 0.8
 
@@ -74,10 +76,21 @@ def _tier(change: Any) -> str | None:
     return tier or (change.reason.split()[0] if change.reason else None)
 
 
+def _when(change: Any) -> datetime | None:
+    """The change's own time (promotion writes its pass's `now` as evidence "at"), else None: now()."""
+    evidence = getattr(change, "evidence", None) or {}
+    at = evidence.get("at") if isinstance(evidence, Mapping) else None
+    try:
+        return datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+
+
 async def promotion_milestones(conn: asyncpg.Connection, changes: Sequence[Any], outcomes: Sequence[Any]) -> None:
-    """Milestones 4 and 6 from the weight choke point: an applied 'promotion' change of the
-    goal tier (or one whose center crossed the goal level, 0.6) reaches 4; of the identity
-    tier (or crossing the identity level, 0.8) reaches 6. In the caller's transaction."""
+    """Milestones 4 and 6 from the weight choke point, by the weight reached, not the tier
+    the promotion is for: an applied 'promotion' change that leaves the center at or above
+    GOAL_CENTER reaches 4, at or above IDENTITY_CENTER reaches 6 (a goal-tier promotion that
+    stops at 0.4 reaches neither). At the change's own time; in the caller's transaction."""
     for change, out in zip(changes, outcomes, strict=True):
         if change.actor != "promotion" or out.applied <= 0 or change.operation != "reinforce":
             continue
@@ -86,10 +99,11 @@ async def promotion_milestones(conn: asyncpg.Connection, changes: Sequence[Any],
         tier = _tier(change)
         event = {"memory_id": out.memory_id, "tier": tier, "center_before": round(before, 4),
                  "center_after": round(after, 4), "reason": change.reason}
-        if tier == "goal" or before < GOAL_CENTER <= after:
-            await record_milestone(conn, 4, event)
-        if tier == "identity" or before < IDENTITY_CENTER <= after:
-            await record_milestone(conn, 6, event)
+        at = _when(change)
+        if after >= GOAL_CENTER:
+            await record_milestone(conn, 4, event, at=at)
+        if after >= IDENTITY_CENTER:
+            await record_milestone(conn, 6, event, at=at)
 
 
 #: The deep-pass phases a consolidation cycle must have run for milestone 3 (plan §5.2:

@@ -35,6 +35,7 @@ from src.consolidation.deep.phase import Phase
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice, tick_until_stopped
+from src.providers.budget import BackgroundBudget, charge_to, spending_for
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.safety import Safety
 
@@ -44,10 +45,13 @@ log = logging.getLogger(__name__)
 class Consolidation:
     """Owns the ticker and the scheduler; `/consolidate` and `/status` talk to it."""
 
+    budget: BackgroundBudget | None = None     # set by `use_budget` (issue 24)
+
     def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
                  settings: ConsolidationSettings, submit: Submit | None = None,
                  recompute_centroid: Callable[[], Awaitable[object]] | None = None,
-                 rng: random.Random | None = None, phases: Sequence[Phase] = DEEP_PHASES):
+                 rng: random.Random | None = None, phases: Sequence[Phase] = DEEP_PHASES,
+                 clock: Callable[[], datetime] | None = None):
         self.pool = pool
         self.embedder = embedder
         self.llm = llm
@@ -67,14 +71,25 @@ class Consolidation:
         self._tasks: list[asyncio.Task] = []
         self._manual: asyncio.Task | None = None      # the pass /consolidate started
         self._pass_lock = asyncio.Lock()
-        self._epoch = datetime.now(UTC)
+        self.clock = clock or (lambda: datetime.now(UTC))    # the scheduler's and the passes' now
+        self._epoch = self.clock()
 
     def start(self) -> None:
         """Start the enabled background tasks."""
-        if self.settings.light.enabled:
-            self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
-        if self.settings.deep.enabled:
-            self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
+        with spending_for("consolidation"):   # the tasks' model calls count against the background budget
+            if self.settings.light.enabled:
+                self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
+            if self.settings.deep.enabled:
+                self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
+
+    def use_budget(self, budget: BackgroundBudget) -> None:
+        """Spend within the background budget (src/providers/budget.py): while it is spent the
+        scheduled pass waits (its trigger stays due) and the ticker's model layer is skipped;
+        a scheduled pass gets no more calls than are left. `/consolidate` is the guardian's
+        request: counted, never held back."""
+        self.budget = budget
+        if self.ticker.llm is not None:
+            self.ticker.llm = budget.guard(self.ticker.llm, "consolidation")
 
     async def stop(self, timeout_s: float = 3.0) -> None:
         """Stop the tasks; a pass still running after `timeout_s` is cancelled (it resumes later)."""
@@ -97,7 +112,7 @@ class Consolidation:
             return None
         async with self._pass_lock:
             report = await run_deep_pass(self.pool, embedder=self.embedder, llm=self.llm, safety=self.safety,
-                                         settings=self.settings, trigger=trigger, rng=self.rng,
+                                         settings=self._within_budget(trigger), trigger=trigger, rng=self.rng, now=self.clock(),
                                          importance=importance, after=self.after, phases=self.phases)
         if report is not None:
             self.last_report = report
@@ -116,6 +131,7 @@ class Consolidation:
         return True
 
     async def _background_pass(self, done: Callable[[str], object], trigger: str) -> None:
+        charge_to("consolidation")     # the guardian's request, still consolidation's spending
         try:
             report = await self.deep_pass(trigger)
         except asyncio.CancelledError:
@@ -135,9 +151,22 @@ class Consolidation:
                                  wait_first=False)
 
     async def _check_triggers(self) -> None:
-        state = await check_trigger(self.pool, self.settings, datetime.now(UTC), self._epoch)
-        if state.trigger is not None:
-            await self.deep_pass(state.trigger, state.importance)
+        """One scheduler check: start (or resume) a pass when a trigger fires. A failed pass
+        waiting for its back-off starts nothing (deep_pass.check_trigger)."""
+        state = await check_trigger(self.pool, self.settings, self.clock(), self._epoch)
+        if state.trigger is not None and (self.budget is None or self.budget.allows("consolidation", self.clock())):
+            await self.deep_pass(state.trigger, state.importance)   # a spent budget: the trigger stays due
+
+    def _within_budget(self, trigger: str) -> ConsolidationSettings:
+        """The settings a pass runs with: a scheduled pass may make no more model calls than
+        the background budget has left (the guardian's `/consolidate` is not capped)."""
+        if self.budget is None or trigger == "manual":
+            return self.settings
+        left = self.budget.calls_left("consolidation", self.clock())
+        if left >= self.settings.deep.max_llm_calls:
+            return self.settings
+        deep = self.settings.deep.model_copy(update={"max_llm_calls": left})
+        return self.settings.model_copy(update={"deep": deep})
 
     async def status_line(self) -> str:
         """The last pass's calls and outcome, for /status."""
@@ -145,6 +174,10 @@ class Consolidation:
         if row is None:
             return "consolidation: no deep pass yet"
         when = (row["finished_at"] or row["started_at"]).strftime("%Y-%m-%d %H:%M")
-        return (f"consolidation: last deep pass #{row['id']} ({row['trigger']}) {row['status']} {when}, "
+        failed = ""
+        if row["status"] == "failed":
+            resume = row["retry_after"].strftime("%Y-%m-%d %H:%M") if row["retry_after"] else "next check"
+            failed = f" in phase {row['failed_phase']} (failed attempts in a row: {row['failures']}; resumes {resume})"
+        return (f"consolidation: last deep pass #{row['id']} ({row['trigger']}) {row['status']}{failed} {when}, "
                 f"{row['llm_calls']}/{row['llm_budget']} LLM calls, {row['tokens_in']}+{row['tokens_out']} tokens; "
                 f"light ticks this session: {self.ticker.ticks}")

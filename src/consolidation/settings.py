@@ -30,6 +30,10 @@ class SimilarityThresholds(_Section):
     merge_overlap: float = Field(0.8, ge=0.0, le=1.0)
     theme: float = Field(0.6, gt=0.0, le=1.0)         # same topic: an emerging theme (§4.1)
     contradiction_pair: float = Field(0.7, gt=0.0, le=1.0)   # pairs worth a contradiction check
+    # An insight's every citation must be at least this close to it (issue 27): a memory
+    # cited for an insight it says nothing about lends it weight it did not earn. The
+    # default is not measured (set one per model); wordllama's: WORDLLAMA_THRESHOLDS
+    insight_citation: float = Field(0.2, ge=-1.0, le=1.0)
 
 
 # The history tables retention may trim (src/consolidation/light/retention.py rolls each up).
@@ -144,6 +148,18 @@ class DeepSettings(_Section):
     recompress_batch: int = Field(8, ge=1)
     recompress_max: int = Field(16, ge=0)
     announce_max: int = Field(3, ge=0)                # insights/tensions offered to the loop per pass
+    # What an insight may rest on (issue 27; src/consolidation/deep/integrity.py): one that
+    # cites a boundary or seed must be about it (content-word Jaccard with it at least
+    # `boundary_subject_overlap`); one that restates a memory it cites (Jaccard at least
+    # `insight_copy_overlap`, the merge's near-duplicate word share) adds nothing
+    boundary_subject_overlap: float = Field(0.25, gt=0.0, le=1.0)
+    insight_copy_overlap: float = Field(0.8, gt=0.0, le=1.0)
+    # A failed pass (a phase raised) is resumed at the failed phase after
+    # retry_base_s * 2^(failures - 1), at most retry_max_s; a phase that fails
+    # `phase_max_failures` times in a row is skipped (a consolidation_failures row, a WARNING)
+    retry_base_s: float = Field(300.0, gt=0)
+    retry_max_s: float = Field(14400.0, gt=0)
+    phase_max_failures: int = Field(3, ge=1)
     lock_key: int = 0x6D6F6C74646565              # pg advisory lock: one deep pass at a time
 
 
@@ -160,7 +176,10 @@ WORDLLAMA = "wordllama-l2-supercat-256"
 #: hand all paraphrases but one pair. The last five conversations, held out: 10.9% → 0.23%.
 #: Theme stays 0.6: on the bare texts (CLUSTERING vectors carry no type prefix) 99% of a
 #: theme's members share a content word with its centre (97% at 0.5, 100% from 0.7).
-WORDLLAMA_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.6)
+#: insight_citation 0.1: on REALTALK (706 questions, bare turns, CLUSTERING vectors) a
+#: question with its answer stands for an insight; 84% of its evidence turns are at or
+#: above 0.1, 20% of other turns of the same conversation (0.2: 68% / 5%). Ad hoc, see notes.md.
+WORDLLAMA_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.6, insight_citation=0.1)
 
 
 def _default_thresholds() -> dict[str, SimilarityThresholds]:

@@ -43,7 +43,7 @@ retrieved together and injected together are two events, as in the plan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,6 +57,7 @@ from src.context.settings import ContextBudget, ContextSettings
 from src.db.sql import Executor
 from src.recall.co_access import record_co_access
 from src.recall.retrieval import Recalled, Retrieval
+from src.recall.speakers import speaker_of
 from src.recall.working import NOT_CONSOLIDATED
 from src.text import excerpt
 
@@ -77,7 +78,7 @@ LIMIT $1::int
 
 _IDENTITY_ROWS = """
 SELECT id, content, compressed, memory_type, depth_weight_alpha AS alpha,
-       depth_weight_beta AS beta, immutable
+       depth_weight_beta AS beta, immutable, source_tag, metadata
 FROM memories
 WHERE immutable OR id = ANY($1::bigint[])
 ORDER BY id
@@ -214,7 +215,8 @@ def _section(name: tracks.Track, header: str, placed: Sequence[tracks.Placed], b
 
 def _candidate(row: asyncpg.Record) -> tracks.Candidate:
     return tracks.Candidate(row["id"], row["content"], row["memory_type"], row["alpha"],
-                            row["beta"], row["compressed"], 1.0, row["immutable"])
+                            row["beta"], row["compressed"], 1.0, row["immutable"],
+                            speaker_of(row["source_tag"], row["metadata"]))
 
 
 def situational_candidates(retrieval: Retrieval | None,
@@ -231,7 +233,7 @@ def situational_candidates(retrieval: Retrieval | None,
         seen.add(r.id)
         h = r.hit
         out.append(tracks.Candidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
-                                    h.compressed, r.relevance, h.immutable))
+                                    h.compressed, r.relevance, h.immutable, speaker_of(h.source_tag, h.metadata)))
     return out
 
 
@@ -239,7 +241,7 @@ def working_lines(retrieval: Retrieval | None, budget: int) -> list[str]:
     """Working-memory hits as context lines, marked as not yet consolidated, within `budget`."""
     lines: list[str] = []
     for w in retrieval.working if retrieval is not None else []:
-        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS))
+        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS), w.speaker)
         if tracks.section_tokens("", [*lines, line]) > budget // 2:
             break
         lines.append(line)
@@ -249,9 +251,14 @@ def working_lines(retrieval: Retrieval | None, budget: int) -> list[str]:
 class ContextAssembler:
     """One per process: holds the identity cache and the previous attention vector."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: ContextSettings | None = None):
+    def __init__(self, pool: asyncpg.Pool, settings: ContextSettings | None = None, *,
+                 broadening: Callable[[], float | None] | None = None):
         self.pool = pool
         self.settings = settings or ContextSettings()
+        # Phase C's broadened sampling (Safety.sampling_evidence_cap): the evidence cap of the draws
+        self.broadening = broadening or (lambda: None)
+        # in tokens: the model's window when the caller resolved it (src/context/request.py)
+        self.budget = self.settings.budget.resolve()
         self.identity_cache = IdentityCache(self.settings.identity_top_n,
                                             self.settings.identity_refresh_cycles,
                                             self.settings.identity_min_center)
@@ -288,7 +295,7 @@ class ContextAssembler:
         the plan re-runs injection so identity resurfaces from current weights).
         Draws from `rng` in a fixed order: identity rolls, then situational scores.
         """
-        cfg, budget = self.settings, self.settings.budget
+        cfg, budget = self.settings, self.budget
         self.cycle += 1
         ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh_identity)
         rows = await self.pool.fetch(_IDENTITY_ROWS, ids)
@@ -308,8 +315,9 @@ class ContextAssembler:
         stats = [tracks.session_stats_line(session, now)] if session is not None else []
         reserved = tracks.section_tokens(IDENTITY_HEADER, stats)
         identity_cands = [by_id[i] for i in ids if i in by_id and not by_id[i].immutable]
+        cap = self.broadening()
         roll = tracks.roll_identity(identity_cands, rng, threshold=cfg.identity_threshold,
-                                    cap_tokens=budget.identity_cap, reserved_tokens=reserved)
+                                    cap_tokens=budget.identity_cap, reserved_tokens=reserved, evidence_cap=cap)
         if roll.dropped_for_cap:
             log.info("identity roll over its cap of %d tokens: dropped memories %s whole",
                      budget.identity_cap, roll.dropped_for_cap)
@@ -317,7 +325,7 @@ class ContextAssembler:
 
         injected = {p.id for p in im_placed} | {p.id for p in roll.placed}
         cands = situational_candidates(retrieval, injected)
-        scores = tracks.injection_scores(cands, rng)
+        scores = tracks.injection_scores(cands, rng, evidence_cap=cap)
         # what was just said and matches (working memory) leads the situational track and
         # takes its tokens first: the next message must be able to use the last one
         working = working_lines(retrieval, budget.situational)

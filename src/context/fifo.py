@@ -31,6 +31,13 @@ callback sees a message at least once). Cancellation leaves the buffer intact.
 After a prune the result and `needs_identity_reinjection` tell the loop to
 re-run context assembly with `refresh_identity=True` (plan §3.3: "re-run dynamic
 injection — high-weight identity memories naturally resurface").
+
+Who said what (issue 27). A message's role says who spoke to whom: `user` the user
+(or a thought put to the mind, framed as one by src/loop/prompts.py), `assistant`
+the mind. An answer the mind gave only to itself (a thought of its own, not said to
+the user: source `internal_thought`) would read as said to the user, so the window
+marks it (`THOUGHT_MARK`): its `content` is what the model reads, its `words` what
+was thought (what the exit gate keeps when it is pruned, never the mark).
 """
 
 from __future__ import annotations
@@ -44,7 +51,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from src.context.prompts import THOUGHT_MARK
 from src.context.settings import FifoSettings
+from src.recall.speakers import Speaker, speaker_of
 from src.tokens import (
     REPLY_PRIMING_TOKENS,
     count_message_tokens,
@@ -103,7 +112,8 @@ def target_fraction(level: float, settings: FifoSettings | None = None) -> float
 
 @dataclass(frozen=True)
 class Message:
-    """One conversation message; `tokens` includes its chat framing."""
+    """One conversation message; `tokens` includes its chat framing. `content` is what the
+    model reads; `words`, when set, the words themselves (`content` carries a mark or frame)."""
 
     role: str
     content: str
@@ -111,9 +121,28 @@ class Message:
     source_tag: str = "external_user"
     at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    words: str | None = None
 
     def as_chat(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
+
+    @property
+    def said(self) -> str:
+        """The words themselves, without a mark or frame (what the exit gate keeps)."""
+        return self.content if self.words is None else self.words
+
+    @property
+    def speaker(self) -> Speaker | None:
+        return speaker_of(self.source_tag, self.metadata)
+
+
+def shown(role: str, content: str, source_tag: str, words: str | None = None) -> tuple[str, str | None]:
+    """(what the model reads, the words when they differ): a mind's answer that was only
+    thought is marked as a thought; everything else is shown as given."""
+    speaker = speaker_of(source_tag)
+    if role == "assistant" and speaker is not None and speaker.kind == "thought":
+        return THOUGHT_MARK + content, content if words is None else words
+    return content, words
 
 
 @dataclass(frozen=True)
@@ -151,19 +180,26 @@ class AdaptiveFifo:
 
     def append(self, role: str, content: str, *, source_tag: str = "external_user",
                at: datetime | None = None, metadata: Mapping[str, Any] | None = None,
-               tokens: int | None = None) -> Message:
-        """Add a message at the new end; its token count is taken once, here (or by `add`)."""
+               tokens: int | None = None, words: str | None = None, marked: bool = False) -> Message:
+        """Add a message at the new end; its token count is taken once, here (or by `add`).
+        `words`: the words themselves when `content` is framed; `marked`: `content` is
+        already as `shown` makes it (`add` did it)."""
+        if not marked:
+            content, words = shown(role, content, source_tag, words)
         if tokens is None:
             tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
-        message = Message(role, content, tokens, source_tag, at, dict(metadata or {}))
+        message = Message(role, content, tokens, source_tag, at, dict(metadata or {}), words)
         self._messages.append(message)
         self._content_tokens += tokens
         return message
 
-    async def add(self, role: str, content: str, **kw: Any) -> Message:
+    async def add(self, role: str, content: str, *, source_tag: str = "external_user",
+                  words: str | None = None, **kw: Any) -> Message:
         """`append`, counting a large message's tokens off the event loop."""
+        content, words = shown(role, content, source_tag, words)
         tokens = await count_message_tokens_off_loop([{"role": role, "content": content}])
-        return self.append(role, content, tokens=tokens - REPLY_PRIMING_TOKENS, **kw)
+        return self.append(role, content, source_tag=source_tag, tokens=tokens - REPLY_PRIMING_TOKENS,
+                           words=words, marked=True, **kw)
 
     @property
     def messages(self) -> list[Message]:

@@ -3,6 +3,8 @@ plan §3.2, §3.3): pure pydantic, imported by config."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -10,40 +12,105 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ContextBudget(_Section):
-    """Token budget table of plan §3.2.
+class Share(_Section):
+    """A part of the context window: `share` of it, at least `floor` and at most `cap`
+    tokens (`cap` None: no cap)."""
 
-    `identity_expected` is the plan's average (~1500, range ~500–3000): it blocks
-    nothing and is reported beside the identity track's tokens in thought_log; `identity_cap` is the hard cap of the stochastic track.
-    The conversation gets the remainder, reserving the identity cap (not the
+    share: float = Field(ge=0, le=1)
+    floor: int = Field(0, ge=0)
+    cap: int | None = Field(None, ge=0)
+
+    def of(self, window: int) -> int:
+        tokens = max(self.floor, int(self.share * window))
+        return tokens if self.cap is None else min(tokens, max(self.cap, self.floor))
+
+
+Tokens = Annotated[int, Field(ge=0)]
+
+
+def _tokens(part: Share | int, window: int) -> int:
+    return part if isinstance(part, int) else part.of(window)
+
+
+#: The window of a model that states none (reflex mode, a test double): the plan's 128k.
+UNSTATED_WINDOW = 128_000
+#: The reply's reserve when neither `output_reserve` nor the model says (its default max tokens).
+DEFAULT_REPLY = 1024
+_PARTS = ("immutable", "identity_expected", "identity_cap", "situational", "cognitive_state")
+
+
+class ContextBudget(_Section):
+    """Token budget table of plan §3.2, scaled to the model's context window (issue 27).
+
+    Each allocation is a `Share` of the window (a floor, and the plan's figure at 128k as its
+    cap) or a fixed number of tokens; the reply keeps `output_reserve` (None: the model's
+    max output tokens) and the conversation gets the remainder. `resolve` turns a budget
+    into tokens for one window: the model's (`context_window` None) or the one set here.
+    When the floors leave the conversation less than `conversation_min`, every allocation
+    shrinks in proportion (a window that small is said at start). A model's window larger
+    than `window_max` is used up to it only: every call pays for the history it carries, and
+    the plan's table is drawn for 128k (Gemini's million tokens would let the conversation
+    alone grow to ~800k before the FIFO prunes).
+
+    `identity_expected` is the plan's average (~1500, range ~500–3000): it blocks nothing
+    and is reported beside the identity track's tokens in thought_log; `identity_cap` is the
+    hard cap of the stochastic track. The conversation's maximum reserves the cap (not the
     average) so the FIFO's maximum does not move with each roll.
     """
 
-    context_window: int = Field(128_000, ge=1)
-    immutable: int = Field(100, ge=0)
-    identity_expected: int = Field(1500, ge=0)
-    identity_cap: int = Field(3000, ge=0)
-    situational: int = Field(2000, ge=0)
-    cognitive_state: int = Field(200, ge=0)
-    output_reserve: int = Field(4000, ge=0)
+    context_window: int | None = Field(None, ge=1)
+    window_max: int | None = Field(UNSTATED_WINDOW, ge=1)
+    output_reserve: int | None = Field(None, ge=0)
+    immutable: Share | Tokens = 100
+    identity_expected: Share | Tokens = Share(share=0.05, floor=100, cap=1500)
+    identity_cap: Share | Tokens = Share(share=0.10, floor=200, cap=3000)
+    situational: Share | Tokens = Share(share=0.15, floor=200, cap=2000)
+    cognitive_state: Share | Tokens = Share(share=0.05, floor=100, cap=200)
+    conversation_min: int = Field(256, ge=1)
 
     @model_validator(mode="after")
     def _leaves_room(self) -> ContextBudget:
-        if self.conversation_tokens < 1:
-            raise ValueError(
-                f"context_window {self.context_window} leaves no room for the conversation after "
-                f"immutable + identity_cap + situational + cognitive_state + output_reserve "
-                f"= {self.context_window - self.conversation_tokens}; raise context_window")
-        if self.identity_expected > self.identity_cap:
-            raise ValueError(f"identity_expected {self.identity_expected} exceeds identity_cap "
-                             f"{self.identity_cap}")
+        if self.context_window is not None and self.output_reserve is not None:
+            fixed = self.context_window - self.output_reserve - sum(
+                _tokens(getattr(self, p), self.context_window) for p in _PARTS if p != "identity_expected")
+            if fixed < 1:
+                raise ValueError(
+                    f"context_window {self.context_window} leaves no room for the conversation after "
+                    f"immutable + identity_cap + situational + cognitive_state + output_reserve "
+                    f"= {self.context_window - fixed}; raise context_window")
         return self
+
+    @property
+    def resolved(self) -> bool:
+        """Whether every allocation is in tokens (after `resolve`)."""
+        return (self.context_window is not None and self.output_reserve is not None
+                and all(isinstance(getattr(self, p), int) for p in _PARTS))
+
+    def resolve(self, window: int | None = None, reply: int | None = None) -> ContextBudget:
+        """This budget in tokens for `window` (this budget's own `context_window` first, else
+        `window` up to `window_max`, else `UNSTATED_WINDOW`) and a reply of `reply` tokens
+        (`output_reserve` first)."""
+        if self.resolved:
+            return self
+        total = self.context_window or window or UNSTATED_WINDOW
+        if self.context_window is None and self.window_max is not None:
+            total = min(total, self.window_max)
+        out = self.output_reserve if self.output_reserve is not None else (reply or DEFAULT_REPLY)
+        parts = {p: _tokens(getattr(self, p), total) for p in _PARTS}
+        taken = sum(v for p, v in parts.items() if p != "identity_expected")
+        room = total - out - self.conversation_min
+        if taken > room:     # a tiny window: every part gives way in proportion
+            scale = max(0.0, room) / taken if taken else 0.0
+            parts = {p: int(v * scale) for p, v in parts.items()}
+        parts["identity_expected"] = min(parts["identity_expected"], parts["identity_cap"])
+        return self.model_copy(update={"context_window": total, "output_reserve": out, **parts})
 
     @property
     def conversation_tokens(self) -> int:
         """The FIFO's maximum: what the fixed allocations leave of the window."""
-        return self.context_window - (self.immutable + self.identity_cap + self.situational
-                                      + self.cognitive_state + self.output_reserve)
+        b = self.resolve()
+        return b.context_window - (b.immutable + b.identity_cap + b.situational  # type: ignore[operator]
+                                   + b.cognitive_state + b.output_reserve)
 
 
 class ContextSettings(_Section):

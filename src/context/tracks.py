@@ -29,6 +29,13 @@ whole memories dropped, lowest observed value first, until the rest fits. An
 identity memory larger than the cap by itself can therefore never appear (it is
 reported in ``dropped_for_cap`` every time it rolls in).
 
+Speakers (issue 27). Every line names who said the memory (`render_line`, src/recall/
+speakers.py): "- [episodic] The user said: Hi! My name is Priya…", "I said: …", "I
+thought: …", "Priya said: …"; the compressed form too. A line without its speaker reads
+as the mind's own words: a small model shown "- [episodic] Hi! My name is Priya Raman"
+under "Who I am" answered as Priya. The immutable boundaries are nobody's utterance and
+are shown as they are.
+
 Inertia (`blend_attention`). ``shift = 1 - cos(current, previous)``; inertia is
 0.05 when shift > 0.7 (a new topic flushes the old context) else 0.3; the
 attention vector is ``normalise((1 - inertia)·current + inertia·previous)``.
@@ -46,6 +53,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from src.recall.speakers import Speaker, attributed
 from src.text import first_sentence
 from src.tokens import count_tokens
 from src.vectors import has_direction, unit
@@ -68,6 +76,7 @@ class Candidate:
     compressed: str | None = None
     relevance: float = 1.0          # hybrid relevance in [0, 1] (Track 1 only)
     immutable: bool = False
+    speaker: Speaker | None = None  # who said it (src/recall/speakers.py); None: shown as it is
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class Placed:
     track: Track
     form: Form
     score: float                    # injection score (situational) or observed weight (identity)
-    text: str                       # the rendered line, "- [type] …"
+    text: str                       # the rendered line, "- [type] The user said: …"
     tokens: int
 
 
@@ -137,9 +146,10 @@ def section_tokens(header: str, lines: Sequence[str]) -> int:
     return line_tokens(header) + sum(line_tokens(line) + 1 for line in lines)
 
 
-def render_line(memory_type: str, text: str) -> str:
-    """One injected memory as a context line."""
-    return f"- [{memory_type}] {text}"
+def render_line(memory_type: str, text: str, speaker: Speaker | None = None) -> str:
+    """One injected memory as a context line, its speaker in words (issue 27: "- [episodic]
+    The user said: Hi! My name is Priya…", never the bare words the model would take as its own)."""
+    return f"- [{memory_type}] {attributed(text, speaker)}"
 
 
 def compressed_form(candidate: Candidate, max_chars: int) -> str:
@@ -148,14 +158,16 @@ def compressed_form(candidate: Candidate, max_chars: int) -> str:
     return " ".join(stored.split()) if stored else first_sentence(candidate.content, max_chars)
 
 
-def injection_scores(candidates: Sequence[Candidate], rng: np.random.Generator) -> np.ndarray:
-    """observe(Beta(alpha, beta)) × hybrid relevance, one draw per candidate."""
+def injection_scores(candidates: Sequence[Candidate], rng: np.random.Generator, *,
+                     evidence_cap: float | None = None) -> np.ndarray:
+    """observe(Beta(alpha, beta)) × hybrid relevance, one draw per candidate (`evidence_cap`:
+    broadened sampling, `observe_many`)."""
     if not candidates:
         return np.zeros(0)
     alpha = np.array([c.alpha for c in candidates], dtype=float)
     beta = np.array([c.beta for c in candidates], dtype=float)
     relevance = np.clip(np.array([c.relevance for c in candidates], dtype=float), 0.0, 1.0)
-    return observe_many(alpha, beta, rng) * relevance
+    return observe_many(alpha, beta, rng, evidence_cap=evidence_cap) * relevance
 
 
 def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], budget: int, *,
@@ -175,8 +187,8 @@ def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], b
         if score < min_score:
             below.append(cand.id)
             continue
-        full = render_line(cand.memory_type, cand.content)
-        short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars))
+        full = render_line(cand.memory_type, cand.content, cand.speaker)
+        short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars), cand.speaker)
         full_tokens, short_tokens = line_tokens(full), line_tokens(short)
         options: list[tuple[Form, str, int]] = []
         if score >= full_text_ratio * best or full_tokens <= short_tokens:
@@ -194,7 +206,7 @@ def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], b
 
 
 def roll_identity(candidates: Sequence[Candidate], rng: np.random.Generator, *, threshold: float,
-                  cap_tokens: int, reserved_tokens: int = 0) -> IdentityRoll:
+                  cap_tokens: int, reserved_tokens: int = 0, evidence_cap: float | None = None) -> IdentityRoll:
     """Observe each candidate once; inject the full text of those above `threshold`.
 
     `reserved_tokens` (header and session-stats line, as `section_tokens` counts
@@ -205,13 +217,13 @@ def roll_identity(candidates: Sequence[Candidate], rng: np.random.Generator, *, 
         return IdentityRoll([], {}, [])
     alpha = np.array([c.alpha for c in candidates], dtype=float)
     beta = np.array([c.beta for c in candidates], dtype=float)
-    draws = observe_many(alpha, beta, rng)
+    draws = observe_many(alpha, beta, rng, evidence_cap=evidence_cap)   # broadened by Phase C's entropy alarm
     observed = {c.id: float(d) for c, d in zip(candidates, draws, strict=True)}
     rolled = sorted((c for c in candidates if observed[c.id] > threshold),
                     key=lambda c: (-observed[c.id], c.id))
     placed = []
     for c in rolled:
-        text = render_line(c.memory_type, c.content)
+        text = render_line(c.memory_type, c.content, c.speaker)
         placed.append(Placed(c.id, "identity", "full", observed[c.id], text, line_tokens(text)))
     dropped: list[int] = []
     while placed and reserved_tokens + sum(p.tokens + 1 for p in placed) > cap_tokens:

@@ -26,6 +26,9 @@ class Database:
     # Said when the process ends: the embedded server outlives it on purpose (fast restart),
     # and a user who never hears so finds a postgres running after /quit.
     left_running: str | None = None
+    # where the pool connects (may hold a password: never printed); the web view opens its
+    # own small pool on it (src/web/serve.py, issue 24)
+    dsn: str = field(default="", repr=False)
 
     async def close(self) -> None:
         try:
@@ -86,4 +89,4 @@ async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
         if lock is not None:
             lock.release()
         raise
-    return Database(pool, description, applied, seconds, lock, left_running)
+    return Database(pool, description, applied, seconds, lock, left_running, dsn)

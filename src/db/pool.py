@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 
 import asyncpg
 from pgvector.asyncpg import register_vector
@@ -66,16 +67,19 @@ async def create_pool(
     connect_timeout: float = 10.0,
     command_timeout: float | None = 30.0,
     application_name: str = SERVICE_APPLICATION,
+    server_settings: Mapping[str, str] | None = None,
 ) -> asyncpg.Pool:
     """Open a pool; DatabaseUnreachable (one line, no password) when the server is not there.
 
     `application_name` tells the service's connections from the operator CLI's in
-    pg_stat_activity (an import checks whether the service is running).
+    pg_stat_activity (an import checks whether the service is running). `server_settings`
+    are more session defaults in the start-up packet (they survive RESET ALL, see
+    SESSION_SETTINGS): the web view's pool sets its statement timeout there.
     """
     try:
         return await asyncpg.create_pool(
             dsn,
-            server_settings={"application_name": application_name, **SESSION_SETTINGS},
+            server_settings={"application_name": application_name, **SESSION_SETTINGS, **(server_settings or {})},
             min_size=min_size,
             max_size=max_size,
             timeout=connect_timeout,

@@ -1,4 +1,10 @@
-"""SQL of the DMN: the sampling pool, dmn_items, the last attention choice for review."""
+"""SQL of the DMN: the sampling pool, dmn_items, the last attention choice for review.
+
+Every item ends somewhere (sql/131): `consumed_by` 'loop' once a self-prompt or review is
+queued, 'deep_pass' once a creative association or identity signal became a question of
+the deep pass (src/consolidation/deep/dmn_inputs.py), 'expired' when nothing took it
+within the TTL. Times are the caller's `now`.
+"""
 
 from __future__ import annotations
 
@@ -84,3 +90,75 @@ async def last_choice(db: Executor, after_id: int) -> asyncpg.Record | None:
 
 async def last_user_at(db: Executor, since: datetime) -> datetime | None:
     return await db.fetchval(_LAST_USER, since)
+
+
+# Unconsumed items past their TTL, oldest first, a bounded batch (the partial index on
+# (channel, at) WHERE consumed_at IS NULL serves it).
+_EXPIRE = """
+UPDATE dmn_items SET consumed_at = $1, consumed_by = 'expired',
+       outcome = jsonb_build_object('expired_after_days', $2::float8)
+ WHERE id IN (SELECT id FROM dmn_items
+               WHERE consumed_at IS NULL AND at < $1::timestamptz - make_interval(secs => $2::float8 * 86400)
+               ORDER BY at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+"""
+
+_WAITING = """
+SELECT id, at, channel, memory_ids, text, detail
+  FROM dmn_items
+ WHERE consumed_at IS NULL AND channel = ANY($1::text[])
+ ORDER BY at DESC, id DESC
+ LIMIT $2
+"""
+
+# The item and every unconsumed twin (same channel, same memories: the DMN surfaced the
+# same association again) are consumed together.
+_CONSUME = """
+UPDATE dmn_items d SET consumed_at = $2, consumed_by = $3,
+       outcome = CASE WHEN d.id = $1 THEN $4::jsonb ELSE jsonb_build_object('same_as', $1::bigint) END
+  FROM dmn_items i
+ WHERE i.id = $1
+   AND (d.id = i.id OR (d.consumed_at IS NULL AND d.channel = i.channel AND cardinality(i.memory_ids) > 0
+                        AND d.memory_ids = i.memory_ids
+                        AND d.detail->>'value' IS NOT DISTINCT FROM i.detail->>'value'))
+"""
+
+# The DMN items behind derived memories (their metadata names the item).
+_ORIGINS = """
+SELECT m.id AS memory_id, d.id, d.at, d.channel, d.text, d.memory_ids
+  FROM memories m JOIN dmn_items d ON d.id = (m.metadata->>'dmn_item_id')::bigint
+ WHERE m.id = ANY($1::bigint[]) AND m.metadata ? 'dmn_item_id'
+"""
+
+
+async def mark_queued(db: Executor, item_id: int, at: datetime) -> None:
+    """A self-prompt or review went to the loop's attention: the loop consumed it."""
+    await db.execute("UPDATE dmn_items SET consumed_at = $2, consumed_by = 'loop' WHERE id = $1", item_id, at)
+
+
+async def expire_items(db: Executor, now: datetime, ttl_days: float, batch: int) -> int:
+    """Mark up to `batch` items older than `ttl_days` that nothing consumed; how many."""
+    status = await db.execute(_EXPIRE, now, ttl_days, batch)
+    return int(status.split()[-1])
+
+
+async def waiting_items(db: Executor, channels: Sequence[str], limit: int) -> list[asyncpg.Record]:
+    """Unconsumed items of `channels`, newest first (the tick expires the old ones)."""
+    return await db.fetch(_WAITING, list(channels), limit)
+
+
+async def consume_item(db: Executor, item_id: int, *, by: str, at: datetime, outcome: Mapping[str, Any]) -> int:
+    """Consume one item (and its unconsumed twins); how many rows."""
+    status = await db.execute(_CONSUME, item_id, at, by, json.dumps(dict(outcome), default=str))
+    return int(status.split()[-1])
+
+
+async def origins(db: Executor, memory_ids: Sequence[int]) -> dict[int, asyncpg.Record]:
+    """memory id -> the DMN item it came from, for the memories that came from one."""
+    return {r["memory_id"]: r for r in await db.fetch(_ORIGINS, list(memory_ids))}
+
+
+async def insights_from_item(db: Executor, item_id: int) -> list[int]:
+    """The ids of the memories derived from one DMN item, in id order."""
+    rows = await db.fetch("SELECT id FROM memories WHERE metadata->>'dmn_item_id' = $1::text ORDER BY id",
+                          str(item_id))
+    return [r["id"] for r in rows]

@@ -35,6 +35,11 @@ class DmnSettings(BaseModel):
 
     enabled: bool = True
     interval_s: float = Field(30.0, gt=0)          # one tick per interval
+    # pacing (src/dmn/pacing.py, issue 24): while nothing new arrives (no user input, no memory
+    # but the mind's own idle ones) the interval grows by `rest_factor` per tick up to
+    # `rest_max_s`; anything new resets it to `interval_s`
+    rest_factor: float = Field(2.0, ge=1)
+    rest_max_s: float = Field(960.0, gt=0)
     pool_size: int = Field(400, ge=2)              # memories pre-sampled uniformly per tick
     samples_per_tick: int = Field(3, ge=1)
     bias: SamplingBias = SamplingBias()
@@ -51,4 +56,8 @@ class DmnSettings(BaseModel):
     creative_min_days: float = Field(7.0, ge=0)    # ... between memories this far apart in time
     review_every: int = Field(3, ge=1)             # a metacognitive review every N producing ticks
     text_chars: int = Field(160, ge=20)            # memory excerpt in a self-prompt
+    # every item ends somewhere: one nothing consumed within this many days is marked expired
+    # by the tick, at most `expire_batch` a tick (channels 2 and 3 wait for a deep pass)
+    item_ttl_days: float = Field(7.0, gt=0)
+    expire_batch: int = Field(500, ge=1)
     entropy: EntropyGuard = EntropyGuard()

@@ -26,6 +26,12 @@
    src/gates/prompts.py) only for pairs the first two left inconclusive. The same call returns the
    one-line `compressed` summary of A, so the gate never makes an extra call for it.
    In reflex mode the layer is skipped and logged; the pair stays undecided.
+
+Only statements are judged (issue 27): a question or chatter (src/gates/utterance.py)
+states nothing that could contradict anything, so a pair with one is "not opposed"
+(layer `not_statement`) before any layer runs. Judged anyway, a small model said "What do
+you remember about me?" contradicts a stated fact; the question was stored flagged as a
+contradiction, and every turn that recalled it went to System 2.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from src.gates.negation_pairs import (
     pairs_sha256,
 )
 from src.gates.prompts import ContradictionAnswer, contradiction_question
+from src.gates.utterance import classify
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.vectors import unit
@@ -210,16 +217,27 @@ class Verdict:
     """One pair's outcome: `contradicts` None = undecided; `layer` says who decided."""
 
     contradicts: bool | None
-    layer: str                  # negation | embedding | llm | llm_skipped | llm_failed
+    layer: str                  # not_statement | negation | embedding | llm | llm_skipped | llm_failed
     opposition: float | None = None
     summary: str | None = None
+
+
+def not_a_statement(a_text: str, b_text: str) -> str | None:
+    """What one of the two is when it is not a statement ("question", "chatter"), else None."""
+    for text in (a_text, b_text):
+        kind = classify(text).kind
+        if kind != "statement":
+            return kind
+    return None
 
 
 def screen(a_text: str, a_vec: np.ndarray, b_text: str, b_vec: np.ndarray,
            direction: NegationDirection | None, no_below: float | None = None,
            yes_above: float | None = None) -> Verdict:
-    """Layers 1 and 2 (no I/O). `contradicts` None: ask layer 3."""
+    """Statements only, then layers 1 and 2 (no I/O). `contradicts` None: ask layer 3."""
     opposition = None if direction is None else direction.opposition(a_vec, b_vec)
+    if not_a_statement(a_text, b_text):
+        return Verdict(False, "not_statement", opposition)
     if negation_heuristic(a_text, b_text):
         return Verdict(True, "negation", opposition)
     if direction is None:
@@ -229,7 +247,8 @@ def screen(a_text: str, a_vec: np.ndarray, b_text: str, b_vec: np.ndarray,
 
 async def ask_llm(llm: LanguageModel, a_text: str, b_text: str,
                   opposition: float | None) -> Verdict:
-    """Layer 3. Reflex mode and provider failures leave the pair undecided, logged."""
+    """Layer 3 (for pairs `screen` left undecided: statements both). Reflex mode and
+    provider failures leave the pair undecided, logged."""
     if not llm.configured:
         log.info("contradiction layer 3 skipped: no language model is configured")
         return Verdict(None, "llm_skipped", opposition)

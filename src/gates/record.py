@@ -6,7 +6,8 @@ ids reserved first, so a flagged memory can name a contradicted one persisted in
 same chunk; the same checks and cleaning as every other memory), `apply_weights`
 sends reinforce / contradict through the weight choke point, `record_exit` COPYs
 one `gate_decisions` row per item. A new memory starts at the store's Beta(1, 4); weights
-change only through the choke point.
+change only through the choke point. A memory keeps its scratch row's source tag, and the
+speaker its metadata may name: who said it (src/recall/speakers.py, issue 27).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
                 "emotional_charge": round(e.charge, 6),
                 "gate_cell": f"{e.cell.relevance}/{e.cell.novelty}",
                 "priority": e.cell.priority}
+        if isinstance(e.item.metadata.get("speaker"), str):     # a named speaker (src/recall/speakers.py)
+            meta["speaker"] = e.item.metadata["speaker"]
         if e.cell.action == "persist_flag" and e.decided_by is not None:
             neighbour, verdict = e.decided_by
             meta.update(flag="contradiction", contradicts=_target(neighbour, batch_ids),

@@ -50,10 +50,20 @@ class Gut:
         self.reading: c.GutReading | None = None   # the current gut feeling
         self.axes: list[NamedAxis] = []
         self._magnitudes: deque[float] = deque(maxlen=self.settings.signal_baseline_window)
+        lw = self.settings.layer_weights
+        # l0, l1, l2 of the subconscious: the settings' starting points until consolidation
+        # evolves them (src/gut/layers.py; read back from the database by `recompute_l2`)
+        self.layer_weights: tuple[float, float, float] = (lw.l0, lw.l1, lw.l2)
 
     # -- the subconscious ------------------------------------------------------------
     async def recompute_l2(self, db, embed_model: str) -> int:
-        """Rebuild L2 from every memory of `embed_model` (deep pass); returns rows seen."""
+        """Rebuild L2 from every memory of `embed_model` (deep pass, start-up) and read the
+        evolved layer weights, the other part of the subconscious the database holds;
+        returns rows seen."""
+        evolved = await repo.latest_layer_weights(db)
+        if evolved is not None and evolved != self.layer_weights:
+            self.layer_weights = evolved
+            self._sub_dirty = True
         buckets = await repo.l2_buckets(db, embed_model, self.settings.importance_buckets)
         total = np.zeros(768)
         weight, rows = 0.0, 0
@@ -89,12 +99,21 @@ class Gut:
         self._l0, self._l1 = l0, l1
         self._sub_dirty = self._sub_dirty or not same
 
+    def layers(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """L0, L1 and L2 as the subconscious weighs them (None: the layer has no entries)."""
+        l2 = None if self._l2_sum is None else self._l2_sum / self._l2_weight
+        return self._l0, self._l1, l2
+
+    def set_layer_weights(self, weights: tuple[float, float, float]) -> None:
+        """The weights an evolution step chose (src/gut/deep_pass.py)."""
+        self.layer_weights = tuple(float(w) for w in weights)
+        self._sub_dirty = True
+
     def subconscious(self) -> np.ndarray | None:
-        """0.5·L0 + 0.25·L1 + 0.25·L2 (weights from settings; missing layers drop out)."""
+        """l0·L0 + l1·L1 + l2·L2 (`layer_weights`: 0.5 / 0.25 / 0.25 until evolved; missing
+        layers drop out)."""
         if self._sub_dirty:
-            lw = self.settings.layer_weights
-            l2 = None if self._l2_sum is None else self._l2_sum / self._l2_weight
-            self._sub = c.subconscious_centroid(self._l0, self._l1, l2, (lw.l0, lw.l1, lw.l2))
+            self._sub = c.subconscious_centroid(*self.layers(), self.layer_weights)
             self._sub_dirty = False
         return self._sub
 

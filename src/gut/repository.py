@@ -1,4 +1,5 @@
-"""SQL of the gut: L2 from importance buckets, the delta log, deltas for PCA, gut axes."""
+"""SQL of the gut: L2 from importance buckets, the delta log, deltas for PCA, gut axes, and
+the evolved layer weights (`gut_layer_weights`, src/gut/layers.py)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,19 @@ async def latest_axes(db: Executor) -> list[asyncpg.Record]:
 
 async def nearest_memory(db: Executor, direction: np.ndarray, embed_model: str) -> str | None:
     return await db.fetchval(_NEAREST_MEMORY, HalfVector(np.asarray(direction, np.float32)), embed_model)
+
+
+async def latest_layer_weights(db: Executor) -> tuple[float, float, float] | None:
+    """The layer weights the last evolution step left (src/gut/layers.py); None: never evolved."""
+    row = await db.fetchrow("SELECT l0, l1, l2 FROM gut_layer_weights ORDER BY id DESC LIMIT 1")
+    return None if row is None else (float(row["l0"]), float(row["l1"]), float(row["l2"]))
+
+
+async def record_layer_weights(db: Executor, at: datetime, before: Sequence[float], after: Sequence[float],
+                               evidence: Mapping[str, Any]) -> None:
+    """One evolution step with what moved it."""
+    await db.execute(
+        """INSERT INTO gut_layer_weights (at, l0, l1, l2, before, evidence)
+           VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb)""",
+        at, *[float(x) for x in after], json.dumps(dict(zip(("l0", "l1", "l2"), before, strict=True))),
+        json.dumps(dict(evidence), default=str))

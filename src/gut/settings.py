@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class LayerWeights(BaseModel):
     """Subconscious centroid = l0·L0 + l1·L1 + l2·L2 (plan: 0.5 / 0.25 / 0.25).
 
-    Starting points: consolidation may evolve them (§5.1). They must sum to 1.
+    Starting points: each deep pass evolves them within `layer_evolution`'s bounds (§5.1,
+    src/gut/layers.py); the evolved ones are kept in `gut_layer_weights`. They must sum to 1.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -27,11 +28,35 @@ class LayerWeights(BaseModel):
         return self
 
 
+class LayerEvolution(BaseModel):
+    """How a deep pass moves the layer weights (src/gut/layers.py): the layer whose pull
+    preceded good outcomes gains, w_k ← w_k·exp(learning_rate·r_k), renormalised; r_k only
+    when significant; each weight moves at most `max_step` a pass and stays in [floor, cap]
+    (widened to include its starting point when that lies outside)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    learning_rate: float = Field(0.5, gt=0)
+    min_outcomes: int = Field(20, ge=4)          # deltas with a linked outcome
+    min_z: float = Field(2.0, ge=0)              # Fisher z of |r|: chance correlations do not move it
+    max_step: float = Field(0.05, gt=0, le=1)
+    floor: float = Field(0.1, ge=0, lt=1)
+    cap: float = Field(0.7, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> LayerEvolution:
+        if not 3 * self.floor <= 1.0 <= 3 * self.cap:
+            raise ValueError("gut.layer_evolution: three weights in [floor, cap] must be able to sum to 1")
+        return self
+
+
 class GutSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     layer_weights: LayerWeights = LayerWeights()
+    layer_evolution: LayerEvolution = LayerEvolution()
     # attention centroid: weight of the k-th most recent focus vector = recency_decay**k
     recency_decay: float = Field(0.5, gt=0, le=1)
     # intensity = min(1, |delta| / magnitude_scale); the delta of two means of unit vectors

@@ -12,18 +12,32 @@ printed reply whose messages the next start answers again (issue 26; the reverse
 window, between the commit and the write to stdout, keeps the reply in thought_log).
 Once `deliver` starts, the turn is settled: a failure after this point must not
 re-run the cycle (the user would get the same reply twice, issue 11).
+
+Unprompted speech (issue 27). An answer to a thought of the mind's own (DMN,
+consolidation, gut, scheduled) reaches the user only past a stated bar
+(`loop.unprompted`, `unprompted_verdict`): confident (the action check's
+`internal_communicate_confidence`), never a failure notice (src/loop/degraded.py), not a
+repeat of anything said in the window, of the last replies said to the user or of the
+thought itself (one earlier text holding `repeat_overlap` of its content words), and new
+(at least `min_new_words` content words none of those hold). A small model once spoke a
+copy of an earlier failure reply and restatements of the user's own facts unprompted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from src.consolidation.clustering import content_words
 from src.loop.actions import ActionPolicy, checked_tool_actions
 from src.loop.attending import Attended
+from src.loop.conversation import Conversation
+from src.loop.degraded import is_failure_notice
 from src.loop.intake import Intake
+from src.loop.settings import UnpromptedSettings
 from src.loop.thinking import Thought
 from src.loop.tool_protocol import ToolProtocol
+from src.text import excerpt
 
 Say = Callable[[str], Awaitable[None]]      # one line to the user (the loop's `deliver`, awaited)
 
@@ -37,20 +51,50 @@ class Action:
     actions: list[dict]        # thought_log's actions: communicate first, then each tool call
 
 
+def unprompted_verdict(answer: str, *, failed: bool, earlier: Sequence[str], thought: str,
+                       settings: UnpromptedSettings) -> tuple[bool, str]:
+    """(said, why) for an answer the user did not ask for, past the confidence floor: never
+    a failure, never a repeat of one of the `earlier` texts or of the `thought` that raised
+    it, and at least `min_new_words` content words none of them holds."""
+    if failed or is_failure_notice(answer):
+        return False, "a failure notice is never said unprompted"
+    words = content_words(answer)
+    if not words:
+        return False, "nothing to say"
+    for text in [thought, *earlier]:
+        held = len(words & content_words(text)) / len(words)
+        if held >= settings.repeat_overlap:
+            return False, (f"kept internal: a repeat ({held:.0%} of its words are in "
+                           f"{excerpt(' '.join(text.split()), 60)!r})")
+    new = words.difference(content_words(thought), *(content_words(t) for t in earlier))
+    if len(new) < settings.min_new_words:
+        return False, (f"kept internal: nothing new ({len(new)} word(s) not said before, "
+                       f"fewer than {settings.min_new_words})")
+    return True, f"new ({len(new)} words not said before) and not a repeat"
+
+
 class Acting:
     """The action check and delivery."""
 
-    def __init__(self, policy: ActionPolicy, tools: ToolProtocol, intake: Intake, say: Say):
+    def __init__(self, policy: ActionPolicy, tools: ToolProtocol, intake: Intake, say: Say, *,
+                 conversation: Conversation | None = None, unprompted: UnpromptedSettings | None = None):
         self.policy = policy
         self.tools = tools
         self.intake = intake
         self.say = say
+        self.conversation = conversation
+        self.unprompted = unprompted or UnpromptedSettings()
 
     def check(self, attended: Attended, thought: Thought) -> Action:
         """Whether the answer may be spoken, and the verdict on each tool call."""
         winner, answer = attended.winner, thought.answer
         allowed, why = self.policy.allows("communicate", winner.source_tag, winner.source_confidence,
                                           thought.confidence)
+        if allowed and winner.source != "user":      # unprompted: past the bar too
+            allowed, bar = unprompted_verdict(
+                answer, failed=thought.outcome is None, thought=winner.text, settings=self.unprompted,
+                earlier=self.conversation.earlier() if self.conversation is not None else ())
+            why = f"{why}; {bar}"
         actions = [{"kind": "communicate", "allowed": allowed, "reason": why},
                    *checked_tool_actions(self.policy, thought.tool_actions, self.tools.kind, winner.source_tag,
                                          winner.source_confidence, thought.confidence)]
@@ -62,6 +106,8 @@ class Acting:
         put back. While the reply is printed the turn still counts as waiting (/quit's count)."""
         try:
             if action.delivered:
+                if self.conversation is not None:
+                    self.conversation.said_to_user(action.answer, self.unprompted.recent_said)
                 await self.say(attended.turn.frame_reply(action.answer))
         finally:
             self.intake.settle(attended.turn)

@@ -11,6 +11,15 @@ the exchange join the conversation window; pruning it by intensity gives the exi
 gate a last look, here in the cycle, at what the entry gate skipped (what it
 buffered, the flush judges).
 
+Who said it, and what stays internal (issue 27). The answer is kept as the mind's
+own: `internal_self` when it was said to the user, `internal_thought` when it was not
+(an answer to a thought of its own that stayed internal) — src/recall/speakers.py
+shows them as "I said: …" and "I thought: …". A failure or reflex notice
+(src/loop/degraded.py, also a model's copy of one) is never kept: not gated, not in the
+window. A thought of the mind's own (DMN, consolidation, gut, scheduled) enters the
+window framed as one, with the answer it got marked as a thought unless it was said;
+a thought that got no answer in words leaves nothing in the window.
+
 Split from the loop so that a failure here is clearly after the reply went out
 (issue 11: delivered once): the loop logs it as an outage and writes the cycle's row.
 """
@@ -28,9 +37,12 @@ from src.gates.memory_gate import Gates
 from src.loop.acting import Action, Say
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
+from src.loop.degraded import is_failure_notice
 from src.loop.prompting import Prompt
 from src.loop.thinking import Thought
 from src.loop.thought_log import CycleRecord
+from src.outcomes import use
+from src.recall.speakers import SAID_TAG, THOUGHT_TAG
 from src.skills.recall import SkillRecall
 
 if TYPE_CHECKING:
@@ -79,14 +91,17 @@ class Aftermath:
         whose pruning is the exit gate's last look at what the entry gate skipped."""
         answer_kept = await self._gate_answer(record, thought)
         await self._keep_in_window(attended, prompt, thought, record, answer_kept, now)
+        if self.inner is not None:   # which memories the answer drew on (§5.3): src/outcomes/use.py
+            await use.after_answer(self.inner.pool, self.inner.settings.use, self.inner.session_id, record,
+                                   prompt.assembled, modelled=answered_in_words(record, thought), now=now)
 
     async def _gate_answer(self, record: CycleRecord, thought: Thought) -> bool:
         """The mind's own words go through the same gate as everything else; True when the
-        answer is in the scratch buffer. A reflex reply (no model) only lists recall: nothing
-        new to keep."""
-        if not (record.output and thought.outcome is not None):
+        answer is in the scratch buffer. A reflex reply (no model) only lists recall, and a
+        failure notice is the loop's, not the mind's: nothing to keep."""
+        if not answered_in_words(record, thought):
             return False
-        kept = await self.gates.admit(record.output, source_tag="internal_self",
+        kept = await self.gates.admit(record.output, source_tag=answer_tag(record),
                                       source_confidence=round(record.confidence or 0.5, 3), exchange=False,
                                       unkept=record.winner.unkept)
         self.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
@@ -96,14 +111,17 @@ class Aftermath:
                               answer_kept: bool, now: datetime) -> None:
         """Both sides into the window, the focus into the recent context, pruning by intensity."""
         window, winner = self.conversation.window, attended.winner
+        answered = answered_in_words(record, thought)
         # Pruning gives the exit gate a last look only at what the entry gate skipped;
         # what it buffered is judged by the scratch flush already (plan §2.9, §3.3). An
         # off-mode turn never reaches the exit gate, even after the mode is switched back.
-        await window.add("user", prompt.user_text, source_tag=winner.source_tag, at=now,
-                         metadata={"gated": attended.inputs.buffered or winner.unkept})
-        if record.output:
-            await window.add("assistant", record.output, source_tag="internal_self", at=now,
-                             metadata={"gated": answer_kept or thought.outcome is None or winner.unkept})
+        if winner.source == "user" or answered:      # a thought that got no words leaves nothing
+            await window.add("user", prompt.user_text, source_tag=winner.source_tag, at=now,
+                             words=winner.text if prompt.user_text != winner.text else None,
+                             metadata={"gated": attended.inputs.buffered or winner.unkept})
+        if answered:
+            await window.add("assistant", record.output, source_tag=answer_tag(record), at=now,
+                             metadata={"gated": answer_kept or winner.unkept})
         if thought.escalated_at is not None:
             self.conversation.last_system2 = thought.escalated_at
         level = self._intensity(attended, record, now)
@@ -130,13 +148,24 @@ class Aftermath:
             correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now)
 
 
+def answered_in_words(record: CycleRecord, thought: Thought) -> bool:
+    """A model answered, and not with (a copy of) a failure notice: words of the mind's own."""
+    return bool(record.output) and thought.outcome is not None and not is_failure_notice(record.output)
+
+
+def answer_tag(record: CycleRecord) -> str:
+    """The answer's source tag: said to the user, or only thought."""
+    return SAID_TAG if record.delivered else THOUGHT_TAG
+
+
 async def gate_pruned(gates: Gates, messages: Sequence[Message]) -> None:
-    """Pruned messages get the exit gate before they leave the window (§3.3)."""
+    """Pruned messages get the exit gate before they leave the window (§3.3): their words,
+    without the window's frame or mark."""
     by_tag: dict[str, list[Message]] = {}
     for m in messages:
         if not m.metadata.get("gated"):  # a retry after a partial failure skips what passed
             by_tag.setdefault(m.source_tag, []).append(m)
     for tag, group in by_tag.items():
-        await gates.prune([m.content for m in group], source_tag=tag)
+        await gates.prune([m.said for m in group], source_tag=tag)
         for m in group:
             m.metadata["gated"] = True

@@ -55,9 +55,10 @@ from src.loop.prompting import Prompting
 from src.loop.recalling import Recalling
 from src.loop.retry import requeue_failed
 from src.loop.settings import Source
-from src.loop.thinking import Thinking
+from src.loop.thinking import NO_MODEL_DEADLINE_S, Thinking
 from src.loop.thought_log import CycleClock, CycleRecord
 from src.loop.tool_protocol import ToolProtocol
+from src.providers.budget import charge_to
 from src.tools.docs_verb import docs_verbs
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,10 @@ class CognitiveLoop:
                                    manifest=parts.manifest)
         self.thinking = Thinking(parts.providers, loop=settings.loop, escalation=settings.escalation,
                                  metacognition=settings.metacognition, threshold=parts.threshold,
-                                 store=parts.store, mode=parts.gates.mode, tools=self.tools, policy=self.actions)
-        self.acting = Acting(self.actions, self.tools, self.intake, self._say)
+                                 store=parts.store, mode=parts.gates.mode, tools=self.tools, policy=self.actions,
+                                 user_waiting=self.intake.user_messages_waiting)
+        self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
+                             unprompted=settings.loop.unprompted)
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.fifo, say=self._say,
                                    skills=parts.skills, inner=parts.inner)
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner)
@@ -151,6 +154,8 @@ class CognitiveLoop:
         candidate = await self.intake.submit(source, text, now=now, emotional_charge=emotional_charge,
                                              urgency=urgency, ref=ref, gated=gated, unkept=unkept)
         if candidate is not None:
+            if source == "user":   # the user comes first: a thought of the mind's own gives way (issue 27)
+                self.thinking.yield_to_user()
             self.wake.set()
         return candidate
 
@@ -186,10 +191,12 @@ class CognitiveLoop:
         """One cycle of plan §3.4, a part per step; None when nothing is pending. `shortfalls`
         collects what this cycle has to do without (said in the prompt and the reply)."""
         clock, shortfalls = CycleClock(now), Shortfalls(self.outage)
+        charge_to(None)                                            # intake's calls: nobody's impulse
         await self.intake.take()                                   # held input gated, candidates embedded
         attended = await self.attending.attend(clock.now)
         if attended is None:
             return None
+        charge_to(attended.winner.source)   # an impulse's calls count against the background budget
         retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
         prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
@@ -244,7 +251,8 @@ class CognitiveLoop:
     async def _wait_for_database(self, stop: asyncio.Event | None) -> None:
         """The database is away: the turn goes back to attention without spending a retry
         and the loop waits for the database (issue 26); the user hears once when that takes
-        longer than a cycle may (`cycle_deadline_s`). Stops waiting when `stop` is set."""
+        longer than `cycle_deadline_s` (unset: 20 s; the deadline derived from a slow model's
+        timeout would keep the user waiting minutes for this news). Stops waiting when `stop` is set."""
         turn = self.intake.release()
         if turn is not None:
             self.intake.put_back(turn)
@@ -254,7 +262,8 @@ class CognitiveLoop:
                 await self._say(waiting_note(waiting))
 
         await self.db_wait.until_back(partial(self._pause, stop=stop), lambda: bool(stop and stop.is_set()),
-                                      notice_after_s=self.cfg.cycle_deadline_s, notice=notice)
+                                      notice_after_s=self.cfg.cycle_deadline_s or NO_MODEL_DEADLINE_S,
+                                      notice=notice)
 
     async def _say(self, text: str) -> None:
         """One line to the user through `deliver` (sync or async, looked up at each call)."""

@@ -10,6 +10,8 @@ they hand on to later cycles live here, so no step reaches into another's fields
     active_ids    the situational memories of the last context: recall's spreading
                   seeds (context inertia, §3.2)
     last_system2  when System 2 last answered: the FIFO intensity's System 2 recency
+    said          what the mind said to the user lately, newest last, beyond what the
+                  window still holds: the unprompted bar's "not a repeat" (acting.py)
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ class Conversation:
     recent: list[np.ndarray] = field(default_factory=list)
     active_ids: list[int] = field(default_factory=list)  # written by context assembly
     last_system2: datetime | None = None                  # written by the gate-and-store step
+    said: list[str] = field(default_factory=list)         # written by delivery (acting.py)
+
+    def said_to_user(self, text: str, keep: int) -> None:
+        """`text` was said to the user; the newest `keep` are kept."""
+        self.said = (self.said + [text])[-keep:] if keep > 0 else []
+
+    def earlier(self) -> list[str]:
+        """Everything said lately, by anyone: the replies said to the user and the window's
+        messages (their words, without a mark or frame), each once."""
+        return list(dict.fromkeys([*self.said, *(m.said for m in self.window.messages)]))
 
     def attended_to(self, focus: np.ndarray | None) -> None:
         """The cycle's focus joins the recent context (after its exchange was kept)."""

@@ -4,11 +4,18 @@ A failing recall, context assembly, reflection lookup or cost line does not stop
 cycle: it answers without that part and says what is missing. When a whole cycle
 keeps failing, the user is told after the retry budget — and "kept" is said only
 when the message really is in the input journal.
+
+Such notices are said to the user and nothing else (issue 27): never a memory, never
+in the conversation window, never said again unprompted. `is_failure_notice` knows
+them by their words — also when a model copies one into an answer of its own (a small
+model, shown "(I cannot answer in words right now…)" in its window, answered a thought
+with it at confidence 0.92).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +24,19 @@ from src.loop.outage import DB_ERRORS, Outage, describe
 from src.text import excerpt
 
 log = logging.getLogger("src.loop.cognitive_loop")
+
+#: The words of the notices the loop says when it cannot answer: the reflex reply
+#: (src/loop/prompts.py `reflex_reply`, with each reason src/loop/thinking.py gives it),
+#: `failure_note` below and the outage's `waiting_note`.
+FAILURE_NOTICE = re.compile(
+    r"cannot answer in words|reflex mode —|no language model is configured"
+    r"|language model (?:did not answer within|failed:|answered with a tool call)"
+    r"|could not process your message|database is still unavailable", re.IGNORECASE)
+
+
+def is_failure_notice(text: str | None) -> bool:
+    """Whether `text` is (or copies) a failure or reflex notice of the loop."""
+    return bool(text) and FAILURE_NOTICE.search(text) is not None
 
 
 class Shortfalls:

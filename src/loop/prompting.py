@@ -18,6 +18,7 @@ import asyncpg
 import numpy as np
 
 from src.context.assembly import AssembledContext, ContextAssembler
+from src.context.request import fit_turn
 from src.context.settings import ContextBudget
 from src.errors import ProviderError
 from src.loop.attending import Attended
@@ -82,10 +83,11 @@ class Prompting:
         system = system_prompt(self.agent_name, memories, attended.report, block, cost, gut=gut,
                                skills=skills)
         user_text = frame_input(winner.source, winner.text)
-        history = [ChatMessage("user" if m.role == "user" else "assistant", m.content)
-                   # the skills section lives inside the context budget: the conversation gives way
-                   for m in window.window(assembled.conversation_budget - count_tokens(skills))]
-        return Prompt(assembled, system, user_text, [*history, ChatMessage("user", user_text)])
+        # the skills section lives inside the context budget: the conversation gives way; then the
+        # whole prompt is measured against System 1's window (issue 27, src/context/request.py)
+        turn = fit_turn(self.providers.system1, assembled.budget, system, window.messages, user_text,
+                        limit=assembled.conversation_budget - count_tokens(skills))
+        return Prompt(assembled, system, user_text, turn.messages)
 
     async def assemble(self, retrieval: Retrieval | None, now: datetime,
                        shortfalls: Shortfalls) -> AssembledContext | NoContext:

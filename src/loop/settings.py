@@ -67,6 +67,20 @@ class ActionSettings(_Section):
     trusted_source_confidence: float = Field(0.5, ge=0, le=1)
 
 
+class UnpromptedSettings(_Section):
+    """The bar a thought of the mind's own must pass to be said to the user unprompted
+    (issue 27; `loop.unprompted`, src/loop/acting.py). Confident is the action check's
+    `loop.actions.internal_communicate_confidence`; a failure notice never passes; and the
+    answer must be new: compared with every message of the conversation window, the last
+    `recent_said` replies said to the user and the thought that raised it."""
+
+    # a repeat: one earlier text holds this share of the answer's content words
+    repeat_overlap: float = Field(0.6, gt=0, le=1)
+    # new: at least this many of its content words are in none of those texts
+    min_new_words: int = Field(2, ge=0)
+    recent_said: int = Field(50, ge=0)             # replies said to the user kept to compare with
+
+
 class LoopSettings(_Section):
     """The `loop:` section of runtime.yaml."""
 
@@ -77,8 +91,10 @@ class LoopSettings(_Section):
     recent_context: int = Field(5, ge=1)           # recent focus vectors kept for salience
     cost_line_refresh_s: float = Field(30.0, ge=0)
     actions: ActionSettings = ActionSettings()
-    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this
-    cycle_deadline_s: float = Field(20.0, gt=0)
+    unprompted: UnpromptedSettings = UnpromptedSettings()
+    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this; None
+    # (issue 27): System 1's timeout plus the longer of System 1's and 2's (src/loop/thinking.py)
+    cycle_deadline_s: float | None = Field(None, gt=0)
     combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
     cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
     retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle

@@ -3,14 +3,25 @@
 System 1 answers within the tool protocol (src/loop/tool_protocol.py: a protocol line
 is never the answer); low confidence or a trigger loops once through self-correction,
 then escalates to System 2 (src/metacognition/escalation.py). With no model configured,
-or when the model fails or runs past the cycle deadline, the reflex reply says why and
-lists what the input brings back from memory.
+or when the model fails or runs past the cycle deadline without having answered, the
+reflex reply says why and lists what the input brings back from memory.
+
+Timing (issue 27). One deadline bounds the cycle's model work (`cycle_deadline`: set, or
+derived from the models' own timeouts); an answer that arrived before it is never thrown
+away because a later step (the FOK call, the retry, System 2) ran late: the best one so
+far is the thought (src/loop/arrivals.py). The user comes first: a user's turn thinks
+inside `user_turn()`, so its calls go first at every model endpoint
+(src/providers/endpoint_gate.py), and a thought of the mind's own (DMN, consolidation,
+gut) gives way as soon as a user message arrives (`yield_to_user`) or is already
+waiting: it ends without an answer and the user's turn is next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -18,6 +29,7 @@ from typing import TYPE_CHECKING
 from src.errors import ProviderError
 from src.gates.modes import MemoryMode
 from src.loop.actions import ActionPolicy
+from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
 from src.loop.degraded import Shortfalls
 from src.loop.prompting import Prompt
@@ -25,11 +37,11 @@ from src.loop.prompts import reflex_reply
 from src.loop.settings import LoopSettings
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
-from src.metacognition.calls import fok_once
 from src.metacognition.escalation import Outcome, loop_before_escalate
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold
-from src.providers.protocols import ChatMessage
+from src.providers.endpoint_gate import user_turn
+from src.providers.protocols import ChatMessage, LanguageModel
 from src.recall.retrieval import Retrieval
 from src.recall.store import MemoryStore
 from src.tools.verbs import ToolVerb
@@ -38,6 +50,9 @@ if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
     from src.providers.factory import Providers
 
 log = logging.getLogger("src.loop.cognitive_loop")
+
+#: The deadline without a language model (reflex mode: nothing to wait for).
+NO_MODEL_DEADLINE_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -53,12 +68,38 @@ class Thought:
     escalated_at: datetime | None = None      # when System 2 answered (the FIFO's System 2 recency)
 
 
+def cycle_deadline(configured: float | None, system1: LanguageModel, system2: LanguageModel) -> float:
+    """Seconds the model work of one cycle may take: `loop.cycle_deadline_s` when set, else
+    System 1's whole timeout for the first answer plus the longer of System 1's and System
+    2's for one later step (the retry or the escalation). The models' timeouts are their
+    provider kinds' `providers.llm.timeout_s` (a cloud API: seconds; a local model: minutes)."""
+    first = getattr(system1, "timeout_s", None)
+    if configured is not None:
+        if first is not None and configured < first:
+            log.warning("loop.cycle_deadline_s (%g s) is shorter than System 1's timeout (%g s): a slow "
+                        "answer is cut before its provider would give up", configured, first)
+        return configured
+    if first is None:
+        return NO_MODEL_DEADLINE_S
+    return first + max(first, getattr(system2, "timeout_s", None) or first)
+
+
+@dataclass
+class _Turn:
+    """The model work of one turn in flight: what arrived, its FOK call, its threshold."""
+
+    arrivals: Arrivals
+    fok: TurnFok
+    threshold: float = 0.0
+
+
 class Thinking:
     """System 1, self-correction, System 2 and the tool rounds, within the cycle's deadline."""
 
     def __init__(self, providers: Providers, *, loop: LoopSettings, escalation: EscalationSettings,
                  metacognition: MetacognitionSettings, threshold: EscalationThreshold, store: MemoryStore,
-                 mode: MemoryMode, tools: ToolProtocol, policy: ActionPolicy):
+                 mode: MemoryMode, tools: ToolProtocol, policy: ActionPolicy,
+                 user_waiting: Callable[[], int] | None = None):
         self.cfg = loop
         self.escalation = escalation
         self.metacognition = metacognition
@@ -68,25 +109,69 @@ class Thinking:
         self.mode = mode
         self.tools = tools
         self.policy = policy
+        self.user_waiting = user_waiting or (lambda: 0)
+        self.deadline_s = cycle_deadline(loop.cycle_deadline_s, providers.system1, providers.system2)
+        self._internal: asyncio.Timeout | None = None     # the deadline of a thought of the mind's own
+        self._yielded = False
+
+    def yield_to_user(self) -> None:
+        """A user message arrived: a thought of the mind's own being thought ends now."""
+        scope = self._internal
+        if scope is None or self._yielded or scope.expired():
+            return
+        self._yielded = True
+        log.info("the mind's own thought gives way to the user's message")
+        scope.reschedule(asyncio.get_running_loop().time())
 
     async def think(self, attended: Attended, prompt: Prompt, retrieval: Retrieval | None,
                     shortfalls: Shortfalls) -> Thought:
-        """One deadline (`loop.cycle_deadline_s`) for all model work of the cycle, retries included."""
-        deadline = self.cfg.cycle_deadline_s
+        """All model work of the cycle (answer, FOK, retry, System 2, tool rounds) within
+        `deadline_s`; at the deadline the best answer that arrived. A user's turn goes first at
+        every endpoint; the mind's own thought gives way to a user message (no answer)."""
+        user = attended.winner.source == "user"
+        if not user and self.user_waiting():
+            return self._gave_way("a user message is waiting")
+        turn = _Turn(Arrivals(self.tools.contains_call),
+                     TurnFok(self.providers.meta or self.providers.system1, attended.winner.text, self.metacognition))
         try:
-            async with asyncio.timeout(deadline):
-                return await self._answer(attended, prompt, retrieval, shortfalls)
+            with user_turn() if user else contextlib.nullcontext():
+                async with asyncio.timeout(self.deadline_s) as scope:
+                    self._internal = None if user else scope
+                    try:
+                        return await self._answer(attended, prompt, retrieval, shortfalls, turn)
+                    finally:
+                        self._internal = None
         except TimeoutError:
-            log.warning("model work exceeded the cycle deadline of %g s", deadline)
-            because = f"the language model did not answer within {deadline:g} s"
+            if self._yielded:
+                return self._gave_way("a user message arrived")
+            return self._late(turn, retrieval, shortfalls)
+        finally:
+            self._yielded = False
+            await turn.fok.cancel()    # a FOK call still running would hold a one-slot endpoint
+
+    def _gave_way(self, why: str) -> Thought:
+        log.info("the mind's own thought is left unanswered: %s", why)
+        return Thought("", "gave_way")
+
+    def _late(self, turn: _Turn, retrieval: Retrieval | None, shortfalls: Shortfalls) -> Thought:
+        """The deadline came first: the best answer that arrived, else the reflex reply."""
+        log.warning("model work exceeded the cycle deadline of %g s", self.deadline_s)
+        outcome = late_outcome(turn.arrivals, turn.fok.known(), threshold=turn.threshold,
+                               why=f"the cycle deadline of {self.deadline_s:g} s came first",
+                               settings=self.metacognition)
+        if outcome is None:
+            because = f"the language model did not answer within {self.deadline_s:g} s"
             return Thought(self.reflex_answer(retrieval, shortfalls, because=because), "deadline")
+        log.info("using the answer that arrived before the deadline (%s)", outcome.path)
+        return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
+                       escalated_at=datetime.now(UTC) if outcome.escalated else None)
 
     async def _answer(self, attended: Attended, prompt: Prompt, retrieval: Retrieval | None,
-                      shortfalls: Shortfalls) -> Thought:
+                      shortfalls: Shortfalls, turn: _Turn) -> Thought:
         """System 1 with self-correction and escalation; the reflex reply when no model answers."""
         if not self.providers.system1.configured:
             return Thought(self.reflex_answer(retrieval, shortfalls), "reflex")
-        answer = await self._escalating(attended, retrieval)
+        answer = await self._escalating(attended, retrieval, turn)
         try:
             rounds = await self.tools.rounds(answer, lambda o: o.answer, prompt.messages, system=prompt.system,
                                              focus=attended.winner.text, permit=self._permit(attended))
@@ -97,6 +182,11 @@ class Thinking:
                            "system1_failed")
         tool_actions = [r.action() for r in rounds.results]
         outcome = rounds.answer
+        if outcome is not None and not outcome.answer.strip():
+            # every user message gets an answer in words: an empty one (a small model's bare
+            # "Confidence:" line, retried and still empty) is said as a failure, never printed as nothing
+            return Thought(self.reflex_answer(retrieval, shortfalls, because="the language model answered with no words"),
+                           "empty_answer", tool_actions=tool_actions)
         if outcome is None:
             because = ("the language model answered with a tool call instead of words, "
                        "even when asked to answer without tools")
@@ -105,23 +195,25 @@ class Thinking:
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 
-    async def _escalating(self, attended: Attended, retrieval: Retrieval | None):
+    async def _escalating(self, attended: Attended, retrieval: Retrieval | None, turn: _Turn):
         """One answer of the tool rounds: System 1 → retry → System 2 (§3.5, §3.6). The
-        threshold, the triggers and the FOK call are the turn's: tool rounds share them."""
+        threshold, the triggers and the FOK call are the turn's: tool rounds share them.
+        The models are watched: what they answer is kept for the deadline (`_late`)."""
         providers, cfg, winner = self.providers, self.cfg, attended.winner
         reading = await self.threshold.current()
-        fok = fok_once(providers.meta or providers.system1, winner.text, settings=self.metacognition)
+        turn.threshold = reading.threshold
+        system1, system2 = turn.arrivals.watch(providers.system1), turn.arrivals.watch(providers.system2)
         triggers = cycle_triggers(retrieval, offered_kinds=[v.kind for v in self.tools.offered(winner.text)],
                                   focus_vec=winner.embedding, goal_vecs=attended.goal_vecs,
                                   touch_similarity=cfg.trigger_similarity, identity_center=cfg.identity_center)
 
         async def answer(msgs: list[ChatMessage], system: str) -> Outcome:
             return await loop_before_escalate(
-                providers.system1, providers.system2, msgs, focus=winner.text, threshold=reading.threshold,
+                system1, system2, msgs, focus=winner.text, threshold=reading.threshold,
                 meta=providers.meta, system=system, triggers=triggers, store=self.store,
                 source_tag=winner.source_tag, settings=self.escalation,
                 metacognition=self.metacognition, keep_corrections=not (self.mode.off or winner.unkept),
-                fok_source=fok)
+                fok_source=turn.fok)
         return answer
 
     def _permit(self, attended: Attended):

@@ -8,6 +8,14 @@ than jsonl.MAX_JSON_DEPTH, or carries a text over `--max-content-chars` (default
 `agent.max_input_chars`); a line of more than MAX_LINE_BYTES_PER_CHAR bytes per such
 character is skipped unread. None of these stops the run.
 
+Speakers (issue 27). An imported conversation keeps who said each turn: a line's
+`metadata.speaker` names its speaker (REALTALK's "Emi"; `user`, `self`, `thought`,
+`conclusion` and `correction` are the reserved kinds, src/recall/speakers.py), and the
+model then reads "Emi said: …" — the speaker's name at the start of the content
+("Emi: …", the benches' convention) is not repeated. Without one, the line's
+`source_tag` says it (`external_user`: the user). A speaker that is not a name (not
+text, blank, over MAX_NAME_CHARS characters) makes the line bad.
+
 HNSW cut-over: inserting into the live index costs a graph search per row, so for
 a large import the index is dropped, the rows loaded, and the index built once.
 `--index auto` does that when the new rows are at least REBUILD_MIN_ROWS and at
@@ -26,7 +34,7 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,6 +51,7 @@ from src.recall.bulk_import import (
     write_batch,
     write_links,
 )
+from src.recall.speakers import MAX_NAME_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="bulk-load memories from a JSONL file",
                        description=__doc__.split("\n\n")[0] + " One JSON object per line: "
                        '{"content", "memory_type", "event_time", "source_tag", "metadata"}; only '
-                       "content is required. Re-running a file imports nothing twice.")
+                       "content is required; metadata.speaker names who said it (a conversation's "
+                       "turn). Re-running a file imports nothing twice.")
     p.add_argument("file", type=Path, help="JSONL file (an export file restores its memories)")
     p.add_argument("--batch-size", type=int, default=500, metavar="N",
                    help="lines per transaction (default 500): a crash keeps whole batches only")
@@ -106,6 +116,22 @@ def bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | No
             yield number, None
         else:
             yield number, raw
+
+
+def with_speaker(record: ImportRecord) -> ImportRecord:
+    """The record with its `metadata.speaker` checked and its whitespace folded; LineError
+    when it is not a name."""
+    metadata = dict(record.memory.metadata or {})
+    if "speaker" not in metadata:
+        return record
+    speaker = metadata["speaker"]
+    if not isinstance(speaker, str) or not speaker.strip():
+        raise LineError("'metadata.speaker' must name who said it (a non-empty text)")
+    name = " ".join(speaker.split())
+    if len(name) > MAX_NAME_CHARS:
+        raise LineError(f"'metadata.speaker' is longer than {MAX_NAME_CHARS} characters: a name, not a text")
+    metadata["speaker"] = name
+    return replace(record, memory=replace(record.memory, metadata=metadata))
 
 
 def _count_lines(path: Path, max_bytes: int) -> int:
@@ -171,6 +197,7 @@ class _Import:
                 raise LineError(f"longer than {self.max_chars * MAX_LINE_BYTES_PER_CHAR:,} bytes; not read")
             record = parse_line(decode_line(raw), number, self.max_chars)
             if record is not None:
+                record = with_speaker(record)
                 keyed([record])                     # what the store would refuse, per line
             return record
         except (LineError, InputRejected) as exc:

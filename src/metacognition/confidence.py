@@ -97,9 +97,20 @@ _SELF_CORRECTION = re.compile(
     re.IGNORECASE | re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
-_CONFIDENCE_LINE = re.compile(
-    r"\n?[ \t]*\(?\s*confidence(?:\s+(?:level|score))?\s*[:=]\s*[0-9.]+\s*(?:%|/\s*10{1,2})?\s*\)?\.?[ \t]*$",
-    re.IGNORECASE)
+# The confidence statement as small models write it (issue 27: 2 of 20 replies of a 1.5B
+# model had the exact line): "Confidence: 0.8", "**Confidence:** 80%", "Confidence level -
+# high", "(confidence = 8/10)". Markdown emphasis and a list or quote mark are allowed.
+_MARK = r"[*_`]*"
+_LEVELS: tuple[tuple[str, float], ...] = (
+    (r"very\s+high", 0.9), (r"very\s+low", 0.1), (r"high", 0.8), (r"medium|moderate", 0.5), (r"low", 0.2))
+_LEVEL = "|".join(p for p, _ in _LEVELS)
+_STATED = (r"\(?\s*" + _MARK + r"confidence(?:\s+(?:level|score|rating))?" + _MARK
+           + r"\s*(?:[:=\-\u2013\u2014]|\bis\b)\s*" + _MARK + r"\s*(?:about\s+|around\s+|~\s*)?"
+           + r"(?:(?:\d+(?:\.\d+)?|\.\d+)\s*(?:%|/\s*10{1,2}\b|out\s+of\s+10{1,2}\b)?|(?:" + _LEVEL + r")\b)"
+           + r"\s*" + _MARK + r"\s*\)?\.?")
+# a line that is only the statement, anywhere; or one that ends the text after the answer
+_CONFIDENCE_LINE = re.compile(r"^[ \t>#*-]*" + _STATED + r"[ \t]*(?:\n|$)", re.IGNORECASE | re.MULTILINE)
+_CONFIDENCE_TAIL = re.compile(r"(?<=[.!?)\]\"'])[ \t]+" + _STATED + r"[ \t]*$", re.IGNORECASE)
 
 
 def _sentences(text: str) -> list[str]:
@@ -181,7 +192,8 @@ def objective_confidence(text: str, mean_logprob: float | None = None, expected_
 
 _NUMBER = r"(\d{1,3}(?:\.\d+)?|\.\d+)"
 _EXPLICIT = re.compile(
-    r"\bconfidence(?:\s+(?:level|score))?\s*(?:[:=]|\bis\b|\bof\b)?\s*(?:about\s+|around\s+|~\s*)?"
+    r"\bconfidence(?:\s+(?:level|score|rating))?" + _MARK + r"\s*(?:[:=\-\u2013\u2014]|\bis\b|\bof\b)?\s*"
+    + _MARK + r"\s*(?:about\s+|around\s+|~\s*)?"
     + _NUMBER + r"\s*(%|/\s*10\b|/\s*100\b|out of 10\b)?"
     r"|\b(?:i'?m|i am)\s+(?:about\s+|around\s+)?" + _NUMBER + r"\s*%\s*(?:sure|confident|certain)\b",
     re.IGNORECASE)
@@ -196,6 +208,9 @@ _PHRASES: tuple[tuple[str, float], ...] = (
 )
 _PHRASE = re.compile(r"\b(?:" + "|".join(f"(?P<p{i}>{p})" for i, (p, _) in enumerate(_PHRASES)) + r")\b",
                      re.IGNORECASE)
+_STATED_LEVEL = re.compile(
+    r"\bconfidence(?:\s+(?:level|score|rating))?" + _MARK + r"\s*(?:[:=\-\u2013\u2014]|\bis\b)\s*" + _MARK
+    + r"\s*(?:" + "|".join(f"(?P<l{i}>{p})" for i, (p, _) in enumerate(_LEVELS)) + r")\b", re.IGNORECASE)
 
 
 def _explicit_value(number: str, unit: str | None) -> float | None:
@@ -211,7 +226,8 @@ def _explicit_value(number: str, unit: str | None) -> float | None:
 
 
 def verbalized_confidence(text: str) -> float | None:
-    """The confidence the text states, in [0, 1], or None when it states none."""
+    """The confidence the text states, in [0, 1], or None when it states none: a number
+    (the last one), else a stated level ("Confidence: high" 0.8), else a phrase (the lowest)."""
     numbers = []
     for m in _EXPLICIT.finditer(text):
         number, unit = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), "%")
@@ -220,13 +236,17 @@ def verbalized_confidence(text: str) -> float | None:
             numbers.append(value)
     if numbers:
         return numbers[-1]
+    stated = [_LEVELS[int(m.lastgroup[1:])][1] for m in _STATED_LEVEL.finditer(text) if m.lastgroup]
+    if stated:
+        return stated[-1]
     levels = [_PHRASES[int(m.lastgroup[1:])][1] for m in _PHRASE.finditer(text) if m.lastgroup]
     return min(levels) if levels else None
 
 
 def strip_verbalized_confidence(text: str) -> str:
-    """The answer without a trailing "Confidence: 0.8" line (the user need not see it)."""
-    return _CONFIDENCE_LINE.sub("", text).rstrip()
+    """The answer without its confidence statement (the user need not see it): every line
+    that is only one ("**Confidence:** 80%"), and one that ends the last line."""
+    return _CONFIDENCE_TAIL.sub("", _CONFIDENCE_LINE.sub("", text).rstrip()).rstrip()
 
 
 # --- composite ---------------------------------------------------------------------------

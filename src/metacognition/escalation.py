@@ -19,7 +19,9 @@ explanation, whether the draft needed correcting, error type, correction
 pattern). The loop delivers System 2's answer as the agent's own turn; the
 correction pattern goes to the reflection bank, where System 1 meets it before
 answering in a similar situation. Without System 2 (reflex mode, or a provider
-error) the best System 1 answer is kept and the row says why.
+error), or when System 2 is System 1's own model (src/metacognition/roles.py: no call
+is made), the best System 1 answer is kept and the row says why. Where System 1 returns
+token logprobs they give the confidence and the FOK call is skipped (`_first_answer`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from src.metacognition.confidence import (
 from src.metacognition.escalation_log import EscalationRow, record_escalation
 from src.metacognition.prompts import System2Answer, retry_feedback, system2_brief
 from src.metacognition.reflection import store_correction
+from src.metacognition.roles import same_model
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold, ThresholdReading, read_threshold
 from src.providers.prompts import EMPTY_REPLY
@@ -54,6 +57,8 @@ from src.recall.store import MemoryStore
 log = logging.getLogger(__name__)
 
 ALWAYS_ESCALATE = ("irreversibility", "identity_touched", "goal_modification")
+#: Why the FOK is not part of a confidence read from token logprobs.
+BY_LOGPROBS = "not asked: the answer's token logprobs give the confidence"
 
 
 
@@ -153,9 +158,17 @@ def _draft(result: LLMResult) -> ChatMessage:
 async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, messages: Sequence[ChatMessage],
                         system: str | None, focus: str, cfg: MetacognitionSettings,
                         fok: FokSource | None = None) -> tuple[LLMResult, FeelingOfKnowing]:
-    """System 1's answer and the FOK meta call, concurrently (FOK never raises)."""
-    asked = fok() if fok is not None else feeling_of_knowing(meta, focus, settings=cfg)
-    fok_task = asyncio.ensure_future(asked)
+    """System 1's answer and the FOK meta call, concurrently (FOK never raises).
+
+    Where System 1's answer carries token logprobs they give the confidence (§2.11: the
+    primary signal) and the FOK goes unused; once System 1 is known to return them
+    (`logprobs_supported`) the FOK call is not made at all, unless an answer comes without.
+    """
+    ask = fok if fok is not None else (lambda: feeling_of_knowing(meta, focus, settings=cfg))
+    if getattr(system1, "logprobs_supported", None) is True:
+        first = await system1.generate(messages, purpose="system1_answer", system=system)
+        return first, (FeelingOfKnowing.unavailable(BY_LOGPROBS) if first.logprobs else await ask())
+    fok_task = asyncio.ensure_future(ask())
     try:
         first = await system1.generate(messages, purpose="system1_answer", system=system)
     except BaseException:
@@ -163,7 +176,8 @@ async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, mess
         with contextlib.suppress(asyncio.CancelledError):
             await fok_task
         raise
-    return first, await fok_task
+    felt = await fok_task
+    return first, (FeelingOfKnowing.unavailable(BY_LOGPROBS) if first.logprobs else felt)
 
 
 async def loop_before_escalate(
@@ -206,7 +220,24 @@ async def loop_before_escalate(
         if isinstance(retried, Outcome):
             return await turn.finish(retried)
         draft = retried
+    if same_model(system1, system2):
+        return await turn.finish(turn.kept_without_system2(system2, draft))
     return await turn.finish(await turn.escalate(system2, draft))
+
+
+#: Answers of the conversation an answer is compared with for a verbatim repeat.
+REPEAT_LOOKBACK = 3
+
+
+def _gist(text: str) -> str:
+    """An answer's first 200 characters, lower case, whitespace folded: what a repeat shares."""
+    return " ".join(text.lower().split())[:200]
+
+
+def _has_words(result: LLMResult) -> bool:
+    """Whether an answer says anything once its `Confidence:` line is gone: a small model
+    sometimes answers with that line alone, which is never a confident answer."""
+    return bool(strip_verbalized_confidence(result.text).strip())
 
 
 @dataclass(frozen=True)
@@ -252,6 +283,14 @@ class _Turn:
                                          "threshold": self.threshold, "fok": self.fok,
                                          "results": self.results, **kw})
 
+    def repeats(self, result: LLMResult) -> bool:
+        """Whether the answer says again, word for word, one of the last answers in the
+        conversation: a small model falls into repeating itself (seen with a 1.5B model:
+        ten turns answered with the same paragraph), which is never a confident answer."""
+        said = _gist(strip_verbalized_confidence(result.text))
+        earlier = [m for m in self.messages if m.role == "assistant"][-REPEAT_LOOKBACK:]
+        return bool(said) and any(_gist(m.content) == said for m in earlier)
+
     def escalating_at_once(self) -> _Draft | None:
         """An always-escalate trigger, or two triggers: a retry cannot fix what they are about."""
         fired = self.trig.fired()
@@ -263,7 +302,7 @@ class _Turn:
 
     def confident_first_answer(self) -> Outcome | None:
         """System 1's answer when its confidence reaches the threshold."""
-        if self.c1.composite < self.threshold:
+        if self.c1.composite < self.threshold or not _has_words(self.first) or self.repeats(self.first):
             return None
         note = f"; trigger noted: {', '.join(self.trig.fired())}" if self.trig.fired() else ""
         return self.outcome(self.first, self.c1, "system1",
@@ -283,7 +322,7 @@ class _Turn:
         if second is not None:
             self.results.append(("system1_retry", second))
             c2 = self.score(second, self.fok)
-            if c2.composite >= self.threshold:
+            if c2.composite >= self.threshold and _has_words(second) and not self.repeats(second):
                 return self.outcome(second, c2, "retry", f"confidence {self.c1.composite:.2f} < threshold "
                                     f"{self.threshold:.2f}; retry reached {c2.composite:.2f}",
                                     confidence_after_retry=c2.composite, retried=True, retry_succeeded=True)
@@ -297,6 +336,14 @@ class _Turn:
             reason += f"; triggers: {', '.join(self.trig.fired())}"
         return _Draft(best, best_c, reason, dict(confidence_after_retry=None if c2 is None else c2.composite,
                                                  retried=True, retry_succeeded=False))
+
+    def kept_without_system2(self, system2: LanguageModel, draft: _Draft) -> Outcome:
+        """System 2 is System 1's own model (src/metacognition/roles.py): no escalation call,
+        the draft stands and the row says so."""
+        log.info("not escalating: System 2 is the same model as System 1 (%s): %s", system2.model, draft.reason)
+        return self.outcome(draft.result, draft.confidence, "system1_fallback",
+                            f"{draft.reason}; system2 is the same model as system1 ({system2.model}): "
+                            "no escalation call", **draft.retry)
 
     async def escalate(self, system2: LanguageModel, draft: _Draft) -> Outcome:
         """System 2 reviews the draft and answers; without it (reflex mode, an error) the draft stands."""

@@ -6,6 +6,12 @@
 (0 when none do); the formula itself is `relevance.escalation_threshold`. As the
 identity settles the threshold rises and System 1 escalates less; an identity
 upheaval (weights revised down) lowers it again, and more goes to System 2.
+
+The immutable memories (the safety boundaries, seeded at Beta(50, 1), center 0.98) are
+counted but are not identity density: they are given, not formed by experience, and
+never move. Counted, a dozen of them put the density at 0.98 from the first day, so the
+threshold stood at ~0.8 once 1,000 memories existed and an answer with a PARTIAL feeling
+of knowing could never reach it (issue 24: 50 of 50 bench turns escalated).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ log = logging.getLogger(__name__)
 IDENTITY_SQL = """
 SELECT (SELECT COALESCE(sum(memories), 0) FROM memory_center_summary)::bigint AS total,
        COALESCE(avg(center), 0) AS density
-  FROM memory_standing WHERE center > $1::float8
+  FROM memory_standing WHERE center > $1::float8 AND NOT immutable
 """
 
 

@@ -18,22 +18,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Protocol
+from typing import Literal, Protocol
 
 import asyncpg
 
+from src.errors import CallCancelled, ProviderError, ProviderTimeout
+from src.providers.budget import current_caller
 from src.providers.http_errors import short
 from src.providers.settings import ModelPrice
 
 log = logging.getLogger(__name__)
 
 MTOK = Decimal(1_000_000)
+CallStatus = Literal["ok", "failed", "timeout", "cancelled"]
 QUANTUM = Decimal("0.00000001")  # numeric(14, 8)
 Now = Callable[[], datetime]
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def status_of(err: ProviderError) -> CallStatus:
+    """The ledger status of a failed attempt: `timeout` (no answer in time), `cancelled`
+    (the mind ended it: a user's turn, shutdown, the cycle deadline), else `failed`."""
+    if isinstance(err, CallCancelled):
+        return "cancelled"
+    return "timeout" if isinstance(err, ProviderTimeout) else "failed"
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,11 @@ class CallRecord:
     latency_ms: float | None
     ok: bool
     error: str | None
+    # whose work it was: internal work's name (dmn, gut, consolidation), None for the user's
+    # turns (src/providers/budget.py); the background budget counts these rows
+    caller: str | None = None
+    # ok | failed | timeout | cancelled (sql/110): a timed-out or cancelled attempt keeps its row too
+    status: CallStatus = "ok"
 
 
 class Ledger(Protocol):
@@ -58,7 +74,7 @@ class Ledger(Protocol):
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None) -> CallRecord: ...
+                     error: str | None = None, status: CallStatus | None = None) -> CallRecord: ...
 
 
 class Pricing:
@@ -89,24 +105,36 @@ class MemoryLedger:
         self.session_id = session_id
         self.records: deque[CallRecord] = deque(maxlen=keep)
         self._now = now
+        self.observers: list[Callable[[CallRecord], None]] = []   # told of every call (the budget)
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None) -> CallRecord:
+                     error: str | None = None, status: CallStatus | None = None) -> CallRecord:
         rec = _make_record(self._now(), self.session_id, self.pricing, provider, model, purpose,
-                           ok, tokens_in, tokens_out, latency_ms, error)
+                           ok, tokens_in, tokens_out, latency_ms, error, status)
         self.records.append(rec)
+        _tell(self.observers, rec)
         return rec
+
+
+def _tell(observers: list[Callable[[CallRecord], None]], rec: CallRecord) -> None:
+    """Hand `rec` to each observer; one that fails is logged, never the caller's problem."""
+    for observe in observers:
+        try:
+            observe(rec)
+        except Exception:  # noqa: BLE001 - the ledger must never crash its caller
+            log.exception("a llm_calls observer failed")
 
 
 def _make_record(at: datetime, session_id: str | None, pricing: Pricing, provider: str, model: str,
                  purpose: str, ok: bool, tokens_in: int, tokens_out: int, latency_ms: float | None,
-                 error: str | None) -> CallRecord:
+                 error: str | None, status: CallStatus | None = None) -> CallRecord:
     tokens_in, tokens_out = max(0, int(tokens_in)), max(0, int(tokens_out))
     return CallRecord(at=at, session_id=session_id, provider=provider, model=model, purpose=purpose,
                       tokens_in=tokens_in, tokens_out=tokens_out,
                       cost_usd=pricing.cost(model, tokens_in, tokens_out),
-                      latency_ms=latency_ms, ok=ok, error=short(error) if error else None)
+                      latency_ms=latency_ms, ok=ok, error=short(error) if error else None,
+                      caller=current_caller(), status=status or ("ok" if ok else "failed"))
 
 
 @dataclass
@@ -162,8 +190,8 @@ class CostTotals:
 
 _INSERT = """
 INSERT INTO llm_calls (at, session_id, provider, model, purpose, tokens_in, tokens_out,
-                       cost_usd, latency_ms, ok, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                       cost_usd, latency_ms, ok, error, caller, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 """
 
 # Session and 24 h from the ledger's own rows (its session and `at` indexes: bounded by the
@@ -215,6 +243,7 @@ class CostLedger:
         self._max_pending = max_pending
         self._dropped = 0
         self._lock = asyncio.Lock()
+        self.observers: list[Callable[[CallRecord], None]] = []   # told of every call (the budget)
 
     @property
     def pending(self) -> int:
@@ -223,16 +252,17 @@ class CostLedger:
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None) -> CallRecord:
+                     error: str | None = None, status: CallStatus | None = None) -> CallRecord:
         """Store one call. Never raises for a database failure (the row is queued instead)."""
         rec = _make_record(self._now(), self.session_id, self.pricing, provider, model, purpose,
-                           ok, tokens_in, tokens_out, latency_ms, error)
+                           ok, tokens_in, tokens_out, latency_ms, error, status)
         if len(self._pending) >= self._max_pending:
             self._pending.popleft()
             self._dropped += 1
             log.warning("llm_calls queue full (%d rows): dropped the oldest row (%d dropped so far)",
                         self._max_pending, self._dropped)
         self._pending.append(rec)
+        _tell(self.observers, rec)
         await self.flush()
         return rec
 
@@ -287,7 +317,7 @@ class CostLedger:
 
 def _params(r: CallRecord) -> tuple:
     return (r.at, r.session_id, r.provider, r.model, r.purpose, r.tokens_in, r.tokens_out,
-            r.cost_usd, r.latency_ms, r.ok, r.error)
+            r.cost_usd, r.latency_ms, r.ok, r.error, r.caller, r.status)
 
 
 def cost_summary_line(totals: CostTotals) -> str:

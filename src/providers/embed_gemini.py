@@ -17,7 +17,7 @@ from google import genai
 from google.genai import types as genai_types
 
 from src.errors import MalformedOutput, ProviderError
-from src.providers.costs import Ledger
+from src.providers.costs import Ledger, status_of
 from src.providers.embedding import check_inputs, pad_and_normalise
 from src.providers.gemini_errors import PROVIDER, map_gemini_error
 from src.providers.protocols import TaskType
@@ -92,7 +92,8 @@ class GeminiEmbedder:
 
         async def on_failure(err: ProviderError, latency_ms: float) -> None:
             await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=False,
-                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}")
+                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}",
+                                      status=status_of(err))
 
         vectors, _ = await self._resilience.call(
             attempt, what=f"embed ({len(batch)} texts, {task_type})",

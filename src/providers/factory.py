@@ -4,7 +4,9 @@ Construction does no network I/O and loads no model (WordLlama and FlashRank loa
 use in a worker thread, or in `Providers.warm_up()`). One circuit breaker per provider is
 shared by every role that provider serves (Gemini serves embeddings, System 1 and meta
 calls). `meta` is the model for isolated meta-context calls: System 1 when configured,
-else System 2, else reflex.
+else System 2, else reflex. Each model's context window is the configured one or the
+provider's known one; `probe_context_windows()` (once, at start) asks an OpenAI-compatible
+endpoint for its own (src/providers/context_probe.py).
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import asyncpg
 import httpx2
 
+from src.providers.context_probe import configured_window, window_probe
+from src.providers.context_window import window_of
 from src.providers.costs import CostLedger, MemoryLedger
 from src.providers.embed_wordllama import WordLlamaEmbedder
+from src.providers.endpoint_gate import EndpointGate, EndpointGates
 from src.providers.llm import LLMBackend, ResilientLanguageModel
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import Embedder, LanguageModel, Reranker
@@ -48,12 +53,25 @@ class Providers:
     ledger: CostLedger | MemoryLedger
     choices: list[Choice]
     breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
+    # one gate per model endpoint (src/providers/endpoint_gate.py); shutdown closes them to internal calls
+    endpoints: EndpointGates = field(default_factory=EndpointGates)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list, repr=False)
+    _probe: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
     @property
     def report(self) -> list[str]:
-        """The start-up lines (same as describe_providers)."""
-        return [c.line for c in self.choices]
+        """The start-up lines (describe_providers', then each model's context window)."""
+        windows = [f"{role} context window: {w.describe()}"
+                   for role, llm in (("system1", self.system1), ("system2", self.system2))
+                   if (w := window_of(llm)) is not None]
+        return [c.line for c in self.choices] + windows
+
+    async def probe_context_windows(self) -> None:
+        """Ask an OpenAI-compatible endpoint for its context window (src/providers/
+        context_probe.py); once, at start, never raises for what the endpoint does."""
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            await probe()
 
     async def warm_up(self) -> None:
         """Load the local models (WordLlama, FlashRank) in worker threads now."""
@@ -85,20 +103,25 @@ class _Context:
     rng: random.Random
     clock: Clock
     breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
+    endpoints: EndpointGates = field(default_factory=EndpointGates)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     clients: dict[str, object] = field(default_factory=dict)
 
-    def resilience(self, provider: str) -> Resilience:
+    def resilience(self, provider: str, *, timeout_s: float | None = None,
+                   gate: EndpointGate | None = None) -> Resilience:
         r = self.settings.resilience
         breaker = self.breakers.get(provider)
         if breaker is None:
             breaker = CircuitBreaker(provider, r.breaker_failures, r.breaker_reset_s, clock=self.clock)
             self.breakers[provider] = breaker
-        return Resilience(RetryPolicy.from_settings(r), breaker, sleep=self.sleep, rng=self.rng,
-                          clock=self.clock)
+        policy = RetryPolicy.from_settings(r)
+        if timeout_s is not None:   # a language model: its provider kind's timeout (issue 27)
+            policy = replace(policy, timeout_s=timeout_s)
+        return Resilience(policy, breaker, sleep=self.sleep, rng=self.rng, clock=self.clock, gate=gate)
 
-    def http_client(self, **kwargs: object) -> httpx2.AsyncClient:
-        timeout = httpx2.Timeout(self.settings.resilience.timeout_s)
+    def http_client(self, timeout_s: float | None = None, **kwargs: object) -> httpx2.AsyncClient:
+        # never shorter than the attempt's own timeout (Resilience), which is the one that counts
+        timeout = httpx2.Timeout(max(self.settings.resilience.timeout_s, timeout_s or 0.0))
         client = httpx2.AsyncClient(timeout=timeout, transport=self.transport, **kwargs)
         self.closers.append(client.aclose)
         return client
@@ -112,8 +135,8 @@ class _Context:
             # Our own httpx2 client: google-genai would otherwise pick aiohttp when installed,
             # whose errors are not in our map.
             options = genai_types.HttpOptions(
-                httpx_async_client=self.http_client(),
-                timeout=int(self.settings.resilience.timeout_s * 1000))
+                httpx_async_client=self.http_client(self.settings.llm.timeout_for("gemini")),
+                timeout=int(max(self.settings.resilience.timeout_s, self.settings.llm.timeout_for("gemini")) * 1000))
             client = genai.Client(api_key=self.secrets.gemini_api_key.get_secret_value(), vertexai=False,
                                   http_options=options)
 
@@ -137,8 +160,9 @@ class _Context:
             assert self.secrets.anthropic_api_key is not None
             client = anthropic.AsyncAnthropic(
                 api_key=self.secrets.anthropic_api_key.get_secret_value(), base_url=ANTHROPIC_BASE_URL,
-                max_retries=0, timeout=self.settings.resilience.timeout_s,
-                http_client=self.http_client() if self.transport is not None else None)
+                max_retries=0, timeout=self.settings.llm.timeout_for("anthropic"),
+                http_client=self.http_client(self.settings.llm.timeout_for("anthropic"))
+                if self.transport is not None else None)
             self.closers.append(client.close)
             return AnthropicBackend(client, choice.model or "", owns_client=False)
         if choice.kind == "openai_compat":
@@ -147,7 +171,8 @@ class _Context:
             base_url = self.settings.llm.base_url or ""
             http = self.clients.get("openai_compat")
             if http is None:
-                http = self.clients["openai_compat"] = self.http_client(base_url=base_url)
+                http = self.clients["openai_compat"] = self.http_client(
+                    self.settings.llm.timeout_for("openai_compat"), base_url=base_url)
             return OpenAICompatBackend(http, choice.model or "", api_key=self.secrets.openai_api_key,
                                        owns_client=False)
         raise ValueError(f"no backend for provider kind {choice.kind!r}")
@@ -158,10 +183,12 @@ class _Context:
         llm = self.settings.llm
         backend = self.backend(choice)
         return ResilientLanguageModel(
-            backend, resilience=self.resilience(backend.provider), ledger=self.ledger,
+            backend, ledger=self.ledger,
+            resilience=self.resilience(backend.provider, timeout_s=llm.timeout_for(choice.kind),
+                                       gate=self.endpoints.get(choice.kind, llm.concurrency_for(choice.kind))),
             redactor=self.redactor, max_output_tokens=llm.max_output_tokens,
             temperature=llm.temperature, request_logprobs=llm.request_logprobs,
-            top_logprobs=llm.top_logprobs)
+            top_logprobs=llm.top_logprobs, window=configured_window(llm, choice))
 
     def embedder(self, choice: Choice) -> Embedder:
         emb = self.settings.embeddings
@@ -218,4 +245,6 @@ def build_providers(
     return Providers(
         embedder=ctx.embedder(by_role["embeddings"]), reranker=ctx.reranker(by_role["reranker"]),
         system1=system1, system2=system2, meta=meta, ledger=ledger, choices=choices,
-        breakers=ctx.breakers, _closers=ctx.closers)
+        breakers=ctx.breakers, endpoints=ctx.endpoints, _closers=ctx.closers,
+        _probe=window_probe(settings.llm, choices, {"system1": system1, "system2": system2},
+                            ctx.clients.get("openai_compat"), secrets.openai_api_key))

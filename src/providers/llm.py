@@ -2,26 +2,35 @@
 
 A backend does exactly one HTTP call and maps its SDK's errors (llm_gemini, llm_anthropic,
 llm_openai_compat). This wrapper adds what is common: the retry policy and circuit breaker,
-one ledger row per attempt (failed ones too), structured output with one repair round,
-isolated meta-context calls, and logprobs that switch themselves off for a model that
-refuses them (Gemini answers HTTP 400 "Logprobs is not enabled for models/..." for some
+one ledger row per attempt (failed ones too), structured output with one repair round
+(the answer schema sent where the endpoint takes one; a model that refuses it is asked in
+plain JSON mode from then on), isolated meta-context calls, and logprobs that switch
+themselves off for a model that refuses them (Gemini answers HTTP 400 "Logprobs is not enabled for models/..." for some
 models; see notes.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from src.errors import MalformedOutput, ProviderError, ProviderRejected
-from src.providers.costs import Ledger
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderRejected
+from src.providers.context_window import ContextWindow, count_request, fit
+from src.providers.costs import Ledger, status_of
 from src.providers.prompts import EMPTY_REPLY, META_SYSTEM, repair_prompt, schema_instruction
 from src.providers.protocols import ChatMessage, LLMResult, M, Structured
 from src.providers.redact import Redactor
 from src.providers.resilience import Resilience
-from src.providers.structured import parse_structured
+from src.providers.structured import (
+    ResponseSchema,
+    parse_structured,
+    response_schema,
+    schema_refused,
+)
+from src.tokens import OFF_LOOP_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +46,8 @@ class LLMRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     json_mode: bool = False
+    # The answer schema for endpoints that take one (src/providers/structured.py); None: JSON mode only.
+    response_schema: ResponseSchema | None = None
 
 
 class LLMBackend(Protocol):
@@ -58,18 +69,21 @@ class ResilientLanguageModel:
     def __init__(self, backend: LLMBackend, *, resilience: Resilience, ledger: Ledger,
                  redactor: Redactor | None = None, max_output_tokens: int = 1024,
                  temperature: float | None = None, request_logprobs: bool = True,
-                 top_logprobs: int = 0):
+                 top_logprobs: int = 0, window: ContextWindow | None = None):
         self.backend = backend
         self.provider = backend.provider
         self.model = backend.model
         self._resilience = resilience
         self._ledger = ledger
         self._redact = redactor or Redactor()
-        self.max_output_tokens = max_output_tokens
+        self.max_output_tokens = self._max_output_asked = max_output_tokens
+        self.window = ContextWindow.known(backend.provider)
+        self.set_window(window or self.window)
         self.temperature = temperature
         self.request_logprobs = request_logprobs
         self.top_logprobs = top_logprobs
         self.logprobs_supported: bool | None = None  # None: not yet known
+        self.schema_supported: bool | None = None    # the endpoint takes a response schema
 
     async def generate(self, messages: Sequence[ChatMessage], *, purpose: str,
                        system: str | None = None, max_tokens: int | None = None,
@@ -86,7 +100,7 @@ class ResilientLanguageModel:
         instruction = schema_instruction(schema)
         full_system = f"{system}\n\n{instruction}" if system else instruction
         request = replace(self._request(messages, full_system, max_tokens, None, logprobs=False),
-                          json_mode=True)
+                          json_mode=True, response_schema=response_schema(schema))
         first = await self._complete(request, purpose)
         try:
             return Structured(parse_structured(first.text, schema), first, repaired=False)
@@ -121,6 +135,11 @@ class ResilientLanguageModel:
     async def aclose(self) -> None:
         await self.backend.aclose()
 
+    @property
+    def timeout_s(self) -> float:
+        """Seconds one attempt may take (its provider kind's `providers.llm.timeout_s`)."""
+        return self._resilience.policy.timeout_s
+
     @staticmethod
     def _meta_messages(question: str) -> tuple[ChatMessage, ...]:
         if not isinstance(question, str):
@@ -145,9 +164,17 @@ class ResilientLanguageModel:
         )
 
     async def _complete(self, request: LLMRequest, purpose: str) -> LLMResult:
+        if self.schema_supported is False and request.response_schema is not None:
+            request = replace(request, response_schema=None)
         try:
             result = await self._call(request, purpose)
         except ProviderRejected as err:
+            if request.response_schema is not None and schema_refused(err):
+                # once per model: JSON mode without the schema from now on (structured.py)
+                self.schema_supported = False
+                log.info("%s refuses the response schema (%s); JSON mode without it from now on",
+                         self.model, err)
+                return await self._complete(replace(request, response_schema=None), purpose)
             if not (request.logprobs and "logprob" in str(err).lower()):
                 raise
             self.logprobs_supported = False
@@ -157,7 +184,63 @@ class ResilientLanguageModel:
             self.logprobs_supported = True
         return result
 
+    def set_window(self, window: ContextWindow) -> None:
+        """The model's context window (src/providers/context_window.py); the reply's max tokens
+        are capped to a share of it."""
+        self.window = window
+        self.max_output_tokens = window.reply_cap(self._max_output_asked)
+        if self.max_output_tokens < self._max_output_asked:
+            log.info("%s: max_output_tokens %d capped to %d, a quarter of its context window of %s",
+                     self.model, self._max_output_asked, self.max_output_tokens, window.describe())
+
+    def room(self, *, system: str | None = None, schema: type | None = None, meta: bool = False,
+             max_tokens: int | None = None) -> int:
+        """Our count the messages of a call may take and still fit the window, for a caller
+        that cuts its input to it: the call's system prompt (META_SYSTEM for a meta call, the
+        schema instruction for a structured one) and its reply left out."""
+        full = META_SYSTEM if meta else system
+        if schema is not None:
+            instruction = schema_instruction(schema)
+            full = f"{full}\n\n{instruction}" if full else instruction
+        limit = self.window.prompt_limit(max_tokens or self.max_output_tokens)
+        return max(0, limit - count_request(full, ()))
+
     async def _call(self, request: LLMRequest, purpose: str) -> LLMResult:
+        """The last line before a backend: the request fitted to the window (`fit`: oldest
+        history out, or ContextOverflow, never sent), then sent. An endpoint that answers that
+        it was too long teaches the window (its count, its size) and gets it once more, refitted."""
+        request, counted = await self._fit(request, purpose)
+        try:
+            result = await self._send(request, purpose)
+        except ProviderRejected as err:
+            if isinstance(err, ContextOverflow) or not self.window.learn_from(str(err), counted):
+                raise
+            log.warning("%s %s: the endpoint says the request exceeded its context (%s); now %s, "
+                        "asking once more", self.model, purpose, err, self.window.describe())
+            request, counted = await self._fit(request, purpose)
+            result = await self._send(request, purpose)
+        self.window.observe(counted, result.tokens_in)
+        return result
+
+    async def _fit(self, request: LLMRequest, purpose: str) -> tuple[LLMRequest, int]:
+        what = f"{self.model} {purpose}"
+        if request.max_tokens > (cap := self.window.reply_cap(request.max_tokens)):
+            request = replace(request, max_tokens=cap)   # a reply takes at most a quarter of the window
+        args = (self.window, request.system, request.messages, request.max_tokens)
+        size = len(request.system or "") + sum(len(m.content) for m in request.messages)
+        try:   # counting a pasted megabyte takes ~0.4 s: not on the event loop
+            fitted = (await asyncio.to_thread(fit, *args, what=what) if size > OFF_LOOP_CHARS
+                      else fit(*args, what=what))
+        except ContextOverflow as err:
+            log.warning("%s", err)
+            raise
+        if fitted.dropped:
+            log.info("%s: the %d oldest messages left out to fit the context window of %s",
+                     what, fitted.dropped, self.window.describe())
+            request = replace(request, messages=fitted.messages)
+        return request, fitted.counted
+
+    async def _send(self, request: LLMRequest, purpose: str) -> LLMResult:
         measured: list[float] = []
 
         async def attempt() -> LLMResult:
@@ -175,7 +258,8 @@ class ResilientLanguageModel:
 
         async def on_failure(err: ProviderError, latency_ms: float) -> None:
             await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=False,
-                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}")
+                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}",
+                                      status=status_of(err))
 
         result = await self._resilience.call(attempt, what=purpose, on_success=on_success,
                                              on_failure=on_failure)

@@ -39,6 +39,8 @@ class GeminiBackend:
             response_logprobs=True if request.logprobs else None,
             logprobs=request.top_logprobs if request.logprobs and request.top_logprobs else None,
             response_mime_type="application/json" if request.json_mode else None,
+            response_json_schema=(dict(request.response_schema.schema)
+                                  if request.json_mode and request.response_schema else None),
             # We register no Python tools; this also silences the SDK's per-call AFC log line.
             automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
         )

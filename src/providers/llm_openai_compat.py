@@ -17,6 +17,7 @@ from src.errors import MalformedOutput, ProviderError, ProviderRejected
 from src.providers.http_errors import HTTPX2_ERRORS, from_status, map_with, parse_retry_after
 from src.providers.llm import LLMRequest
 from src.providers.protocols import LLMResult, TokenLogprob
+from src.providers.structured import ResponseSchema
 
 PROVIDER = "openai_compat"
 KEY_HINT = "OPENAI_API_KEY"
@@ -49,6 +50,8 @@ class OpenAICompatBackend:
                  owns_client: bool = True):
         self._http = http
         self.model = model
+        # with provider and model, which model this is (System 2 = System 1? src/metacognition/roles.py)
+        self.base_url = str(http.base_url)
         self._api_key = api_key
         self._owns_client = owns_client
 
@@ -58,12 +61,9 @@ class OpenAICompatBackend:
         body: dict = {"model": self.model, "messages": messages, "max_tokens": request.max_tokens}
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.logprobs:
-            body["logprobs"] = True
-            if request.top_logprobs:
-                body["top_logprobs"] = request.top_logprobs
+        body.update(_logprobs_fields(request))
         if request.json_mode:
-            body["response_format"] = {"type": "json_object"}
+            body["response_format"] = response_format(request.response_schema)
         headers = {}
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
@@ -102,6 +102,23 @@ class OpenAICompatBackend:
     async def aclose(self) -> None:
         if self._owns_client:
             await self._http.aclose()
+
+
+def _logprobs_fields(request: LLMRequest) -> dict:
+    """`logprobs: true` and `top_logprobs` (at least 1: llama.cpp's server returns no
+    probabilities for 0, and 20 alternatives per token when the field is absent)."""
+    if not request.logprobs:
+        return {}
+    return {"logprobs": True, "top_logprobs": max(1, request.top_logprobs)}
+
+
+def response_format(schema: ResponseSchema | None) -> dict:
+    """OpenAI's `json_schema` response format (llama.cpp's server builds a grammar from it,
+    Ollama ≥ 0.5 a format); plain JSON mode without a schema."""
+    if schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema",
+            "json_schema": {"name": schema.name, "schema": dict(schema.schema), "strict": schema.strict}}
 
 
 def _logprobs(choice: dict) -> tuple[TokenLogprob, ...] | None:

@@ -12,7 +12,7 @@ Callers depend on these Protocols only; tests swap implementations at this seam.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -69,6 +69,10 @@ class Reranker(Protocol):
 class ChatMessage:
     role: Role
     content: str
+    # The input being answered: a request over the model's window loses only the messages
+    # before the first pinned one, never it or what follows (src/providers/context_window.py).
+    # Not part of equality: a pinned message says the same as an unpinned one.
+    pinned: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

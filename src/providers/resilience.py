@@ -1,6 +1,12 @@
-"""The one way MoltBot calls an outside service: timeout, retries, circuit breaker.
+"""The one way MoltBot calls an outside service: timeout, retries, circuit breaker, gate.
 
-- Each attempt runs under a timeout; running out gives ProviderTimeout.
+- Each attempt waits for a place at its endpoint's gate (src/providers/endpoint_gate.py:
+  requests in flight per endpoint, the user's turn first), then runs under a timeout (per
+  provider kind, `providers.llm.timeout_s`); running out gives ProviderTimeout.
+- An attempt ended by the mind itself is CallCancelled and says nothing of the provider
+  (no breaker count): one that gave way to the user's turn waits and runs again without
+  spending an attempt; one ended by shutdown is raised; one whose caller was cancelled (the
+  cycle deadline) is reported to `on_failure` all the same, so the ledger keeps its row.
 - An attempt that raises a ProviderError whose `transient` is true (429, 5xx, timeouts,
   empty or malformed bodies) is retried after exponential backoff with full jitter:
   sleep ~ U(0, min(max, base * 2**(attempt-1))), at least a server's Retry-After.
@@ -23,14 +29,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
-from src.errors import CircuitOpen, ProviderError, ProviderTimeout, RateLimited
+from src.errors import CallCancelled, CircuitOpen, ProviderError, ProviderTimeout, RateLimited
+from src.providers.endpoint_gate import EndpointGate
 from src.providers.settings import ResilienceSettings
 
 log = logging.getLogger(__name__)
@@ -173,13 +181,15 @@ def shared_retries(retries: int) -> Iterator[RetryBudget]:
 
 
 class Resilience:
-    """Runs one logical call with the retry policy and the provider's breaker."""
+    """Runs one logical call with the retry policy, the provider's breaker and its endpoint's gate."""
 
     def __init__(self, policy: RetryPolicy, breaker: CircuitBreaker, *,
                  sleep: Sleep = asyncio.sleep, rng: random.Random | None = None,
-                 clock: Clock = time.monotonic):
+                 clock: Clock = time.monotonic, gate: EndpointGate | None = None):
         self.policy = policy
         self.breaker = breaker
+        # no gate (embeddings, tests): nothing limits or preempts the attempts
+        self.gate = gate if gate is not None else EndpointGate(breaker.provider, sys.maxsize)
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._clock = clock
@@ -192,47 +202,114 @@ class Resilience:
         `attempt_fn` must raise ProviderError subclasses only (foreign errors mapped);
         anything else is a bug and propagates untouched. `on_success(result, latency_ms)`
         and `on_failure(error, latency_ms)` are awaited after each attempt that reached the
-        provider, outside the timeout (the cost ledger writes there).
+        provider, outside the timeout and the gate (the cost ledger writes there); an attempt
+        its caller cancelled (a cycle deadline, shutdown) is reported as CallCancelled in a
+        task of its own, so the cancellation is not held up by the write.
+        An internal attempt that gave way to a user's turn (the gate) waits and runs again
+        without spending an attempt; one ended by shutdown raises CallCancelled.
         """
-        provider = self.breaker.provider
-        attempts = self.policy.max_attempts
-        for attempt in range(1, attempts + 1):
+        attempt = 1
+        while True:
             trial = self.breaker.before_call()
-            started = self._clock()
-            try:
-                async with asyncio.timeout(self.policy.timeout_s):
-                    result = await attempt_fn()
-            except TimeoutError as exc:
-                err: ProviderError = ProviderTimeout(
-                    f"{provider} {what}: no answer within {self.policy.timeout_s:g} s", provider=provider)
-                err.__cause__ = exc
-            except ProviderError as exc:
-                err = exc
-            except BaseException:
-                self.breaker.abandon(trial)
-                raise
-            else:
+            tried = await self._attempt(attempt_fn, what, trial, on_failure)
+            if tried.error is None:
                 self.breaker.record_success(trial)
                 if on_success is not None:
-                    await on_success(result, (self._clock() - started) * 1000.0)
-                return result
-            final = trial or not err.transient or attempt == attempts
-            group = _GROUP_BUDGET.get()
-            if not final and group is not None and not group.take():
-                log.warning("%s %s attempt %d failed (%s: %s); the retries shared by concurrent calls "
-                            "are spent, giving up", provider, what, attempt, type(err).__name__, err)
-                final = True
-            if final:
-                # the breaker counts a failed *call* (after its retries), not each attempt:
-                # one bad request must not pause the healthy calls that follow it
-                self.breaker.record_failure(err.transient, trial)
-            if on_failure is not None:
-                await on_failure(err, (self._clock() - started) * 1000.0)
-            if final:
-                raise err
-            retry_after = err.retry_after if isinstance(err, RateLimited) else None
-            delay = self.policy.backoff(attempt, self._rng, retry_after)
-            log.warning("%s %s attempt %d/%d failed (%s: %s); retrying in %.2f s",
-                        provider, what, attempt, attempts, type(err).__name__, err, delay)
-            await self._sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
+                    await on_success(tried.result, tried.latency_ms)
+                return tried.result
+            err = tried.error
+            if isinstance(err, CallCancelled):   # the mind's own doing: says nothing of the provider
+                self.breaker.abandon(trial)
+                if on_failure is not None:
+                    await on_failure(err, tried.latency_ms)
+                if tried.final:
+                    raise err
+                continue
+            await self._failed(err, attempt, trial, what, tried.latency_ms, on_failure)
+            attempt += 1
+
+    async def _attempt(self, attempt_fn: Callable[[], Awaitable[T]], what: str, trial: bool,
+                       on_failure: FailureHook | None) -> _Tried[T]:
+        """One attempt through the gate under the timeout: its result or its error."""
+        provider = self.breaker.provider
+        try:
+            async with self.gate.slot() as slot:
+                started = self._clock()
+                try:
+                    async with slot.scope(self.policy.timeout_s):
+                        return _Tried(await attempt_fn(), None, self._ms(started))
+                except TimeoutError as exc:
+                    if slot.preempted is None:
+                        err: ProviderError = ProviderTimeout(
+                            f"{provider} {what}: no answer within {self.policy.timeout_s:g} s", provider=provider)
+                        err.__cause__ = exc
+                        return _Tried(None, err, self._ms(started))
+                    return _Tried(None, CallCancelled(f"{provider} {what}: {slot.preempted}", provider=provider),
+                                  self._ms(started), final=slot.final)
+                except ProviderError as exc:
+                    return _Tried(None, exc, self._ms(started))
+                except asyncio.CancelledError:
+                    _report_cancelled(on_failure, CallCancelled(
+                        f"{provider} {what}: cancelled by its caller after {self._ms(started) / 1000:.1f} s",
+                        provider=provider), self._ms(started))
+                    raise
+        except BaseException:
+            self.breaker.abandon(trial)
+            raise
+
+    async def _failed(self, err: ProviderError, attempt: int, trial: bool, what: str, latency_ms: float,
+                      on_failure: FailureHook | None) -> None:
+        """After a failed attempt: raise when it was the last, else wait out the backoff."""
+        provider, attempts = self.breaker.provider, self.policy.max_attempts
+        final = trial or not err.transient or attempt == attempts
+        group = _GROUP_BUDGET.get()
+        if not final and group is not None and not group.take():
+            log.warning("%s %s attempt %d failed (%s: %s); the retries shared by concurrent calls "
+                        "are spent, giving up", provider, what, attempt, type(err).__name__, err)
+            final = True
+        if final:
+            # the breaker counts a failed *call* (after its retries), not each attempt:
+            # one bad request must not pause the healthy calls that follow it
+            self.breaker.record_failure(err.transient, trial)
+        if on_failure is not None:
+            await on_failure(err, latency_ms)
+        if final:
+            raise err
+        retry_after = err.retry_after if isinstance(err, RateLimited) else None
+        delay = self.policy.backoff(attempt, self._rng, retry_after)
+        log.warning("%s %s attempt %d/%d failed (%s: %s); retrying in %.2f s",
+                    provider, what, attempt, attempts, type(err).__name__, err, delay)
+        await self._sleep(delay)
+
+    def _ms(self, started: float) -> float:
+        return (self._clock() - started) * 1000.0
+
+
+@dataclass(frozen=True)
+class _Tried(Generic[T]):
+    """One attempt's outcome: a result, or the error it ended with."""
+
+    result: T | None
+    error: ProviderError | None
+    latency_ms: float
+    final: bool = False       # a CallCancelled that must not wait and run again
+
+
+# Reports of cancelled attempts, each in a task of its own; kept here so none is collected mid-write.
+_REPORTS: set[asyncio.Task[None]] = set()
+
+
+def _report_cancelled(on_failure: FailureHook | None, err: CallCancelled, latency_ms: float) -> None:
+    """The ledger row of an attempt its caller cancelled, written beside the cancellation."""
+    if on_failure is None:
+        return
+
+    async def report() -> None:
+        try:
+            await on_failure(err, latency_ms)
+        except Exception:  # noqa: BLE001 - a report must not surface in an unrelated task
+            log.exception("could not report a cancelled call")
+
+    task = asyncio.get_running_loop().create_task(report(), name="report-cancelled-call")
+    _REPORTS.add(task)
+    task.add_done_callback(_REPORTS.discard)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -44,6 +44,32 @@ class RerankSettings(_Section):
     max_length: int = Field(512, ge=16, le=4096)
 
 
+LLMKind = Literal["gemini", "anthropic", "openai_compat"]
+# Measured (notes.md "timings"): Gemini Flash Lite and Claude answer in 1-10 s; Qwen2.5 1.5B
+# Q4 under llama.cpp on 2 cores reads ~33 tok/s and writes 6-14 tok/s, so a 4,096-token
+# prompt and a long answer take ~5 minutes.
+DEFAULT_LLM_TIMEOUT_S: dict[str, float] = {"gemini": 30.0, "anthropic": 60.0, "openai_compat": 300.0}
+# A local server with more slots splits its context between them (llama.cpp: HTTP 500
+# "Context size has been exceeded" with 4 slots and parallel requests, issue 27).
+DEFAULT_LLM_CONCURRENCY: dict[str, int] = {"gemini": 8, "anthropic": 4, "openai_compat": 1}
+
+
+class ContextWindows(_Section):
+    """Each system's context window in tokens (one number sets both). Null: ask an
+    OpenAI-compatible endpoint (llama.cpp /props, Ollama /api/show, vLLM /v1/models; once at
+    start), else the provider's known window (src/providers/context_window.py)."""
+
+    system1: int | None = Field(None, ge=256)
+    system2: int | None = Field(None, ge=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_for_both(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"system1": value, "system2": value}
+        return value
+
+
 class LLMSettings(_Section):
     provider: Literal["auto", "cloud", "openai_compat", "reflex"] = "auto"
     system1_model: str = "gemini-2.5-flash-lite"
@@ -51,7 +77,13 @@ class LLMSettings(_Section):
     # OpenAI-compatible chat endpoint (Ollama, llama.cpp, vLLM), e.g. http://localhost:11434/v1
     base_url: str | None = None
     openai_model: str | None = None
+    # At most a quarter of the model's context window (capped at start).
     max_output_tokens: int = Field(1024, ge=1)
+    context_window: ContextWindows = ContextWindows()
+    context_probe_timeout_s: float = Field(3.0, gt=0)
+    # Our token counts (cl100k-like) times this until the endpoint's own counts are known:
+    # a 32k-vocabulary tokenizer (Llama 2, Mistral) counts up to 1.39x ours (notes.md).
+    token_margin: float = Field(1.3, ge=1, le=3)
     # None: the provider's default sampling temperature.
     temperature: float | None = Field(None, ge=0, le=2)
     # Ask for token logprobs (plan §2.11). A model that refuses them (HTTP 400) is
@@ -59,6 +91,38 @@ class LLMSettings(_Section):
     request_logprobs: bool = True
     # Alternatives per token (Gemini `logprobs`, OpenAI `top_logprobs`); 0 = chosen tokens only.
     top_logprobs: int = Field(0, ge=0, le=20)
+    # Timing per provider kind (issue 27, notes.md "timings"): seconds one attempt may take (a
+    # cloud API answers in seconds, a small model on a CPU needs minutes for a long prompt), and
+    # requests in flight per endpoint (a local server with one slot answers one at a time).
+    # A number sets every kind; a mapping is merged over these defaults.
+    timeout_s: dict[LLMKind, float] = Field(default_factory=lambda: dict(DEFAULT_LLM_TIMEOUT_S))
+    max_concurrency: dict[LLMKind, int] = Field(default_factory=lambda: dict(DEFAULT_LLM_CONCURRENCY))
+
+    @field_validator("timeout_s", "max_concurrency", mode="before")
+    @classmethod
+    def _per_kind(cls, value: object, info) -> object:
+        defaults = DEFAULT_LLM_TIMEOUT_S if info.field_name == "timeout_s" else DEFAULT_LLM_CONCURRENCY
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return dict.fromkeys(defaults, value)
+        if isinstance(value, dict):
+            return {**defaults, **value}
+        return value
+
+    @field_validator("timeout_s", "max_concurrency")
+    @classmethod
+    def _positive(cls, value: dict, info) -> dict:
+        for kind, number in value.items():
+            if number <= 0:
+                raise ValueError(f"providers.llm.{info.field_name}.{kind} must be > 0, got {number!r}")
+        return value
+
+    def timeout_for(self, kind: str) -> float:
+        """Seconds one attempt to a model of this provider kind may take."""
+        return self.timeout_s.get(kind, DEFAULT_LLM_TIMEOUT_S["gemini"])  # type: ignore[call-overload]
+
+    def concurrency_for(self, kind: str) -> int:
+        """Requests in flight at once to this provider kind's endpoint."""
+        return self.max_concurrency.get(kind, 1)  # type: ignore[call-overload]
 
 
 class ModelPrice(_Section):
@@ -115,3 +179,22 @@ class ProvidersSettings(_Section):
         if isinstance(value, dict):
             return {**_default_prices(), **value}
         return value
+
+
+class BudgetSettings(_Section):
+    """What the mind's own work may spend on models (runtime.yaml `budget:`; issue 24).
+
+    Internal work is the DMN's and the gut's impulses ("idle thought") and consolidation
+    (passes, the light ticker, the cycles its announcements cause). Both limits are rolling
+    windows; the user's turns never wait for them. Defaults and their reasoning: notes.md
+    ("background budget"): an idle night of 8 hours spends at most 8 × `hourly_calls`
+    calls (about 3.5 conversations of 20 turns) and never more than `daily_cost_usd`.
+    """
+
+    enabled: bool = True
+    # model calls (embedding rows not counted) by internal work in the last hour
+    hourly_calls: int = Field(20, ge=0)
+    # the share of those idle thought may take, so the DMN never starves consolidation
+    idle_share: float = Field(0.5, ge=0, le=1)
+    # US dollars internal work may spend in the last 24 hours (embeddings included)
+    daily_cost_usd: float = Field(0.25, ge=0)

@@ -11,7 +11,10 @@ what an outage held back), so the text vectors are computed on the fly.
 
 Such hits are not memories: they have no weight, no activation and no id in
 `memories`; they are returned beside the memories, marked as not yet consolidated,
-and never mutated. Left out: rows admitted while the memory mode was off (nothing of
+and never mutated. Each carries its speaker (`speaker`: the row's source tag, and the
+`metadata.speaker` it may name, src/recall/speakers.py), so a line shown to the model
+reads "The user said: …" or "I said: …", not bare words it would take as its own
+(issue 27). Left out: rows admitted while the memory mode was off (nothing of
 those may be kept), the rows of the current input itself (`exclude`), and the user's
 lines that are questions or chatter (src/gates/utterance.py): "what do I keep?" must
 not come back as the answer to "what do I keep?".
@@ -26,6 +29,7 @@ from datetime import datetime
 from src.db.sql import Executor
 from src.gates.utterance import classify
 from src.recall.search import QUESTION_TSQUERY
+from src.recall.speakers import Speaker, speaker_of
 
 #: The mark every surface shows on a working-memory hit.
 NOT_CONSOLIDATED = "just said, not yet consolidated"
@@ -44,11 +48,12 @@ class WorkingHit:
     source_tag: str
     created_at: datetime
     fts_score: float
+    speaker: Speaker | None = None       # who said it; None: no speaker known
 
 
 _WORKING = f"""
 WITH q AS (SELECT {QUESTION_TSQUERY} AS query)
-SELECT b.id, b.content, b.source_tag, b.created_at,
+SELECT b.id, b.content, b.source_tag, b.created_at, b.metadata->>'speaker' AS speaker,
        ts_rank(to_tsvector('english', left(b.content, 100000)), q.query) AS score
   FROM scratch_buffer b, q
  WHERE q.query IS NOT NULL
@@ -69,7 +74,8 @@ async def recall_working(db: Executor, query: str, *, limit: int,
     if limit <= 0 or not query.strip():
         return []
     rows = await db.fetch(_WORKING, query, [int(i) for i in exclude], SCAN_LIMIT)
-    hits = [WorkingHit(r["id"], r["content"], r["source_tag"], r["created_at"], float(r["score"]))
+    hits = [WorkingHit(r["id"], r["content"], r["source_tag"], r["created_at"], float(r["score"]),
+                       speaker_of(r["source_tag"], {"speaker": r["speaker"]}))
             for r in rows
             if r["source_tag"] not in CLASSIFIED_SOURCES or classify(r["content"]).kind == "statement"]
     return hits[:limit]

@@ -80,7 +80,8 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
 
 
 async def _apply(ctx: approval_kinds.ApprovalContext, payload) -> approval_kinds.Applied:
-    ok, message = await apply_proposal(ctx.pool, payload, ctx.now)
+    # ctx.db: the approval's transaction, so the skill and the decision commit together
+    ok, message = await apply_proposal(ctx.db, payload, ctx.now)
     return approval_kinds.Applied(ok, message)
 
 

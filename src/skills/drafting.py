@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from src.errors import ProviderError
+from src.providers.context_window import most_that_fit
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.skills import repository as repo
 from src.skills.labels import slugify
@@ -72,11 +73,20 @@ async def save_from_conversation(db: repo.Executor, llm: LanguageModel, messages
     """`/skill save [hint]`: draft a skill from the recent conversation and save it."""
     if not getattr(llm, "configured", True):
         raise SkillError(OFFLINE_REFUSAL)
-    text = transcript(messages, max_messages=max_messages, message_chars=message_chars)
+    recent = list(messages)[-max_messages:]
+
+    def material(k: int) -> str:   # the newest k messages
+        return conversation_material(transcript(recent[len(recent) - k:], max_messages=max(k, 1),
+                                                message_chars=message_chars))
+
+    # as many of the newest messages as System 1's context window holds (issue 27)
+    shown = max(1, most_that_fit(llm, len(recent), lambda k: draft_request(material(k), hint),
+                                 system=DRAFT_SYSTEM, schema=SkillDraft, max_tokens=max_tokens))
+    text = transcript(recent[len(recent) - shown:], max_messages=shown, message_chars=message_chars)
     if not text.strip():
         raise SkillError("nothing to draft from: the conversation is empty; work through the task "
                          "with the mind first, then /skill save")
     value = await draft(llm, conversation_material(text), purpose="skill_draft", hint=hint, max_tokens=max_tokens)
-    shown = min(max_messages, len(list(messages)))
+    shown = min(shown, len(recent))
     return await save_draft(db, value, {"origin": "conversation", "session_id": session_id,
                                         "messages": shown, "hint": hint or None})

@@ -9,7 +9,8 @@ never read-modify-write, so the loop and the CLI can bump them concurrently.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -99,14 +100,27 @@ async def create(db: Executor, *, label: str, name: str, when_to_use: str, proce
     for _ in range(5):   # a concurrent save may take the same free label; try the next one
         unique = make_unique_label(label, await labels(db))
         try:
-            row = await db.fetchrow(
-                f"""INSERT INTO skills (label, name, when_to_use, procedure, provenance)
-                    VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING {_COLUMNS}""",
-                unique, name.strip(), when_to_use.strip(), procedure.strip(), prov)
+            async with _savepoint(db):
+                row = await db.fetchrow(
+                    f"""INSERT INTO skills (label, name, when_to_use, procedure, provenance)
+                        VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING {_COLUMNS}""",
+                    unique, name.strip(), when_to_use.strip(), procedure.strip(), prov)
         except asyncpg.UniqueViolationError:
             continue
         return _skill(row)
     raise SkillError(f"could not find a free label near {label!r}; choose another")
+
+
+@asynccontextmanager
+async def _savepoint(db: Executor) -> AsyncIterator[None]:
+    """A savepoint on a connection inside a transaction (an approval's, which saves the skill
+    and marks the approval decided together): a taken label must not abort that
+    transaction, only this insert. On a pool each statement is its own transaction."""
+    if isinstance(db, asyncpg.Connection) and db.is_in_transaction():
+        async with db.transaction():
+            yield
+    else:
+        yield
 
 
 async def get(db: Executor, label: str) -> Skill | None:

@@ -15,18 +15,17 @@ import uuid
 
 from src.config import Settings
 from src.db.embedded import start_embedded
-from src.db.pool import create_pool, redact_dsn
+from src.db.pool import redact_dsn
 from src.entry import run_entry
 from src.errors import StartupError
+from src.providers.budget import BackgroundBudget, BudgetLeft
 from src.providers.factory import build_providers
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.retrieval import Retriever
 from src.web.app import WebServer
+from src.web.serve import open_view_pool
 from src.web.view import View
 from src.weights.safety import Safety
-
-#: application_name of this viewer's connections (the service's are "moltbot", the CLI's "moltbot-cli").
-WEB_APPLICATION = "moltbot-web"
 
 
 def _dsn(settings: Settings) -> tuple[str, str]:
@@ -38,11 +37,19 @@ def _dsn(settings: Settings) -> tuple[str, str]:
     return dsn, f"embedded PostgreSQL in {settings.database.data_dir}"
 
 
+def _budget_from_ledger(settings: Settings, pool):
+    """The background budget as the ledger tells it (the mind's running count is not here)."""
+    async def left() -> BudgetLeft:
+        budget = BackgroundBudget(settings.budget)
+        await budget.seed(pool)
+        return budget.left()
+    return left
+
+
 async def serve(settings: Settings, *, announce=print) -> int:
     """Serve until a signal; the first line printed is the URL."""
     dsn, description = _dsn(settings)
-    pool = await create_pool(dsn, min_size=1, max_size=4, connect_timeout=settings.database.connect_timeout_s,
-                             command_timeout=settings.database.command_timeout_s, application_name=WEB_APPLICATION)
+    pool = await open_view_pool(settings, dsn, read_only=False)   # web.pool_size, statement timeout
     session_id = f"web-{uuid.uuid4().hex[:8]}"
     providers = None
     server = None
@@ -59,7 +66,7 @@ async def serve(settings: Settings, *, announce=print) -> int:
                               layer_vecs=layer_vecs)
         view = View(pool=pool, settings=settings.web, mode="standalone viewer (the mind is not run here)",
                     session_id=None, providers_report=providers.report, safety_modes=safety.phase_modes(),
-                    retriever=retriever)
+                    retriever=retriever, budget=_budget_from_ledger(settings, pool))
         server = WebServer(view)
         url = await server.start()
         announce(f"web view (read-only) of {description}: {url}")

@@ -3,7 +3,7 @@
 Every page answers HTML, or JSON with `?format=json` (same data). A configured
 token is required on every request (`Authorization: Bearer …`, `?token=…`, or the
 cookie set after a valid `?token=`); binding a non-loopback address without one
-refuses to start.
+refuses to start. Requests are paced (src/web/pace.py): the view cannot slow the mind.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -24,11 +25,13 @@ from src.web import background_pages, memory_pages, pages
 from src.web.errors import BadRequest
 from src.web.escape import esc, visible
 from src.web.html import Page, jsonable, layout
+from src.web.pace import Pace
 from src.web.view import View
 
 log = logging.getLogger(__name__)
 
 VIEW_KEY = web.AppKey("view", View)
+PACE_KEY = web.AppKey("pace", Pace)
 COOKIE = "moltbot_token"
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
@@ -93,6 +96,13 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
             return resp
     if request.method not in ("GET", "HEAD"):
         return web.Response(status=405, text="405: the web view is read-only\n")
+    wait = request.app[PACE_KEY].take(time.monotonic())
+    if wait is None:   # more asked than the view serves without slowing the mind (src/web/pace.py)
+        resp = _error(request, 503, "the web view is busy: too many requests; try again in a few seconds")
+        resp.headers.update({**SECURITY_HEADERS, "Retry-After": "5"})
+        return resp
+    if wait:
+        await asyncio.sleep(wait)
     try:
         resp = await handler(request)
     except BadRequest as exc:
@@ -152,6 +162,8 @@ def build_app(view: View) -> web.Application:
     """The application: routes for every page, the guard middleware."""
     app = web.Application(middlewares=[_guard])
     app[VIEW_KEY] = view
+    s = view.settings
+    app[PACE_KEY] = Pace(s.max_requests_per_s, s.burst, s.max_wait_s)
     app.router.add_get("/", _page(pages.overview))
     app.router.add_get("/memories", _memories)
     app.router.add_get("/memories/{memory_id}", _memory)
@@ -165,10 +177,11 @@ def build_app(view: View) -> web.Application:
 class WebServer:
     """The view served on the running event loop (aiohttp AppRunner + TCPSite)."""
 
-    def __init__(self, view: View):
+    def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = ()):
         token = view.settings.token.get_secret_value() if view.settings.token else None
         check_bind(view.settings.host, token)
         self.view = view
+        self._on_stop = list(on_stop)     # run after the server stops (the view's own pool closes)
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -192,6 +205,10 @@ class WebServer:
         return self.url
 
     async def stop(self) -> None:
+        """Stop serving, then run the `on_stop` callbacks (once)."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        closers, self._on_stop = self._on_stop, []
+        for close in closers:
+            await close()

@@ -50,6 +50,7 @@ async def _overview_data(view: View) -> dict:
         hist, shapes = await q.center_histogram_scan(view.pool, HIST_BINS), await q.shape_counts_scan(view.pool)
     shape_days = await q.shape_changes_per_day(view.pool, cfg.plot_days)
     cycles_session = view.cycles() if view.cycles is not None else man.get("cycles_session")
+    budget = (await view.budget()).as_json() if view.budget is not None else None
     facts = {
         "mode": view.mode, "session_id": session, "age_days": man.get("age_days"),
         "created_at": man.get("created_at"), "restarts": man.get("times_restarted"),
@@ -62,7 +63,7 @@ async def _overview_data(view: View) -> dict:
         "facts": facts, "memories_by_type": types,
         "readiness": [{"key": a.key, "title": a.title, "reached_at": a.reached_at, "event": a.event}
                       for a in milestones],
-        "cost": cost, "cost_per_day": per_day, "safety_phases": view.safety_modes,
+        "cost": cost, "cost_per_day": per_day, "budget": budget, "safety_phases": view.safety_modes,
         "safety_events": events, "providers": view.providers_report, "models_called": models,
         "center_histogram": hist, "shapes_now": shapes, "shape_changes_per_day": shape_days,
     }
@@ -116,6 +117,7 @@ def _overview_html(view: View, data: dict) -> list[str]:
         section("Cost (USD)", kv([("this session", cost.get("session")), ("last 24 h", cost.get("day")),
                                   ("lifetime", cost.get("lifetime")), ("calls", cost.get("calls")),
                                   ("failed calls", cost.get("failed"))])),
+        _budget_html(data["budget"]),
         section("Safety", kv([(f"phase {p}", m) for p, m in view.safety_modes.items()]) if view.safety_modes
                 else "<p class=muted>phases: not known to this viewer</p>",
                 table(events, ["at", "ceiling", "phase", ("memory", lambda r: memory_link(r["memory_id"])),
@@ -123,6 +125,20 @@ def _overview_html(view: View, data: dict) -> list[str]:
         section("Providers", "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in view.providers_report)
                 + "</ul>", table(models, ["provider", "model", "calls", "last_day"], "no model calls recorded")),
     ]
+
+
+def _budget_html(budget: dict | None) -> str:
+    """What internal work may still spend (issue 24): its calls this hour, its spend in 24 h."""
+    if budget is None:
+        return ""
+    if not budget["enabled"]:
+        return section("Background budget", "<p class=muted>off (budget.enabled: false)</p>")
+    return section("Background budget (what the mind's own work may still spend)", kv([
+        ("calls this hour", f"{budget['calls_used']} of {budget['calls_limit']}"),
+        ("of which idle thought (DMN, gut)", f"{budget['idle_used']} of {budget['idle_limit']}"),
+        ("spent in 24 h (USD)", f"{budget['cost_used_usd']:.4f} of {budget['cost_limit_usd']:.2f}"),
+        ("calls left: consolidation / idle thought",
+         f"{budget['consolidation_calls_left']} / {budget['idle_calls_left']}")]))
 
 
 def _candidates(raw: str | None) -> list[dict]:

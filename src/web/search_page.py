@@ -8,6 +8,7 @@ draws from a seed fixed per query (or `?seed=`), says so, and links to another d
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime
@@ -56,7 +57,11 @@ async def search(view: View, query: str, params: Mapping[str, str], form: str) -
     if view.retriever is None:
         raise BadRequest("search needs the embedder; this viewer was started without one")
     seed = seed_param(params, query)
-    result = await view.retriever.retrieve(query, rng=view.rng(seed), mutate=False)
+    # the mind's retriever as it is now (its layers, gut, evolved factors), on the view's own
+    # pool: a search never takes one of the mind's connections (issue 24)
+    retriever = copy.copy(view.retriever)
+    retriever.pool = view.pool
+    result = await retriever.retrieve(query, rng=view.rng(seed), mutate=False)
     hits = [_recalled(r, i, False) for i, r in enumerate(result.memories, 1)]
     hits += [_recalled(r, i, True) for i, r in enumerate(result.near_misses, len(hits) + 1)]
     working = [working_json(w) for w in result.working]

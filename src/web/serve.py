@@ -1,16 +1,34 @@
-"""Starting the web view beside a running mind (python -m src.main)."""
+"""Starting the web view beside a running mind (python -m src.main), on its own small pool.
+
+The view cannot slow the mind (issue 24): under 20 polling clients the loop's cycle p50 once
+rose 9–10×, the pages holding the mind's own connections. The pages therefore read through
+a pool of their own (`web.pool_size`, 2 by default): at most that many page statements run
+at once, whatever the number of clients, and the mind's pool is never theirs. Each of its
+sessions starts read-only with a statement timeout (`web.statement_timeout_s`), both set in
+the start-up packet, where asyncpg's RESET ALL leaves them. Pages start at most
+`web.max_requests_per_s` a second (src/web/pace.py), so the work the view puts on the
+loop and the database is bounded whatever the clients do; page building and JSON run in
+worker threads (src/web/app.py). Measured: `python -m bench web_polling` (notes.md).
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Protocol
 
+import asyncpg
+
 from src.config import Settings
+from src.db.pool import create_pool
 from src.errors import StartupError
+from src.providers.budget import BudgetLeft
 from src.web.app import WebServer
 from src.web.view import View
 
 log = logging.getLogger(__name__)
+
+#: application_name of the view's connections (the service's are "moltbot", the CLI's "moltbot-cli").
+WEB_APPLICATION = "moltbot-web"
 
 
 class RunningMind(Protocol):
@@ -21,11 +39,29 @@ class RunningMind(Protocol):
     safety: Any
     retriever: Any
     loop: Any
+    budget: Any
 
 
-async def start_beside_mind(settings: Settings, mind: RunningMind,
-                            session_id: str) -> tuple[WebServer | None, str | None]:
-    """Serve the view on the mind's pool and loop; return it and the start-up line.
+async def open_view_pool(settings: Settings, dsn: str, *, read_only: bool = True) -> asyncpg.Pool:
+    """The view's own pool: `web.pool_size` connections whose statements end after
+    `web.statement_timeout_s`, read-only sessions unless `read_only` is False (server
+    settings in the start-up packet). Every page reads in a READ ONLY transaction anyway;
+    the standalone viewer's sessions stay writable for its own cost ledger (a search's
+    embedding call is a llm_calls row)."""
+    timeout_ms = max(1, round(settings.web.statement_timeout_s * 1000))
+    session = {"statement_timeout": str(timeout_ms)}
+    if read_only:
+        session["default_transaction_read_only"] = "on"
+    return await create_pool(dsn, min_size=1, max_size=settings.web.pool_size,
+                             connect_timeout=settings.database.connect_timeout_s,
+                             command_timeout=settings.web.statement_timeout_s + 5.0,
+                             application_name=WEB_APPLICATION, server_settings=session)
+
+
+async def start_beside_mind(settings: Settings, mind: RunningMind, session_id: str, *,
+                            dsn: str) -> tuple[WebServer | None, str | None]:
+    """Serve the view on the mind's event loop and a pool of its own on `dsn`; return it and
+    the start-up line.
 
     A missing token for a public bind is a configuration error (raised). A port in use
     is not: the mind matters more than its window, so it runs on and the line says why
@@ -33,13 +69,24 @@ async def start_beside_mind(settings: Settings, mind: RunningMind,
     """
     if not settings.web.enabled:
         return None, None
-    view = View(pool=mind.pool, settings=settings.web, mode="in-process", session_id=session_id,
+    pool = await open_view_pool(settings, dsn)
+    budget = getattr(mind, "budget", None)
+
+    async def budget_left() -> BudgetLeft:
+        return budget.left()
+
+    view = View(pool=pool, settings=settings.web, mode="in-process", session_id=session_id,
                 providers_report=mind.providers.report, safety_modes=mind.safety.phase_modes(),
-                retriever=mind.retriever, cycles=lambda: mind.loop.cycles)
-    server = WebServer(view)
+                retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
+                budget=budget_left if budget is not None else None)
     try:
+        server = WebServer(view, on_stop=[pool.close])
         url = await server.start()
     except StartupError as exc:
+        await pool.close()
         log.warning("%s", exc)
         return None, f"web view not started: {exc}"
+    except BaseException:
+        await pool.close()
+        raise
     return server, f"web view (read-only): {url}"

@@ -18,3 +18,12 @@ class WebSettings(BaseModel):
     page_rows: int = Field(100, ge=1, le=2000)
     # How far back the plots over time reach.
     plot_days: int = Field(30, ge=1, le=3650)
+    # The view's own pool (issue 24): its connections, so polling clients never take the
+    # mind's, and the longest a page's statement may run (the server's statement_timeout).
+    pool_size: int = Field(2, ge=1, le=16)
+    statement_timeout_s: float = Field(5.0, gt=0)
+    # Pages started per second, whoever asks (src/web/pace.py): `burst` at once, then this
+    # rate; a request that would wait longer than `max_wait_s` is answered 503.
+    max_requests_per_s: float = Field(5.0, gt=0)
+    burst: int = Field(20, ge=1)
+    max_wait_s: float = Field(30.0, gt=0)

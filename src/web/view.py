@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import asyncpg
 import numpy as np
 
+from src.providers.budget import BudgetLeft
 from src.recall.retrieval import Retriever
 from src.web.settings import WebSettings
 
@@ -27,3 +28,6 @@ class View:
     # reload shows the same ranking (src/web/search_page.py).
     rng: Callable[[int], np.random.Generator] = np.random.default_rng
     cycles: Callable[[], int] | None = None     # this session's cycles, when the mind runs here
+    # what the background budget has left (issue 24): the running mind's count, or one read
+    # from llm_calls by the standalone viewer; None: not shown
+    budget: Callable[[], Awaitable[BudgetLeft]] | None = None

@@ -11,6 +11,15 @@ Diminishing returns (Phase A) apply to reinforcement only: they exist to slow
 self-reinforcing loops, and suppression (near-misses, decay) must keep its full
 effect or forgetting would stall exactly where weights are largest.
 
+Phase C's circuit breaker (src/weights/patterns.py) sees every reinforcement here, keyed
+by actor and memory; while a pattern is tripped its reinforcements that bring no new
+evidence are refused (enforced) or logged as ones that would be (shadow).
+
+The goal budget reads the sum over every goal row, not just the batch's: a batch that
+touches a goal takes the budget's advisory lock (after its row locks, before that read)
+and holds it to commit, so two concurrent goal changes are judged one after the other;
+batches without a goal never wait for it.
+
 Immutable memories are never changed: their weight is part of what makes them
 immutable (bootstrap boundaries start at Beta(50, 1)).
 
@@ -25,7 +34,7 @@ memory from fading, not from being corrected.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -34,6 +43,7 @@ import asyncpg
 
 from src.bootstrap.milestones import promotion_milestones
 from src.weights import safety_rules as rules
+from src.weights.patterns import evidence_ids
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
 
@@ -45,6 +55,8 @@ PROTECTED_SKIP = "protected_skip"
 # ACT-R presentations kept per memory; older ones are dropped (their t^-d terms are the
 # smallest). access_count keeps the true total.
 MAX_ACCESS_TIMESTAMPS = 64
+# pg_advisory_xact_lock key of the goal budget ("goalbudg" in ASCII).
+GOAL_BUDGET_LOCK_KEY = 0x676F616C62756467
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,8 @@ class WeightChange:
     capacity_used: float | None = None
     # Set by decay, demotion and near-miss suppression: protected memories skip these.
     forgetting: Forgetting | None = None
+    # What a reinforcement rests on, for the circuit breaker; empty: `evidence` without its time.
+    evidence_ids: tuple[Hashable, ...] = ()
     # "summary": the batch's applied changes of this kind share one audit row (count, summed
     # delta, id range) instead of one each: the light ticker's decay touches thousands of
     # memories a tick, and keeps each memory's last nudge in memory_decay_marks.
@@ -187,9 +201,12 @@ async def _lock_rows(conn: asyncpg.Connection, ids: list[int]) -> dict[int, _Row
 
 async def _goal_total(conn: asyncpg.Connection, changes: Sequence[WeightChange],
                       rows: Mapping[int, _Row]) -> float | None:
-    """The goals' summed centers, for the goal budget; None when no change touches a goal."""
+    """The goals' summed centers, for the goal budget; None when no change touches a goal.
+
+    Under the budget's lock: the sum is read after any other goal change has committed."""
     if not any(rows.get(c.memory_id) and rows[c.memory_id].goal for c in changes):
         return None
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", GOAL_BUDGET_LOCK_KEY)
     return await conn.fetchval(
         """SELECT COALESCE(sum(depth_weight_alpha / (depth_weight_alpha + depth_weight_beta)), 0)
              FROM memories WHERE metadata->>'kind' = 'goal'""")
@@ -283,6 +300,11 @@ def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float
         passed, reason = ceiling.check(result, memory_id=change.memory_id, action=action, events=events)
         if not passed and blocked is None:
             blocked = (ceiling.name, reason)
+    if change.operation == "reinforce":
+        passed, reason = safety.check_pattern(change.actor, change.memory_id,
+                                              evidence_ids(change.evidence_ids, change.evidence), events=events)
+        if not passed and blocked is None:
+            blocked = (safety.circuit.name, reason)
     return blocked
 
 

@@ -18,20 +18,29 @@ keeps them in a list of its own and writes it in its own transaction: the weight
 choke point per batch, promotion per step, gate tuning per pass, the Phase C monitors
 per pass (src/consolidation/monitors.py) — so no task writes another's events. A
 check given no list lands in the shared `pending` list (`write_events` flushes it).
-The distribution the entropy monitor reads is src/weights/center_summary.py's.
+
+What Phase C does when a check fails (enforced; in shadow mode the same event is written
+with `enforced` false, and its `action.effect` says what would have happened):
+    circuit breaker   the tripped pattern's reinforcements without new evidence are
+                      refused at the weight choke point (src/weights/patterns.py)
+    entropy monitor   sampling is broadened for `broaden_cycles` cycles: Beta draws rest on
+                      at most `broaden_evidence` units (`sampling_evidence_cap`)
+    CBA coherence     promotion pauses for `promotion_pause_cycles` cycles (`promotion_paused`)
+A cycle is one run of the monitors (`close_cycle`), which also counts those pauses down.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
 
 from src.weights import safety_rules as rules
+from src.weights.patterns import PatternBreakers, pattern_name
 from src.weights.safety_rules import RuleResult
 from src.weights.settings import SafetySettings
 
@@ -104,8 +113,10 @@ class Safety:
         self.coherence = ceiling("cba_coherence", "C")
         self._entropy_monitor = rules.EntropyMonitor(window=s.entropy_window,
                                                      drop_fraction=s.entropy_drop_fraction)
-        self._breakers: dict[Hashable, rules.CircuitBreaker] = {}
+        self.patterns = PatternBreakers(s.circuit_breaker_cycles, s.max_tracked_patterns)
         self._last_coherence: float | None = None
+        self._broaden_left = 0              # cycles of broadened sampling still to run
+        self._promotion_pause_left = 0      # cycles promotion stays paused
 
     # -- which phases block -------------------------------------------------------
     def phase_modes(self) -> dict[str, str]:
@@ -113,38 +124,103 @@ class Safety:
         return {"A": s.phase_a, "B": s.phase_b, "C": s.phase_c}
 
     def status_line(self) -> str:
+        """The phases' modes, and what Phase C has switched on right now."""
         modes = self.phase_modes()
-        return "safety: " + ", ".join(f"phase {p} {m}" for p, m in modes.items())
+        acting = [f"sampling broadened ({self._broaden_left} cycles left)"] if self.sampling_broadened else []
+        if self.promotion_paused:
+            acting.append(f"promotion paused ({self._promotion_pause_left} cycles left)")
+        return "safety: " + ", ".join(f"phase {p} {m}" for p, m in modes.items()) + "".join(f"; {a}" for a in acting)
 
-    # -- Phase C monitors (called per consolidation cycle, not per weight change) --
-    def observe_pattern(self, actor: str, pattern_key: Hashable | None,
-                        evidence_ids: Iterable[Hashable] = (), *,
-                        events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
-        """Circuit breaker: one call per cycle per actor; False = pause reinforcing that pattern.
+    # -- what Phase C has switched on ------------------------------------------------
+    @property
+    def sampling_broadened(self) -> bool:
+        """An entropy alarm (enforced) broadened sampling and its cycles have not run out."""
+        return self._broaden_left > 0
 
-        `events`: the caller's own list (a monitor pass writes exactly its own events);
-        without it, the shared pending list (as for every observe_*)."""
-        breaker = self._breakers.setdefault(actor, rules.CircuitBreaker(self.settings.circuit_breaker_cycles))
-        result = breaker.observe(pattern_key, evidence_ids)
-        return self.circuit.check(result, action={"actor": actor, "pattern": repr(pattern_key)}, events=events)
+    def sampling_evidence_cap(self) -> float | None:
+        """The most evidence a Beta draw may rest on while sampling is broadened, else None."""
+        return self.settings.broaden_evidence if self.sampling_broadened else None
 
-    def observe_entropy(self, entropy_bits: float, *, memories: int,
-                        events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
-        """Entropy monitor: False = the distribution is collapsing; broaden sampling."""
-        result = self._entropy_monitor.observe(entropy_bits)
-        return self.entropy.check(result, action={"entropy_bits": entropy_bits, "memories": memories},
+    @property
+    def promotion_paused(self) -> bool:
+        """A coherence drop (enforced) paused promotion and its cycles have not run out."""
+        return self._promotion_pause_left > 0
+
+    # -- Phase C: circuit breaker ----------------------------------------------------
+    def check_pattern(self, actor: str, memory_id: int, evidence: frozenset[Hashable], *,
+                      events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
+        """Note one reinforcement of the pattern (actor, memory); False = paused (enforced).
+
+        The weight choke point calls this for every reinforcement; a loop that reinforces
+        by other means (the DMN surfacing a memory tick after tick) may call it too, with
+        its own actor name, and skip what is paused. `evidence`: ids of what the
+        reinforcement rests on (`patterns.evidence_ids`). A pause is logged once per
+        pattern per cycle."""
+        group = memory_id
+        key = (actor, group)
+        self.patterns.note(key, evidence)
+        if not self.patterns.pauses(key, evidence):
+            return True, ""
+        reason = (f"pattern {pattern_name(key)} is tripped (reinforced {self.settings.circuit_breaker_cycles}+ "
+                  "cycles in a row with no new evidence) and this reinforcement brings none")
+        if not self.patterns.first_report(key):
+            return (False, reason) if self.circuit.enabled else (True, "")
+        effect = "reinforcement refused" if self.circuit.enabled else "would refuse this reinforcement"
+        return self.circuit.check(rules.RuleResult(False, reason), memory_id=group,
+                                  action={"actor": actor, "pattern": pattern_name(key), "effect": effect},
                                   events=events)
+
+    def close_cycle(self, *, deep_pass: bool = True, events: list[SafetyEvent] | None = None) -> list[str]:
+        """End one consolidation cycle: feed the breakers, log every tripped pattern, count
+        the pauses down. The tripped patterns' reasons. A light tick passes `deep_pass`
+        False: promotion's patterns wait for the pass (patterns.PER_PASS_ACTORS)."""
+        self._broaden_left = max(0, self._broaden_left - 1)
+        self._promotion_pause_left = max(0, self._promotion_pause_left - 1)
+        trips = self.patterns.close_cycle(deep_pass=deep_pass)
+        effect = ("its reinforcements without new evidence are refused" if self.circuit.enabled
+                  else "would refuse its reinforcements without new evidence")
+        for trip in trips:
+            actor, group = trip.key
+            self.circuit.check(rules.RuleResult(False, trip.reason), memory_id=group,
+                               action={"actor": actor, "pattern": pattern_name(trip.key), "effect": effect},
+                               events=events)
+        return [t.reason for t in trips]
+
+    # -- Phase C: entropy and coherence (per consolidation cycle) ----------------------
+    def observe_entropy(self, entropy_bits: float, *, memories: int,
+                        detail: Mapping[str, Any] | None = None,
+                        events: list[SafetyEvent] | None = None) -> tuple[bool, str]:
+        """Entropy monitor: False = the distribution is collapsing; sampling is broadened."""
+        result = self._entropy_monitor.observe(entropy_bits)
+        n = self.settings.broaden_cycles
+        effect = (f"sampling broadened for {n} cycles" if self.entropy.enabled
+                  else f"would broaden sampling for {n} cycles")
+        passed, reason = self.entropy.check(
+            result, action={"entropy_bits": entropy_bits, "memories": memories, **(detail or {}),
+                            "effect": effect}, events=events)
+        if not result.passed and self.entropy.enabled:
+            self._broaden_left = n
+            log.warning("entropy monitor: %s; %s", result.reason, effect)
+        return passed, reason
 
     def observe_coherence(self, epistemic: float, action: float, value: float, *,
                           events: list[SafetyEvent] | None = None) -> tuple[float, bool, str]:
-        """CBA coherence C; (C, passed, reason) where a drop beyond tolerance fails."""
+        """CBA coherence C; (C, passed, reason) where a drop beyond tolerance fails and
+        pauses promotion (enforced)."""
         c = rules.cba_coherence(epistemic, action, value)
         previous, self._last_coherence = self._last_coherence, c
         if previous is None:
             return c, True, ""
+        dropped = rules.coherence_dropped(previous, c, self.settings.coherence_tolerance)
+        n = self.settings.promotion_pause_cycles
+        effect = (f"promotion paused for {n} cycles" if self.coherence.enabled
+                  else f"would pause promotion for {n} cycles")
         passed, reason = self.coherence.check(
-            rules.coherence_dropped(previous, c, self.settings.coherence_tolerance),
-            action={"epistemic": epistemic, "action": action, "value": value, "C": c}, events=events)
+            dropped, action={"epistemic": epistemic, "action": action, "value": value, "C": c, "effect": effect},
+            events=events)
+        if not dropped.passed and self.coherence.enabled:
+            self._promotion_pause_left = n
+            log.warning("CBA coherence: %s; %s", dropped.reason, effect)
         return c, passed, reason
 
     # -- writing the audit -----------------------------------------------------------
@@ -162,9 +238,15 @@ class Safety:
 
 async def insert_safety_events(conn: asyncpg.Connection | asyncpg.Pool,
                                events: list[SafetyEvent]) -> None:
+    """Write `events` in their order. A memory deleted since its event was noted (a pattern
+    closes a cycle later) is written as NULL, as its foreign key would set it."""
     await conn.execute(
         """INSERT INTO safety_events (ceiling, phase, memory_id, action, reason, enforced)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::jsonb[], $5::text[], $6::bool[])""",
+           SELECT e.ceiling, e.phase, m.id, e.action, e.reason, e.enforced
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::jsonb[], $5::text[], $6::bool[])
+                  WITH ORDINALITY AS e(ceiling, phase, memory_id, action, reason, enforced, n)
+             LEFT JOIN memories m ON m.id = e.memory_id
+            ORDER BY e.n""",
         [e.ceiling for e in events], [e.phase for e in events], [e.memory_id for e in events],
         [json.dumps(e.action, default=str) for e in events], [e.reason for e in events],
         [e.enforced for e in events],

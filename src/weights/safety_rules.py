@@ -193,33 +193,52 @@ class CircuitBreaker:
     to 0. While tripped, the choke point pauses reinforcement of that pattern.
     """
 
-    def __init__(self, max_cycles: int = 5) -> None:
+    def __init__(self, max_cycles: int = 5, max_evidence: int = 1000) -> None:
         if max_cycles < 1:
             raise ValueError(f"max_cycles must be >= 1, got {max_cycles!r}")
         self.max_cycles = max_cycles
+        self.max_evidence = max_evidence
         self._pattern: Hashable | None = None
-        self._evidence: set[Hashable] = set()
+        # evidence seen for the pattern, oldest first; beyond max_evidence the oldest is
+        # forgotten (a pattern fed new evidence every cycle for days must not grow without end)
+        self._evidence: dict[Hashable, None] = {}
         self._streak = 0
 
     @property
     def tripped(self) -> bool:
         return self._streak >= self.max_cycles
 
+    def knows(self, evidence: Iterable[Hashable]) -> bool:
+        """True when every id in `evidence` has been seen for the current pattern."""
+        return all(e in self._evidence for e in evidence)
+
+    def _remember(self, evidence: Iterable[Hashable], *, fresh: bool = False) -> None:
+        if fresh:
+            self._evidence = {}
+        for e in evidence:
+            self._evidence.pop(e, None)
+            self._evidence[e] = None
+        while len(self._evidence) > self.max_evidence:
+            del self._evidence[next(iter(self._evidence))]
+
     def observe(
         self, pattern_key: Hashable | None, evidence: Iterable[Hashable] = ()
     ) -> RuleResult:
         """Record one cycle; fails while the breaker is tripped."""
-        evidence = set(evidence)
+        evidence = list(dict.fromkeys(evidence))
         if pattern_key is None:
-            self._pattern, self._evidence, self._streak = None, set(), 0
+            self._pattern, self._streak = None, 0
+            self._remember((), fresh=True)
             return RuleResult(True, "no pattern reinforced this cycle")
         if pattern_key != self._pattern:
-            self._pattern, self._evidence, self._streak = pattern_key, evidence, 1
+            self._pattern, self._streak = pattern_key, 1
+            self._remember(evidence, fresh=True)
             return RuleResult(True, f"pattern {pattern_key!r} reinforced; new pattern")
-        if not evidence <= self._evidence:
-            self._evidence |= evidence
+        if not self.knows(evidence):
+            self._remember(evidence)
             self._streak = 1
             return RuleResult(True, f"pattern {pattern_key!r} reinforced on new evidence")
+        self._remember(evidence)
         self._streak += 1
         if self.tripped:
             return RuleResult(

@@ -33,4 +33,15 @@ class SafetySettings(BaseModel):
     circuit_breaker_cycles: int = Field(5, ge=1)
     entropy_window: int = Field(50, ge=2)
     entropy_drop_fraction: float = Field(0.10, gt=0, lt=1)
+    # The entropy monitor reads the top `entropy_top_k` memories by center (where a runaway
+    # shows: notes.md "Phase C"); an alarm broadens sampling for `broaden_cycles` cycles,
+    # Beta draws then resting on at most `broaden_evidence` units (same center, wider).
+    entropy_top_k: int = Field(20, ge=2)
+    broaden_cycles: int = Field(5, ge=1)
+    broaden_evidence: float = Field(4.0, gt=0)
     coherence_tolerance: float = Field(0.10, gt=0, le=1)
+    # A coherence drop (enforced) pauses promotion for this many consolidation cycles.
+    promotion_pause_cycles: int = Field(5, ge=1)
+    # Circuit-breaker patterns tracked per cycle at most (a cycle never closed, with the
+    # monitors off, must not grow without bound).
+    max_tracked_patterns: int = Field(10_000, ge=1)

@@ -114,14 +114,24 @@ class StochasticWeight:
         self.beta += amount
 
 
-def observe_many(alpha: np.ndarray, beta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One Beta draw per row, for the 20-50 candidates a retrieval scores at once."""
+def observe_many(alpha: np.ndarray, beta: np.ndarray, rng: np.random.Generator, *,
+                 evidence_cap: float | None = None) -> np.ndarray:
+    """One Beta draw per row, for the 20-50 candidates a retrieval scores at once.
+
+    `evidence_cap` (broadened sampling, plan §3.9: `Safety.sampling_evidence_cap`): a row
+    resting on more evidence is drawn from Beta(alpha·s, beta·s), s = cap / (alpha + beta):
+    the same center, a wider spread, so what has run away is not drawn the same way every time."""
     alpha = np.asarray(alpha, dtype=float)
     beta = np.asarray(beta, dtype=float)
     if alpha.shape != beta.shape:
         raise ValueError(f"alpha has shape {alpha.shape} but beta has shape {beta.shape}")
     if alpha.size and not (np.all(alpha > 0) and np.all(beta > 0)):
         raise ValueError("every alpha and beta must be > 0")
+    if evidence_cap is not None:
+        if not evidence_cap > 0:
+            raise ValueError(f"evidence_cap must be > 0, got {evidence_cap!r}")
+        scale = np.minimum(1.0, evidence_cap / (alpha + beta))
+        alpha, beta = alpha * scale, beta * scale
     return rng.beta(alpha, beta)
 
 

@@ -4,6 +4,9 @@
     phase.py         a phase's context, budget and result (the template every phase follows)
     structured.py    model output the pass can trust: validation, repair, halving
     checkpoints.py   pass rows, phase checkpoints, units of work, failures (resume)
+    failures.py      a failed phase: the pass backs off and resumes there; given up after N
+    integrity.py     what an insight may rest on: statements only, no copies, boundaries
+                     only as their subject, relevant citations; the prior without seeds
     insights.py, merge.py, narrative.py, tension.py, recompress.py, derived.py   §4.2
     reconsolidation.py, temporal_replay.py   §4.4
     contextual.py    §4.6

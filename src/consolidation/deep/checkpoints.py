@@ -15,11 +15,13 @@ import asyncpg
 from src.db.sql import Executor
 
 
-async def running_pass(conn: Executor) -> asyncpg.Record | None:
-    """The pass a crashed process left 'running' (the caller holds the advisory lock)."""
-    return await conn.fetchrow(
-        "SELECT id, trigger, llm_calls, tokens_in, tokens_out FROM consolidation_passes "
-        "WHERE status = 'running' ORDER BY id DESC LIMIT 1")
+async def resumable_pass(conn: Executor) -> asyncpg.Record | None:
+    """The newest pass when it is unfinished: 'running' (a crashed or stopped process left
+    it) or 'failed' (a phase failed; resumed at that phase after its back-off)."""
+    row = await conn.fetchrow(
+        "SELECT id, trigger, status, llm_calls, tokens_in, tokens_out, failures, retry_after "
+        "FROM consolidation_passes ORDER BY id DESC LIMIT 1")
+    return row if row is not None and row["status"] in ("running", "failed") else None
 
 
 async def open_pass(conn: Executor, trigger: str, importance: float | None, budget: int) -> int:
@@ -29,12 +31,15 @@ async def open_pass(conn: Executor, trigger: str, importance: float | None, budg
 
 
 async def mark_resumed(conn: Executor, pass_id: int) -> None:
-    await conn.execute("UPDATE consolidation_passes SET resumed = resumed + 1 WHERE id = $1", pass_id)
+    await conn.execute("UPDATE consolidation_passes SET resumed = resumed + 1, status = 'running', "
+                       "retry_after = NULL WHERE id = $1", pass_id)
 
 
 async def done_phases(conn: Executor, pass_id: int) -> set[str]:
+    """The phases of the pass that are not run again: done, or skipped after failing."""
     rows = await conn.fetch(
-        "SELECT phase FROM consolidation_checkpoints WHERE pass_id = $1 AND status = 'done'", pass_id)
+        "SELECT phase FROM consolidation_checkpoints WHERE pass_id = $1 AND status IN ('done', 'skipped')",
+        pass_id)
     return {r["phase"] for r in rows}
 
 
@@ -56,10 +61,32 @@ async def phase_result(conn: Executor, pass_id: int, phase: str) -> dict[str, An
     return None if raw is None else json.loads(raw)
 
 
-async def finish_phase(conn: Executor, pass_id: int, phase: str, result: Mapping[str, Any]) -> None:
+async def finish_phase(conn: Executor, pass_id: int, phase: str, result: Mapping[str, Any],
+                       status: str = "done") -> None:
+    """The phase's end: 'done', or 'skipped' after failing too often (failures.py)."""
     await conn.execute(
-        """UPDATE consolidation_checkpoints SET status = 'done', finished_at = now(), result = $3::jsonb
-            WHERE pass_id = $1 AND phase = $2""", pass_id, phase, json.dumps(result))
+        """UPDATE consolidation_checkpoints SET status = $4, finished_at = now(), result = $3::jsonb
+            WHERE pass_id = $1 AND phase = $2""", pass_id, phase, json.dumps(result), status)
+
+
+async def fail_phase(conn: Executor, pass_id: int, phase: str, error: str, announced: Sequence[str]) -> int:
+    """The phase failed once more: its checkpoint says so, keeping what the phase announced
+    before failing (its writes are not redone, so they are announced when it ends). How
+    many times in a row it has failed."""
+    return await conn.fetchval(
+        """UPDATE consolidation_checkpoints
+              SET status = 'failed', failures = failures + 1, error = $3, finished_at = now(),
+                  result = jsonb_build_object('data', jsonb_build_object('announce', $4::jsonb))
+            WHERE pass_id = $1 AND phase = $2 RETURNING failures""",
+        pass_id, phase, error, json.dumps(list(announced)))
+
+
+async def announced_before(conn: Executor, pass_id: int, phase: str) -> list[str]:
+    """What an earlier attempt of this phase announced before it failed (fail_phase)."""
+    raw = await conn.fetchval(
+        """SELECT result->'data'->'announce' FROM consolidation_checkpoints
+            WHERE pass_id = $1 AND phase = $2 AND status = 'failed'""", pass_id, phase)
+    return [] if raw is None else list(json.loads(raw))
 
 
 async def mark_unit_done(conn: Executor, pass_id: int, phase: str, key: str,
@@ -89,6 +116,15 @@ async def finish_pass(conn: Executor, pass_id: int, status: str, error: str | No
     await conn.execute(
         "UPDATE consolidation_passes SET status = $2, finished_at = now(), error = $3 WHERE id = $1",
         pass_id, status, error)
+
+
+async def fail_pass(conn: Executor, pass_id: int, *, phase: str, error: str, failures: int,
+                    retry_after: datetime) -> None:
+    """The pass stopped at a failed phase; the scheduler resumes it from `retry_after`."""
+    await conn.execute(
+        """UPDATE consolidation_passes SET status = 'failed', finished_at = now(), error = $2,
+                  failed_phase = $3, failures = $4, retry_after = $5 WHERE id = $1""",
+        pass_id, error, phase, failures, retry_after)
 
 
 async def pass_row(conn: Executor, pass_id: int) -> asyncpg.Record | None:

@@ -7,8 +7,9 @@ shared budget) asks for a short context of each, given its session: the
 "<context>\n\n<content>" (context first, as Anthropic prepends it), so the
 generated `content_tsv` (which indexes COALESCE(content_contextualized, content))
 follows by itself, and the memory is re-embedded from that text in the same
-statement. Memories the model gives no context for stay as they are and are
-offered again next pass. Offline (no model) the step is skipped and logged.
+statement. Memories the model gives no context for (or a batch whose reply stayed
+malformed) stay as they are and are offered again next pass; any other provider error
+fails the phase (phase.py). Offline (no model) the step is skipped and logged.
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ from datetime import datetime
 import asyncpg
 
 from src.consolidation.deep import memories_repository as repo
-from src.consolidation.deep.phase import CallBudget, DeepPassContext, PhaseResult
+from src.consolidation.deep.phase import (
+    CallBudget,
+    DeepPassContext,
+    PhaseResult,
+    calls_made,
+    interrupts,
+)
 from src.consolidation.deep.prompts import ContextBatch, context_prompt
 from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
-from src.errors import ProviderError
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall.store import EMBED_MAX_CHARS
@@ -37,7 +44,12 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
                          settings: EvolutionSettings, now: datetime, budget: CallBudget,
                          counts: dict[str, int], skip: Callable[[str, str], None],
                          purpose: str = "consolidation:contextual") -> int:
-    """Fill `content_contextualized` (and re-embed) for a bounded number of memories; returns how many."""
+    """Fill `content_contextualized` (and re-embed) for a bounded number of memories; returns how many.
+
+    A batch over the model's window (ContextOverflow, never sent) is asked again in
+    halves; one memory that alone does not fit waits. A batch whose reply stayed
+    malformed waits for the next pass; any other provider error fails the phase (phase.py).
+    """
     cfg = settings.contextual
     if llm is None or not llm.configured:
         skip("contextual retrieval", "no language model is configured")
@@ -45,38 +57,67 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
     done = 0
     rows = await repo.lacking_context(pool, cfg.batch_size * cfg.max_calls_per_pass, cfg.session_neighbours,
                                       cfg.context_chars)
-    for start in range(0, len(rows), cfg.batch_size):
+    queue = [rows[i:i + cfg.batch_size] for i in range(0, len(rows), cfg.batch_size)]
+    while queue:
+        batch = queue.pop(0)
         if not budget.can_spend():
             skip("contextual retrieval (beyond budget)", "the pass's LLM-call budget is spent")
             break
-        batch = rows[start:start + cfg.batch_size]
         try:
-            out = await llm.meta_call_structured(context_prompt(batch, cfg.memory_chars), ContextBatch,
-                                                 purpose=purpose, max_tokens=80 * len(batch))
-        except ProviderError as exc:
-            log.warning("contextual retrieval: batch of %d skipped: %s", len(batch), exc)
-            budget.spend(1)
-            continue
-        budget.spend(2 if out.repaired else 1, out.result.tokens_in, out.result.tokens_out)
-        by_id = {r["id"]: r for r in batch}
-        texts: dict[int, str] = {}
-        for item in out.value.contexts:
-            context = excerpt(clean_text(item.context).text, cfg.context_chars)
-            if item.id in by_id and context:
-                texts[item.id] = f"{context}\n\n{by_id[item.id]['content']}"
-        if not texts:
-            continue
-        ids = sorted(texts)
-        vectors = None
-        try:
-            vectors = await embed_memories(embedder, [texts[i][:EMBED_MAX_CHARS] for i in ids],
-                                           [by_id[i]["memory_type"] for i in ids])
-        except ProviderError as exc:
-            log.warning("contextual retrieval: re-embedding failed, text stored, vectors kept: %s", exc)
-        done += await repo.write_contextualized(pool, ids, [texts[i] for i in ids], vectors,
-                                                embedder.model_name if vectors is not None else None)
+            texts = await _contexts(llm, budget, batch, cfg, purpose, queue)
+        except ProviderSkipped as exc:
+            if interrupts(exc):
+                raise
+            skip("contextual retrieval", str(exc))
+            break
+        if texts:
+            done += await _store(pool, embedder, batch, texts)
     counts["contextualized"] = counts.get("contextualized", 0) + done
     return done
+
+
+async def _contexts(llm: LanguageModel, budget: CallBudget, batch: list, cfg, purpose: str,
+                    queue: list[list]) -> dict[int, str]:
+    """The contextualised text of each memory of `batch` the model gave a context for."""
+    try:
+        out = await llm.meta_call_structured(context_prompt(batch, cfg.memory_chars), ContextBatch,
+                                             purpose=purpose, max_tokens=80 * len(batch))
+    except ContextOverflow as exc:
+        if len(batch) > 1:
+            queue[:0] = [batch[:len(batch) // 2], batch[len(batch) // 2:]]
+        else:
+            log.warning("contextual retrieval: memory %d alone does not fit the model's window: %s",
+                        batch[0]["id"], exc)
+        return {}
+    except MalformedOutput as exc:
+        log.warning("contextual retrieval: batch of %d skipped (offered again next pass): %s", len(batch), exc)
+        budget.spend(2)
+        return {}
+    except ProviderError as exc:
+        budget.spend(calls_made(exc))
+        raise
+    budget.spend(2 if out.repaired else 1, out.result.tokens_in, out.result.tokens_out)
+    by_id = {r["id"]: r for r in batch}
+    texts: dict[int, str] = {}
+    for item in out.value.contexts:
+        context = excerpt(clean_text(item.context).text, cfg.context_chars)
+        if item.id in by_id and context:
+            texts[item.id] = f"{context}\n\n{by_id[item.id]['content']}"
+    return texts
+
+
+async def _store(pool: asyncpg.Pool, embedder: Embedder, batch: list, texts: dict[int, str]) -> int:
+    """Write the texts, re-embedded when the embedder answers (else the old vectors stay)."""
+    by_id = {r["id"]: r for r in batch}
+    ids = sorted(texts)
+    vectors = None
+    try:
+        vectors = await embed_memories(embedder, [texts[i][:EMBED_MAX_CHARS] for i in ids],
+                                       [by_id[i]["memory_type"] for i in ids])
+    except ProviderError as exc:
+        log.warning("contextual retrieval: re-embedding failed, text stored, vectors kept: %s", exc)
+    return await repo.write_contextualized(pool, ids, [texts[i] for i in ids], vectors,
+                                           embedder.model_name if vectors is not None else None)
 
 
 async def run(ctx: DeepPassContext) -> PhaseResult:

@@ -1,10 +1,15 @@
 """Writing what the deep pass derives: insights, narratives, tensions (plan §4.2).
 
 One derived memory is one transaction: the new row, its `memory_supersedes` links,
-the sources' `contradict(0.3)` through the weight choke point (actor
+for a merge the sources' `contradict(0.3)` through the weight choke point (actor
 `consolidation`, Phase B rate limit against the center at the pass's first change),
 any bookkeeping rows the caller adds, and the unit-of-work mark that keeps a resumed
 pass from writing it twice. Originals are never deleted.
+
+Only a merge lowers its sources (plan §4.2: near-duplicates give way so the merged
+memory surfaces first). An insight drawn from evidence does not replace it: with a real
+model an insight citing the user's fact took it from 0.21 to 0.14 (issue 27), so the
+mind's reading of a fact outweighed the fact itself.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncpg
 import numpy as np
 
 from src.consolidation.deep import memories_repository, supersedes_repository
+from src.consolidation.deep.integrity import BLANK_PRIOR, evidence_prior, is_seed
 from src.consolidation.deep.phase import DeepPassContext
 from src.errors import ProviderError
 from src.providers.embedding import embed_memories
@@ -27,7 +33,7 @@ from src.weights.apply import WeightChange, apply_weight_changes
 log = logging.getLogger(__name__)
 
 ACTOR = "consolidation"
-SOURCE_TAG = "internal_consolidation"
+SOURCE_TAG = supersedes_repository.SOURCE_TAG
 Extra = Callable[[asyncpg.Connection, int], Awaitable[None]]
 
 
@@ -57,7 +63,10 @@ async def write_derived(
 
     None when `key` was already done in this pass (a resumed pass) or the text is empty.
     `inherit_weight`: the new memory starts at the mean Beta of its sources (the evidence
-    it summarises); otherwise at the blank-slate Beta(1, 4) (tensions: no salience bonus).
+    it summarises), boundaries and seeds left out (integrity.evidence_prior); otherwise
+    at the blank-slate Beta(1, 4) (tensions: no salience bonus). `contradict_sources`:
+    the sources give way to it (a merge supersedes its near-duplicates; an insight drawn
+    from evidence does not replace it, so insights pass False).
     """
     if key in ctx.done:
         return None
@@ -67,26 +76,24 @@ async def write_derived(
     vec = await embed_one(ctx, text, memory_type)
     async with ctx.pool.acquire() as conn, conn.transaction():
         rows = await memories_repository.memories_by_id(conn, sources)
-        alpha, beta = 1.0, 4.0
-        if inherit_weight and rows:
-            alpha = float(np.mean([r["alpha"] for r in rows]))
-            beta = float(np.mean([r["beta"] for r in rows]))
+        alpha, beta = evidence_prior(rows) if inherit_weight else BLANK_PRIOR
         meta = {"pass_id": ctx.pass_id, "sources": sorted(r["id"] for r in rows), **metadata}
         new_id = await supersedes_repository.insert_memory(
             conn, content=text, memory_type=memory_type, embedding=vec,
             embed_model=ctx.embedder.model_name, alpha=alpha, beta=beta, source_tag=SOURCE_TAG,
             compressed=None, metadata=meta)
-        present = [r["id"] for r in rows]
-        await supersedes_repository.insert_links(conn, new_id, present, via)
-        if contradict_sources and present and ctx.settings.deep.source_contradict > 0:
-            for r in rows:
+        await supersedes_repository.insert_links(conn, new_id, [r["id"] for r in rows], via)
+        # seeds keep their weight anyway (the choke point refuses): not even asked
+        giving_way = [r for r in rows if not is_seed(r)] if contradict_sources else []
+        if giving_way and ctx.settings.deep.source_contradict > 0:
+            for r in giving_way:
                 ctx.baseline_centers.setdefault(r["id"], r["alpha"] / (r["alpha"] + r["beta"]))
             await apply_weight_changes(conn, [
-                WeightChange(mid, "contradict", ctx.settings.deep.source_contradict, ACTOR,
+                WeightChange(r["id"], "contradict", ctx.settings.deep.source_contradict, ACTOR,
                              f"superseded by {memory_type} #{new_id} ({via})",
                              evidence={"pass_id": ctx.pass_id, "derived_id": new_id, "via": via},
-                             cycle_baseline_center=ctx.baseline_centers[mid])
-                for mid in present], safety=ctx.safety)
+                             cycle_baseline_center=ctx.baseline_centers[r["id"]])
+                for r in giving_way], safety=ctx.safety)
         if extra is not None:
             await extra(conn, new_id)
         await ctx.mark_done(conn, key)

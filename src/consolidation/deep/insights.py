@@ -5,9 +5,12 @@ noticed) → the 3 most salient high-level questions. Saved with the phase's che
 Phase 2 (`insights`): each question is a retrieval query (hybrid search, read-only:
 consolidation does not count as the mind recalling); the model answers with up to 5
 insights, each citing the memory ids it rests on. A citation of an id that was not in
-the evidence rejects the answer (structured.py). Each insight is a `reflection` memory
-(metadata kind 'insight', via 'insight') with supersedes links to exactly its cited
-sources, which get contradict(0.3).
+the evidence rejects the answer (structured.py). Each insight must then pass
+integrity.screen (a statement, no copy of what it cites, a boundary only as its subject,
+every citation relevant; refusals are counted `refused_<reason>`). A stored insight is a
+`reflection` memory (metadata kind 'insight', via 'insight') with supersedes links to
+exactly its cited sources, starting at their mean Beta without boundaries and seeds; the
+sources keep their weight (derived.py says why).
 
 A question's validated answer is saved before any insight is written, so a pass killed
 half-way resumes writing from the same answer instead of asking again.
@@ -19,14 +22,17 @@ import json
 import logging
 from collections.abc import Sequence
 
-from src.consolidation.deep import checkpoints
+from src.consolidation.deep import checkpoints, dmn_inputs, memories_repository
 from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Insights, Questions, insights_prompt, questions_prompt
 from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.consolidation.light import findings_repository
 from src.errors import ProviderError
+from src.providers.context_window import most_that_fit
 from src.recall.search import search_hybrid
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +60,13 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
         if not [q for q in answer.questions if q.strip()]:
             raise Rejected("no questions")
 
+    themes = [t for t in theme_texts if t]
+    # as many of the newest memories as the model's context window holds (issue 27)
+    memories = memories[:max(1, most_that_fit(ctx.llm, len(memories), lambda k: questions_prompt(
+        memories[:k], themes, deep.questions), meta=True, schema=Questions))]
     before = ctx.budget.used
     answers = await ask_batched(ctx, [memories], batch_size=1,
-                                question=lambda b: questions_prompt(b[0], [t for t in theme_texts if t],
-                                                                    deep.questions),
+                                question=lambda b: questions_prompt(b[0], themes, deep.questions),
                                 schema=Questions, validate=validate,
                                 describe=lambda m: {"recent_memories": len(m)})
     result.calls = ctx.budget.used - before
@@ -68,15 +77,13 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
 
 
 async def run_insights(ctx: DeepPassContext) -> PhaseResult:
-    """Phase 2: per question, retrieve evidence, ask for cited insights, store them."""
-    result = PhaseResult()
-    deep = ctx.settings.deep
+    """Phase 2: per question, retrieve evidence, ask for cited insights, store those that pass."""
+    result = await dmn_inputs.insights_from_dmn(ctx)   # the DMN's waiting associations first (§4.7)
     saved = await checkpoints.phase_result(ctx.pool, ctx.pass_id, "questions") or {}
     questions = (saved.get("data") or {}).get("questions") or []
     if not questions:
         result.skipped = "no questions from phase 1"
         return result
-    model = ctx.embedder.model_name
     for qi, question in enumerate(questions):
         answer_key = f"q{qi}:answer"
         if answer_key in ctx.done:
@@ -84,44 +91,76 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
         else:
             if not run_guarded(ctx, "insights"):
                 break
-            try:
-                qvec = (await ctx.embedder.embed([question], "RETRIEVAL_QUERY"))[0]
-            except ProviderError as exc:
-                log.warning("deep pass %d: question not embedded, full-text evidence only: %s", ctx.pass_id, exc)
-                qvec = None
-            hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model, limit=deep.insight_evidence,
-                                       now=ctx.now)
-            hits = [h for h in hits if h.memory_type not in ("tension",)]
-            if not hits:
+            payload = await _ask(ctx, question, result)
+            if payload is None:
                 continue
-            allowed = {h.id for h in hits}
-
-            def validate(_b: Sequence, ans: Insights, allowed: set[int] = allowed) -> None:
-                if not ans.insights:
-                    raise Rejected("no insights")
-                for k, item in enumerate(ans.insights):
-                    if not item.insight.strip():
-                        raise Rejected(f"insight {k} is empty")
-                    check_citations(item.cited_ids, allowed, f"insight {k}")
-
-            before = ctx.budget.used
-            got = await ask_batched(ctx, [question], batch_size=1,
-                                    question=lambda b, hits=hits: insights_prompt(b[0], hits,
-                                                                                  deep.insights_per_question),
-                                    schema=Insights, validate=validate, describe=lambda q: {"question": q})
-            result.calls += ctx.budget.used - before
-            if not got:
-                continue
-            payload = {"question": question,
-                       "insights": [i.model_dump() for i in got[0][1].insights[:deep.insights_per_question]]}
             await ctx.mark_done(ctx.pool, answer_key, payload)
         for j, item in enumerate(payload["insights"]):
-            text = " ".join(item["insight"].split())
-            new_id = await write_derived(
-                ctx, key=f"q{qi}:{j}", content=text, memory_type="reflection",
-                sources=sorted(set(item["cited_ids"])), via="insight",
-                metadata={"kind": "insight", "via": "insight", "question": payload["question"]})
-            if new_id is not None:
-                result.add("insights")
-                ctx.announce.append(text)
+            await _store(ctx, f"q{qi}:{j}", " ".join(item["insight"].split()), sorted(set(item["cited_ids"])),
+                         payload["question"], result)
     return result
+
+
+async def _evidence(ctx: DeepPassContext, question: str) -> list:
+    """The memories a question retrieves (hybrid search, read-only), tensions left out."""
+    try:
+        qvec = (await ctx.embedder.embed([question], "RETRIEVAL_QUERY"))[0]
+    except ProviderError as exc:
+        log.warning("deep pass %d: question not embedded, full-text evidence only: %s", ctx.pass_id, exc)
+        qvec = None
+    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=ctx.embedder.model_name,
+                               limit=ctx.settings.deep.insight_evidence, now=ctx.now)
+    return [h for h in hits if h.memory_type not in ("tension",)]
+
+
+async def _ask(ctx: DeepPassContext, question: str, result: PhaseResult) -> dict | None:
+    """The model's validated insights for one question (None: no evidence or no usable answer)."""
+    deep = ctx.settings.deep
+    hits = await _evidence(ctx, question)
+    if not hits:
+        return None
+    allowed = {h.id for h in hits}
+
+    def validate(_b: Sequence, ans: Insights) -> None:
+        if not ans.insights:
+            raise Rejected("no insights")
+        for k, item in enumerate(ans.insights):
+            if not item.insight.strip():
+                raise Rejected(f"insight {k} is empty")
+            check_citations(item.cited_ids, allowed, f"insight {k}")
+
+    before = ctx.budget.used
+    got = await ask_batched(ctx, [question], batch_size=1,
+                            question=lambda b: insights_prompt(b[0], hits, deep.insights_per_question),
+                            schema=Insights, validate=validate, describe=lambda q: {"question": q})
+    result.calls += ctx.budget.used - before
+    if not got:
+        return None
+    return {"question": question,
+            "insights": [i.model_dump() for i in got[0][1].insights[:deep.insights_per_question]]}
+
+
+async def _store(ctx: DeepPassContext, key: str, text: str, cited: list[int], question: str,
+                 result: PhaseResult) -> None:
+    """Write one insight if integrity.screen lets it rest on what it cites; else log and count.
+
+    Its prior is its evidence's (boundaries and seeds left out); its evidence keeps its
+    weight (an insight does not supersede what it was drawn from).
+    """
+    if key in ctx.done:
+        return
+    deep = ctx.settings.deep
+    rows = await memories_repository.memories_by_id(ctx.pool, cited)
+    refusal = await screen(ctx.embedder, text, rows,
+                           citation_floor=ctx.settings.thresholds_for(ctx.embedder.model_name).insight_citation,
+                           copy_overlap=deep.insight_copy_overlap, subject_overlap=deep.boundary_subject_overlap)
+    if refusal is not None:
+        log.info("deep pass %d: insight %r refused: %s", ctx.pass_id, excerpt(text, 120), refusal.detail)
+        result.add(f"refused_{refusal.reason}")
+        return
+    new_id = await write_derived(
+        ctx, key=key, content=text, memory_type="reflection", sources=cited, via="insight",
+        contradict_sources=False, metadata={"kind": "insight", "via": "insight", "question": question})
+    if new_id is not None:
+        result.add("insights")
+        ctx.announce.append(text)

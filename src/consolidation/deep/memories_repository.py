@@ -26,9 +26,10 @@ from src.db.sql import Executor, json_param
 
 
 async def memories_by_id(conn: Executor, ids: Sequence[int]) -> list[asyncpg.Record]:
-    """The memories a phase works on, with their weights and vectors (merge, narrative, re-compression)."""
+    """The memories a phase works on, with their weights, vectors and whether they are seeds
+    (immutable, source tag: integrity.is_seed)."""
     return await conn.fetch(
-        """SELECT id, content, memory_type, created_at, compressed, metadata,
+        """SELECT id, content, memory_type, created_at, compressed, metadata, immutable, source_tag,
                   depth_weight_alpha AS alpha, depth_weight_beta AS beta, embedding
              FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id""", list(ids))
 
@@ -40,7 +41,8 @@ async def recompress_candidates(conn: Executor, limit: int) -> list[asyncpg.Reco
                SELECT 'c:' || fingerprint AS grp, member_ids FROM consolidation_clusters
                UNION ALL
                SELECT 't:' || fingerprint, memory_ids FROM consolidation_findings WHERE kind = 'theme'),
-           members AS (SELECT DISTINCT ON (m.id) g.grp, g.member_ids, m.id, m.content, m.compressed
+           members AS (SELECT DISTINCT ON (m.id) g.grp, g.member_ids, m.id, m.content, m.compressed,
+                              m.source_tag, m.metadata
                          FROM groups g JOIN memories m ON m.id = ANY(g.member_ids)
                         WHERE m.compressed IS NOT NULL AND NOT (m.metadata ? 'recompressed_at')
                         ORDER BY m.id, g.grp)
@@ -102,10 +104,12 @@ async def value_memories(conn: Executor, min_center: float, limit: int) -> list[
 
 
 async def recent_behaviour(conn: Executor, limit: int) -> list[asyncpg.Record]:
-    """The mind's own recent words and acts (source internal_self), newest first."""
+    """The mind's own recent words and acts, newest first: what it said (internal_self) and
+    what it answered its own thoughts without saying it (internal_thought) — both are how it
+    behaves; a thought held back by the unprompted bar is still the mind's stance."""
     return await conn.fetch(
         """SELECT id, content, created_at FROM memories
-            WHERE source_tag = 'internal_self' AND memory_type NOT IN ('tension', 'narrative', 'reflection')
+            WHERE source_tag IN ('internal_self', 'internal_thought') AND memory_type NOT IN ('tension', 'narrative', 'reflection')
             ORDER BY created_at DESC, id DESC LIMIT $1""", limit)
 
 

@@ -1,7 +1,8 @@
 """Merge (plan §4.2): clusters of near-duplicate memories become one insight.
 
 Candidates are the newest memories not yet merged, paired with their nearest stored
-neighbours (a loose pre-filter on the stored vectors). Their texts are embedded with
+neighbours (a loose pre-filter on the stored vectors); questions, boundaries and seeds
+are never merged (integrity.py), and a merged text that is a question is rejected. Their texts are embedded with
 task type CLUSTERING and grouped by leader clustering at the embed model's `merge`
 threshold, where a member must also share `merge_overlap` of its content words with
 its leader (clustering.py: cosine alone calls distinct facts in one frame the same).
@@ -32,7 +33,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,11 +47,13 @@ from src.consolidation.clustering import (
 )
 from src.consolidation.deep import clusters_repository, memories_repository
 from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.integrity import is_question, is_seed
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import MERGE_ITEM_CHARS, MergeAnswer, merge_question
 from src.consolidation.deep.prompts import MergedInsight as MergedInsight
 from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
 from src.errors import ProviderError
+from src.recall.speakers import Speaker, claims_as_own, common_speaker, speaker_of
 from src.text import excerpt
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ class Cluster:
     fingerprint: str
     extractive: str            # the merged text without a model (extractive_merge)
     cited: list[int]           # ids: the most central member, then those whose clauses it adds
+    speakers: list[Speaker | None] = field(default_factory=list)   # one per text (src/recall/speakers.py)
 
 
 def clauses(text: str) -> list[str]:
@@ -165,8 +169,13 @@ def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
             raise Rejected(f"insight names cluster {item.cluster}, which was not given")
         if not item.insight.strip():
             raise Rejected(f"empty insight for cluster {item.cluster}")
+        if is_question(item.insight):
+            raise Rejected(f"cluster {item.cluster}'s insight is a question, not a statement")
         cluster = by_index[item.cluster]
         check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
+        if claims_as_own(item.insight, cluster.speakers):
+            raise Rejected(f"cluster {item.cluster}'s insight states in the first person what only the user "
+                           "(or another person) said")
         shown = [excerpt(t, MERGE_ITEM_CHARS) for t in cluster.texts]       # what the model was given
         dropped = names_and_numbers(shown) - stated_in(item.insight)
         if dropped:
@@ -217,15 +226,23 @@ async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
     ids = sorted({r["a"] for r in pairs} | {r["b"] for r in pairs})
     if len(ids) < deep.merge_min_size:
         return []
-    rows = await memories_repository.memories_by_id(ctx.pool, ids)
+    # a question is not a fact to merge, and a boundary or seed is not merged with anything
+    rows = [r for r in await memories_repository.memories_by_id(ctx.pool, ids)
+            if not is_seed(r) and not is_question(r["content"])]
     texts = [r["content"] for r in rows]
+    speakers = [speaker_of(r["source_tag"], r["metadata"]) for r in rows]
     vecs = await clustering_vectors(ctx, texts)
-    groups = await asyncio.to_thread(merge_groups, vecs, texts, th.merge, th.merge_overlap, deep.merge_min_size)
+    groups: list[MergeGroup] = []
+    for who in dict.fromkeys(speakers):      # one speaker's words merge only with that speaker's (issue 27)
+        idx = [i for i, s in enumerate(speakers) if s == who]
+        found = await asyncio.to_thread(merge_groups, vecs[idx], [texts[i] for i in idx], th.merge,
+                                        th.merge_overlap, deep.merge_min_size)
+        groups += [MergeGroup([idx[m] for m in g.members], g.text, g.cited) for g in found]
     clusters = []
     for n, g in enumerate(groups, 1):
         member_ids = [rows[i]["id"] for i in g.members]
         clusters.append(Cluster(n, member_ids, [texts[i] for i in g.members], fingerprint(member_ids), g.text,
-                                [member_ids[i] for i in g.cited]))
+                                [member_ids[i] for i in g.cited], [speakers[i] for i in g.members]))
     known = await clusters_repository.known_clusters(ctx.pool, [c.fingerprint for c in clusters])
     return [c for c in clusters if c.fingerprint not in known]
 
@@ -283,6 +300,13 @@ async def merged_texts(ctx: DeepPassContext, clusters: Sequence[Cluster], result
     return merged
 
 
+def _offline_speaker(c: Cluster, extractive: bool) -> dict[str, str]:
+    """The extractive merge restates its members' words: they stay their speaker's ("The user
+    said: …", src/recall/speakers.py), never the mind's own "I am …"."""
+    who = common_speaker(c.speakers) if extractive else None
+    return {"speaker": who.label} if who is not None else {}
+
+
 async def run(ctx: DeepPassContext) -> PhaseResult:
     """The merge phase: find new clusters, write one insight per cluster."""
     result = PhaseResult()
@@ -308,7 +332,8 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
             ctx, key=f"cluster:{c.fingerprint}", content=text, memory_type="reflection", sources=c.ids,
             via="merge", extra=remember,
             metadata={"kind": "insight", "via": "merge", "cluster_fingerprint": c.fingerprint,
-                      "extractive": extractive, "cited": cited, "cluster_size": len(c.ids)})
+                      "extractive": extractive, "cited": cited, "cluster_size": len(c.ids),
+                      **_offline_speaker(c, extractive)})
         if new_id is not None:
             result.add("insights")
             result.add("superseded", len(c.ids))

@@ -28,7 +28,7 @@ async def _candidates(ctx: DeepPassContext) -> list:
 
 async def _with_experiences(ctx: DeepPassContext, candidates: Sequence) -> list[Item]:
     """Each insight with the texts of the experiences it was merged from."""
-    sources = {r["id"]: r["content"] for r in await memories_repository.memories_by_id(
+    sources = {r["id"]: r for r in await memories_repository.memories_by_id(   # rows: each names its speaker
         ctx.pool, sorted({s for c in candidates for s in c["sources"]}))}
     return [{"id": c["id"], "content": c["content"], "sources": [sources[s] for s in c["sources"] if s in sources]}
             for c in candidates]

@@ -7,6 +7,14 @@ A phase must therefore be safe to run again after a crash half-way through it: i
 reads its work from the database (not from another phase's memory) and writes each
 unit of work in one transaction together with its `ctx.mark_done(key)` record.
 
+A phase that cannot do its work raises: a provider error that is not about one batch (an
+outage, a request the endpoint refuses) propagates out of the phase, and so does a bug.
+The pass then records the phase as failed and backs off (failures.py). A reply that
+stays malformed after its repair, or a batch over the model's window (asked again in
+halves), is one item's failure (a `consolidation_failures` row), not the phase's; a
+skipped capability skips the step; a call the mind cancelled itself stops the pass
+(`interrupts`).
+
 Adding a phase is one line in `DEEP_PHASES`.
 """
 
@@ -21,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from src.errors import CallCancelled, CircuitOpen, ContextOverflow, ProviderError, ProviderSkipped
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.safety import Safety
 
@@ -53,6 +62,19 @@ class CallBudget:
         self.used += calls
         self.tokens_in += tokens_in
         self.tokens_out += tokens_out
+
+
+def interrupts(exc: ProviderError) -> bool:
+    """True for a call the mind ended itself (CallCancelled: the user's turn, shutdown): the
+    pass stops where it is and stays 'running', resumed at the next check, no failure
+    counted. Any other skip (not configured, the background budget spent) skips the step."""
+    return isinstance(exc, CallCancelled)
+
+
+def calls_made(exc: ProviderError) -> int:
+    """LLM calls a failed request cost the pass's budget: none when it was never sent
+    (not configured, breaker open, over the window), else one (the ledger has its attempts)."""
+    return 0 if isinstance(exc, ProviderSkipped | CircuitOpen | ContextOverflow) else 1
 
 
 @dataclass

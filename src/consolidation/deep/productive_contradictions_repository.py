@@ -23,6 +23,8 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                                since: datetime | None = None) -> list[asyncpg.Record]:
     """Recent non-insight memories and the most similar live insight above `similarity`.
 
+    Boundaries and seeds are not new evidence against an insight (integrity.is_seed).
+
     An insight is a `reflection` that supersedes sources; a pair already judged a
     productive contradiction, or an insight already superseded, is not offered again.
     """
@@ -32,6 +34,7 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                 WHERE m.created_at > GREATEST($1::timestamptz - make_interval(secs => $2::float8), $7::timestamptz)
                   AND m.created_at <= $1
                   AND m.embedding IS NOT NULL AND m.embed_model = $4 AND m.memory_type <> 'reflection'
+                  AND NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
                 ORDER BY m.created_at DESC LIMIT $5)
            SELECT f.id AS memory_id, f.content AS memory_content, f.embedding AS memory_embedding,
                   i.id AS insight_id, i.content AS insight_content, i.embedding AS insight_embedding,

@@ -6,6 +6,15 @@ matches the schema beside its question here; the schemas' field descriptions are
 of what the model reads. The `*_CHARS` constants say how much of each memory a question
 shows. The phases (merge.py, insights.py, narrative.py, recompress.py, contextual.py,
 reconsolidation.py, tension.py) hold what is done with the answers.
+
+Who said what (issue 27). Every memory a question shows carries its speaker in words
+(`_source_line`, src/recall/speakers.py): "[12] The user said: I am a marine biologist",
+"[14] I said: …", "[15] Priya said: …"; and the questions that write the mind's memories
+(insights, merges) ask for the user's facts in the third person ("The user is a marine
+biologist") and for "I" only where the agent's own words or acts are the evidence.
+Shown raw, a small model wrote the user's "I am a marine biologist" as the mind's own
+insight. A phase passes a memory's speaker as `source_tag` and `metadata` (a row or a
+search hit), or a cluster's `speakers`; a memory with neither is shown as it is.
 """
 
 from __future__ import annotations
@@ -15,7 +24,27 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from src.recall.speakers import Speaker, attributed, speaker_of
 from src.text import excerpt
+
+#: How the mind's memories speak of people: the user in the third person, "I" only for the
+#: agent itself (the questions that write memories end with it).
+VOICE = ("Each memory names who said it. Write about the user in the third person (\"The user …\"), "
+         "never in the user's own words as if they were yours; write \"I\" only for what the agent "
+         "itself said, thought or did.")
+
+
+def _speaker_from(item: Any) -> Speaker | None:
+    """The speaker of a memory as a phase passes it: a row or mapping (`source_tag`,
+    `metadata`), an object with those attributes (a search hit), or None."""
+    if isinstance(item, Mapping) or hasattr(item, "get"):
+        return speaker_of(item.get("source_tag"), item.get("metadata"))
+    return speaker_of(getattr(item, "source_tag", None), getattr(item, "metadata", None))
+
+
+def _source_line(mid: int, text: str, speaker: Speaker | None, chars: int) -> str:
+    """One memory as a question shows it: `[id] The user said: <text cut to chars>`."""
+    return f"[{mid}] {attributed(excerpt(text, chars), speaker)}"
 
 # --- merge (§4.2): one insight per cluster of near-duplicates ------------------------------
 
@@ -34,7 +63,8 @@ class MergeAnswer(BaseModel):
 
 
 class ShownCluster(Protocol):
-    """What a merge question shows of a cluster (merge.Cluster)."""
+    """What a merge question shows of a cluster (merge.Cluster); its members' speakers, when
+    it has them, as `speakers` (one per text, src/recall/speakers.py)."""
 
     @property
     def index(self) -> int: ...
@@ -48,10 +78,12 @@ def merge_question(clusters: Sequence[ShownCluster]) -> str:
     parts = ["Each cluster below holds memories that say nearly the same thing. For every cluster, "
              "write one insight: a single sentence that states what they have in common, generalised "
              "beyond any one occasion, keeping every name and number its memories state. Cite the "
-             "memory ids it rests on (only ids from that cluster)."]
+             "memory ids it rests on (only ids from that cluster). " + VOICE]
     for c in clusters:
+        speakers = getattr(c, "speakers", None) or [None] * len(c.ids)
         parts.append(f"Cluster {c.index}:")
-        parts += [f"  [{mid}] {excerpt(t, MERGE_ITEM_CHARS)}" for mid, t in zip(c.ids, c.texts, strict=True)]
+        parts += ["  " + _source_line(mid, t, who, MERGE_ITEM_CHARS)
+                  for mid, t, who in zip(c.ids, c.texts, speakers, strict=True)]
     return "\n".join(parts)
 
 
@@ -74,7 +106,8 @@ class Insights(BaseModel):
 
 
 class Statement(Protocol):
-    """A piece of evidence an insights question shows (a search hit)."""
+    """A piece of evidence an insights question shows (a search hit: its `source_tag` and
+    `metadata` name the speaker)."""
 
     @property
     def id(self) -> int: ...
@@ -82,25 +115,27 @@ class Statement(Protocol):
     def content(self) -> str: ...
 
 
-def _statement(mid: int, text: str) -> str:
-    return f"[{mid}] {excerpt(text, INSIGHT_ITEM_CHARS)}"
+def _statement(item: Any, mid: int, text: str) -> str:
+    return _source_line(mid, text, _speaker_from(item), INSIGHT_ITEM_CHARS)
 
 
 def questions_prompt(memories: Sequence[Mapping[str, Any]], themes: Sequence[str], n: int) -> str:
-    """Phase 1: the recent memories (`id`, `content`; newest first) and themes → `n` questions."""
-    lines = [_statement(m["id"], m["content"]) for m in reversed(memories)]   # oldest first
+    """Phase 1: the recent memories (`id`, `content`, and `source_tag` / `metadata` for the
+    speaker; newest first) and themes → `n` questions."""
+    lines = [_statement(m, m["id"], m["content"]) for m in reversed(memories)]   # oldest first
     theme_part = ("\nThemes noticed recently: " + "; ".join(themes)) if themes else ""
-    return ("Statements, oldest first:\n" + "\n".join(lines) + theme_part
+    return ("Statements, oldest first, each with who said it:\n" + "\n".join(lines) + theme_part
             + f"\n\nGiven only the statements above, what are the {n} most salient high-level "
-              "questions we can answer about the subjects in them?")
+              "questions we can answer about the subjects in them? Ask about the user as \"the user\".")
 
 
 def insights_prompt(question: str, evidence: Sequence[Statement], n: int) -> str:
     """Phase 2: one question and its evidence → `n` cited insights."""
-    lines = [_statement(h.id, h.content) for h in evidence]
+    lines = [_statement(h, h.id, h.content) for h in evidence]
     return (f"Question: {question}\nStatements:\n" + "\n".join(lines)
             + f"\n\nWhat {n} high-level insights can you infer from the statements above that answer "
-              "the question? For each, cite the ids of the statements it rests on (only ids shown above).")
+              "the question? For each, cite the ids of the statements it rests on (only ids shown above). "
+            + VOICE)
 
 
 # --- narrative synthesis (§4.2) -------------------------------------------------------------
@@ -120,7 +155,7 @@ class Narratives(BaseModel):
 NARRATIVE_INSTRUCTION = (
     "For each insight below, write a brief causal narrative in the first person that explains "
     "how the experiences led to it: \"I came to value X because of experiences Y and Z.\" "
-    "One or two sentences each; use only what the experiences say.")
+    "One or two sentences each; use only what the experiences say. " + VOICE)
 
 
 def _itemised(instruction: str, blocks: Iterable[Sequence[str]]) -> str:
@@ -128,12 +163,21 @@ def _itemised(instruction: str, blocks: Iterable[Sequence[str]]) -> str:
     return "\n".join([instruction, *(line for block in blocks for line in block)])
 
 
+def _said(entry: str | Mapping[str, Any], cut: int) -> str:
+    """A memory's text cut to `cut`, with its speaker when `entry` is a row (`content`,
+    `source_tag`, `metadata`) rather than bare text."""
+    if isinstance(entry, str):
+        return excerpt(entry, cut)
+    return attributed(excerpt(entry["content"], cut), _speaker_from(entry))
+
+
 def narrative_prompt(items: Sequence[Mapping[str, Any]]) -> str:
-    """Each insight (`id`, `content`) with the experiences (`sources`) it was merged from."""
+    """Each insight (`id`, `content`) with the experiences (`sources`: texts, or rows that name
+    their speaker) it was merged from."""
     cut = NARRATIVE_ITEM_CHARS
     return _itemised(NARRATIVE_INSTRUCTION, (
-        [f"Insight [{it['id']}]: {excerpt(it['content'], cut)}",
-         *(f"  experience: {excerpt(t, cut)}" for t in it["sources"])] for it in items))
+        [f"Insight [{it['id']}]: {_said(it, cut)}",
+         *(f"  experience: {_said(t, cut)}" for t in it["sources"])] for it in items))
 
 
 # --- re-compression (§4.2) ------------------------------------------------------------------
@@ -151,17 +195,18 @@ class Recompressed(BaseModel):
 
 
 RECOMPRESS_INSTRUCTION = (
-    "Rewrite the one-line summary of each memory below. Use the related memories to make the line "
-    "general (what it says about the agent or the subject), not tied to one conversation. "
-    "At most 15 words per line.")
+    "Rewrite the one-line summary of each memory below, in the voice of whoever said it (the line "
+    "stands for what they said). Use the related memories to make the line general (what it says "
+    "about its speaker or subject), not tied to one conversation. At most 15 words per line.")
 
 
 def recompress_prompt(items: Sequence[Mapping[str, Any]]) -> str:
-    """Each memory (`id`, `content`) with its gate-time line (`compressed`) and `related` texts."""
+    """Each memory (`id`, `content`, and `source_tag` / `metadata` for its speaker) with its
+    gate-time line (`compressed`) and `related` texts (or rows that name their speaker)."""
     cut = RECOMPRESS_ITEM_CHARS
     return _itemised(RECOMPRESS_INSTRUCTION, (
-        [f"Memory [{it['id']}]: {excerpt(it['content'], cut)}", f"  current summary: {it['compressed']}",
-         *(f"  related: {excerpt(t, cut)}" for t in it["related"])] for it in items))
+        [f"Memory [{it['id']}]: {_said(it, cut)}", f"  current summary: {it['compressed']}",
+         *(f"  related: {_said(t, cut)}" for t in it["related"])] for it in items))
 
 
 # --- contextual retrieval (§4.6) ------------------------------------------------------------
@@ -208,11 +253,12 @@ class ReevaluationAnswer(BaseModel):
     explanation: str = Field(description="one sentence: why")
 
 
-def conflict_prompt(insight: str, memory: str) -> str:
-    """A live insight and a new memory that may contradict it."""
+def conflict_prompt(insight: str, memory: str, speaker: Speaker | None = None) -> str:
+    """A live insight and a new memory that may contradict it (with its speaker, when known)."""
     chars = RECONSOLIDATION_TEXT_CHARS
+    new = attributed(memory[:chars], speaker)
     return ("You maintain an agent's long-term memory; insights are general statements distilled "
-            f"from its experiences.\n\nStored insight:\n{insight[:chars]}\n\nNew information:\n{memory[:chars]}\n\n"
+            f"from its experiences.\n\nStored insight:\n{insight[:chars]}\n\nNew information:\n{new}\n\n"
             "The new information may contradict the insight. Answer `update` with a rewritten insight "
             "that accounts for both, `productive_contradiction` if both should stand side by side as a "
             "real tension, or `no_conflict` if they do not contradict.")

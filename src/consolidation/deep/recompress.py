@@ -29,8 +29,9 @@ async def _candidates(ctx: DeepPassContext) -> list:
 async def _with_related(ctx: DeepPassContext, rows: Sequence) -> list[Item]:
     """Each memory with its gate-time line and a few of its cluster's other members."""
     related_ids = sorted({m for r in rows for m in r["member_ids"]})
-    texts = {r["id"]: r["content"] for r in await memories_repository.memories_by_id(ctx.pool, related_ids)}
+    texts = {r["id"]: r for r in await memories_repository.memories_by_id(ctx.pool, related_ids)}
     return [{"id": r["id"], "content": r["content"], "compressed": r["compressed"],
+             "source_tag": r["source_tag"], "metadata": r["metadata"],
              "related": [texts[m] for m in r["member_ids"] if m != r["id"] and m in texts][:CONTEXT_MEMBERS]}
             for r in rows]
 

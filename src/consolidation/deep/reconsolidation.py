@@ -29,7 +29,14 @@ import asyncpg
 
 from src.consolidation.deep import checkpoints, memories_repository, supersedes_repository
 from src.consolidation.deep import productive_contradictions_repository as repo
-from src.consolidation.deep.phase import CallBudget, DeepPassContext, PhaseResult
+from src.consolidation.deep.integrity import is_question, states_something
+from src.consolidation.deep.phase import (
+    CallBudget,
+    DeepPassContext,
+    PhaseResult,
+    calls_made,
+    interrupts,
+)
 from src.consolidation.deep.prompts import (
     ConflictAnswer,
     ReevaluationAnswer,
@@ -37,7 +44,7 @@ from src.consolidation.deep.prompts import (
     reevaluation_prompt,
 )
 from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
-from src.errors import ProviderError
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 from src.gates.contradiction import load_or_learn, screen
 from src.outcomes.tracking import conflict_resolved
 from src.providers.embedding import embed_memories
@@ -55,10 +62,37 @@ def _usable(llm: LanguageModel | None) -> bool:
 
 
 async def _ask(llm: LanguageModel, budget: CallBudget, prompt: str, schema: type, purpose: str):
-    """An isolated meta-context call (no history, no identity), as every consolidation call."""
-    out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=300)
+    """An isolated meta-context call (no history, no identity), as every consolidation call.
+
+    Returns None for a reply that stayed malformed after its repair, or a question over
+    the model's window (that item is passed over); any other provider error propagates:
+    a skipped capability ends the step (`run`), anything else fails the phase
+    (failures.py: the pass backs off and resumes here), after counting the call it cost.
+    """
+    try:
+        out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=300)
+    except (MalformedOutput, ContextOverflow) as exc:
+        budget.spend(2 if isinstance(exc, MalformedOutput) else 0)     # a reply and its repair; none sent
+        log.warning("reconsolidation: an item passed over: %s", exc)
+        return None
+    except ProviderError as exc:
+        budget.spend(calls_made(exc))
+        raise
     budget.spend(2 if out.repaired else 1, out.result.tokens_in, out.result.tokens_out)
     return out.value
+
+
+def _rewrite(answer, verdict: str, counts: dict[str, int]) -> str | None:
+    """The rewritten insight of an `update`/`revise` answer, if it states something (a
+    question or chatter is never an insight: integrity.states_something)."""
+    if answer.verdict != verdict or not answer.insight.strip():
+        return None
+    text = answer.insight.strip()
+    if not states_something(text):
+        log.info("reconsolidation: a rewritten insight is not a statement, not stored: %r", text[:120])
+        counts["refused_not_statement"] = counts.get("refused_not_statement", 0) + 1
+        return None
+    return text
 
 
 async def _supersede(conn: asyncpg.Connection, embedder: Embedder, safety: Safety, settings: EvolutionSettings,
@@ -106,6 +140,8 @@ async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMod
     direction = await load_or_learn(pool, embedder)
     asked = 0
     for p in pairs:
+        if is_question(p["memory_content"]):
+            continue                     # a question states nothing an insight could conflict with
         verdict = screen(p["memory_content"], p["memory_embedding"].to_numpy(), p["insight_content"],
                          p["insight_embedding"].to_numpy(), direction)
         if verdict.contradicts is False:
@@ -114,18 +150,16 @@ async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMod
             skip("reconsolidation (conflicts beyond budget)", "the pass's LLM-call budget is spent")
             break
         asked += 1
-        try:
-            answer = await _ask(llm, budget, conflict_prompt(p["insight_content"], p["memory_content"]),
-                                ConflictAnswer, purpose)
-        except ProviderError as exc:
-            log.warning("reconsolidation of insight %d skipped: %s", p["insight_id"], exc)
+        answer = await _ask(llm, budget, conflict_prompt(p["insight_content"], p["memory_content"]),
+                            ConflictAnswer, purpose)
+        if answer is None:
             counts["reconsolidation_failed"] = counts.get("reconsolidation_failed", 0) + 1
             continue
-        if answer.verdict == "update" and answer.insight.strip():
-            vector = await _vector(embedder, answer.insight.strip())
+        if (text := _rewrite(answer, "update", counts)) is not None:
+            vector = await _vector(embedder, text)
             async with pool.acquire() as conn, conn.transaction():
                 new_id = await _supersede(conn, embedder, safety, settings, now, p["insight_id"],
-                                          answer.insight.strip(), [p["insight_id"], p["memory_id"]],
+                                          text, [p["insight_id"], p["memory_id"]],
                                           answer.explanation, vector)
             counts["insights_superseded"] = counts.get("insights_superseded", 0) + 1
             # a conflict resolved by reconsolidation: outcome + readiness milestone 7 (§5.2, §5.3)
@@ -159,16 +193,14 @@ async def run_reevaluation(pool: asyncpg.Pool, embedder: Embedder, llm: Language
         gone = set(await memories_repository.superseded_ids(pool, row["source_ids"]))
         sources = [(t, c, i in gone) for i, t, c in zip(row["source_ids"], row["source_contents"],
                                                          row["source_centers"], strict=True)]
-        try:
-            answer = await _ask(llm, budget, reevaluation_prompt(row["content"], sources), ReevaluationAnswer,
-                                purpose)
-        except ProviderError as exc:
-            log.warning("re-evaluation of insight %d skipped: %s", row["id"], exc)
+        answer = await _ask(llm, budget, reevaluation_prompt(row["content"], sources), ReevaluationAnswer,
+                            purpose)
+        if answer is None:
             continue
-        if answer.verdict == "revise" and answer.insight.strip():
-            vector = await _vector(embedder, answer.insight.strip())
+        if (text := _rewrite(answer, "revise", counts)) is not None:
+            vector = await _vector(embedder, text)
             async with pool.acquire() as conn, conn.transaction():
-                await _supersede(conn, embedder, safety, settings, now, row["id"], answer.insight.strip(),
+                await _supersede(conn, embedder, safety, settings, now, row["id"], text,
                                  [row["id"], *row["source_ids"]], answer.explanation, vector)
             counts["insights_revised"] = counts.get("insights_revised", 0) + 1
         else:
@@ -184,10 +216,15 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     since = await checkpoints.previous_pass_start(ctx.pool, ctx.pass_id)
     if since is not None and since > ctx.now:    # a pass run with an earlier clock (tests, replays)
         since = None
-    await run_conflicts(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
-                        result.counts, ctx.skip, ctx.purpose, since=since)
-    await run_reevaluation(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
-                           result.counts, ctx.skip, ctx.purpose)
+    try:
+        await run_conflicts(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
+                            result.counts, ctx.skip, ctx.purpose, since=since)
+        await run_reevaluation(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
+                               result.counts, ctx.skip, ctx.purpose)
+    except ProviderSkipped as exc:           # not configured, the background budget spent
+        if interrupts(exc):
+            raise
+        ctx.skip(ctx.phase, str(exc))
     result.calls = ctx.budget.used - used
     if ctx.llm is None or not ctx.llm.configured:
         result.skipped = "no language model is configured"

@@ -7,7 +7,8 @@ the model (ResilientLanguageModel.generate_structured); if that fails too, the b
 is split in halves and each half asked again; a single item that still fails is
 skipped with a `consolidation_failures` row. A reply whose citations name ids that
 were not in the input is treated the same way (`validate` raises Rejected): nothing
-is half-written, nothing is silently dropped.
+is half-written, nothing is silently dropped. Any other provider error fails the phase
+(phase.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from src.consolidation.deep import checkpoints
-from src.consolidation.deep.phase import DeepPassContext
-from src.errors import MalformedOutput, ProviderError, ProviderSkipped
+from src.consolidation.deep.phase import DeepPassContext, calls_made, interrupts
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ async def ask_batched(
             value = await _ask_once(ctx, batch, question, schema, max_tokens)
             if validate is not None:
                 validate(batch, value)
-        except MalformedOutput as problem:
+        except (MalformedOutput, ContextOverflow) as problem:
+            # an unusable reply, or a batch over the model's window (not sent): fewer at a time
             if len(batch) > 1:
                 half = len(batch) // 2
                 log.info("deep pass %d %s: unusable reply for %d items (%s); splitting the batch",
@@ -93,14 +95,17 @@ async def ask_batched(
                                             [describe(x) for x in batch])
             continue
         except ProviderSkipped as exc:
+            if interrupts(exc):
+                raise
             ctx.skip(ctx.phase, str(exc))
             break
         except ProviderError as exc:
-            # an outage: the rest of this phase would fail the same way; its items wait
-            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase,
-                                            f"{type(exc).__name__}: {exc}",
-                                            [describe(x) for b in [batch, *queue] for x in b])
-            break
+            # an outage or a refused request: the rest of this phase would fail the same
+            # way, so the phase fails (the pass backs off and resumes it; the answers
+            # already paid for are saved by `on_answer`)
+            ctx.budget.spend(calls_made(exc))
+            await _save_spend(ctx)
+            raise
         if on_answer is not None:
             await on_answer(batch, value)
         answered.append((batch, value))

@@ -24,6 +24,11 @@ from pgvector import HalfVector
 
 from src.db.sql import Executor, json_param
 
+#: The source tag of everything consolidation writes (insights, merges, narratives,
+#: tensions, reconsolidated insights): the mind's own conclusions, not new experience
+#: (checkpoints.new_experiences_since_last_pass leaves them out).
+SOURCE_TAG = "internal_consolidation"
+
 
 async def insert_memory(conn: asyncpg.Connection, *, content: str, memory_type: str,
                         embedding: np.ndarray | None, embed_model: str | None, alpha: float, beta: float,
@@ -49,8 +54,9 @@ async def insert_insight(conn: asyncpg.Connection, content: str, embedding: np.n
     """A reconsolidated insight (type reflection) and its supersedes links, in the caller's transaction."""
     new_id = await conn.fetchval(
         """INSERT INTO memories (content, memory_type, embedding, embed_model, source_tag, created_at, metadata)
-           VALUES ($1, 'reflection', $2, $3, 'consolidation', $4, $5::jsonb) RETURNING id""",
-        content, None if embedding is None else HalfVector(embedding), embed_model, at, json_param(dict(metadata)))
+           VALUES ($1, 'reflection', $2, $3, $6, $4, $5::jsonb) RETURNING id""",
+        content, None if embedding is None else HalfVector(embedding), embed_model, at, json_param(dict(metadata)),
+        SOURCE_TAG)
     await conn.execute(
         """INSERT INTO memory_supersedes (insight_id, source_id, created_at)
            SELECT $1, s, $3 FROM unnest($2::bigint[]) AS s WHERE s <> $1 ON CONFLICT DO NOTHING""",

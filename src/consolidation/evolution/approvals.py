@@ -4,14 +4,18 @@ A row of `approvals` has a `kind` that names its apply function in `REGISTRY`
 ('promotion' here: plan §4.3, center > 0.85 while trust_level < 3; other features
 add their own kind with `approval_kinds.register`). The operator lists them with `/pending` (or
 `python -m src.consolidation pending`) and decides with `/approve ID` or
-`/reject ID`. Approving runs the kind's apply function in the row's lock: an
-approval is applied at most once, whoever else approves it at the same moment.
+`/reject ID`. Approving runs the kind's apply function in the row's lock and in the
+transaction that marks the row decided (the function writes through `ctx.db`): an
+approval is applied exactly once — whoever else approves it at the same moment, and
+whenever the process dies (a crash before the commit leaves it pending with nothing
+applied; issue 24, tests/test_approvals_once.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import asyncpg
@@ -80,7 +84,8 @@ async def decide_outcome(ctx: ApprovalContext, arg: str, *, approve: bool) -> tu
             known = ", ".join(sorted(REGISTRY)) or "none"
             return False, (f"approval #{approval_id} has kind {row['kind']!r}, which nothing can apply "
                            f"(known kinds: {known}); it stays pending")
-        result = await apply(ctx, {**payload, "approval_id": approval_id})
+        # one transaction: the change and the decision commit together (issue 24)
+        result = await apply(replace(ctx, conn=conn), {**payload, "approval_id": approval_id})
         await repo.decide_approval(conn, approval_id, "approved" if result.ok else "failed",
                                    result.message, ctx.now)
     log.info("approval #%d (%s) %s: %s", approval_id, row["kind"], "applied" if result.ok else "failed",

@@ -29,8 +29,9 @@ async def pending_approvals(db: Executor, limit: int = 50) -> list[asyncpg.Recor
 
 
 async def lock_approval(conn: asyncpg.Connection, approval_id: int) -> asyncpg.Record | None:
-    # NO KEY: the apply function writes rows that reference this one (FOR KEY SHARE)
-    # from another connection while this lock is held.
+    # NO KEY: rows that reference this one (promotions.approval_id) may be written on
+    # another connection (a deep pass) while the lock is held; their foreign-key check
+    # takes FOR KEY SHARE, which NO KEY UPDATE allows.
     return await conn.fetchrow(
         "SELECT id, kind, payload, reason, status, decision FROM approvals WHERE id = $1 FOR NO KEY UPDATE",
         approval_id)

@@ -3,8 +3,8 @@
 Recall records, for every memory it returns, each relevance component's
 contribution to that memory's score (blend weight x component value,
 `recall_outcomes`). Once a recall's outcome window has passed, consolidation
-scores it: *used* when the memory was accessed again inside the window (see
-utility.py). The component that contributed most to a recalled memory is the one
+scores it: *used* when the answer of that cycle drew on it or the user confirmed or
+corrected it inside the window (src/recall/outcomes.py; re-access is not use). The component that contributed most to a recalled memory is the one
 that "put it there".
 
 Evolution: with `share_used[c]` the fraction of used recalls whose top component
@@ -79,7 +79,7 @@ async def run_outcomes(pool: asyncpg.Pool, settings: EvolutionSettings, now: dat
         scored = await outcomes.score_outcomes(conn, now, cfg.outcome_window_days, cfg.max_outcomes)
         counts["outcomes_scored"] = counts.get("outcomes_scored", 0) + len(scored)
         counts["utility_updated"] = counts.get("utility_updated", 0) + await utility.apply_outcomes(
-            conn, scored, settings.utility.learning_rate)
+            conn, scored, settings.utility)
         if len(scored) >= cfg.min_outcomes:
             all_tops = [top_component(r["contributions"]) for r in scored]
             used_tops = [t for t, r in zip(all_tops, scored, strict=True) if r["used"]]

@@ -45,14 +45,16 @@ async def decay_candidates(db: Executor, now: datetime, idle_days: float, max_ac
 
 async def demotion_candidates(db: Executor, now: datetime, *, min_center: float, goal_center: float,
                               idle_days: float, every_days: float, limit: int) -> list[asyncpg.Record]:
-    """§4.3 demotion: promoted or goal-range memories no longer reinforced.
+    """§4.3 demotion: promoted or goal-range memories no longer reinforced, least useful first.
 
     Last reinforcement = the latest of their last access, their promotion and any
-    reinforcement in the audit log; demoted at most once per `every_days`.
+    reinforcement in the audit log; demoted at most once per `every_days`, and a demotion
+    the Two-Gate guardrail refused (an enforced `two_gate` event of actor demotion) is not
+    tried again within `every_days` either.
     """
     return await db.fetch(
         """WITH w AS (
-               SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta,
+               SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.utility_score,
                       GREATEST(COALESCE(m.last_accessed, m.created_at), m.created_at,
                                (SELECT max(p.at) FROM promotions p
                                  WHERE p.memory_id = m.id AND p.status = 'applied'),
@@ -69,7 +71,11 @@ async def demotion_candidates(db: Executor, now: datetime, *, min_center: float,
               AND NOT EXISTS (SELECT 1 FROM consolidation_log l
                                WHERE l.memory_id = w.id AND l.actor = 'demotion' AND l.evidence ? 'at'
                                  AND (l.evidence->>'at')::timestamptz > $1::timestamptz - make_interval(secs => $5::float8))
-            ORDER BY w.id LIMIT $6""",
+              AND NOT EXISTS (SELECT 1 FROM safety_events e
+                               WHERE e.memory_id = w.id AND e.ceiling = 'two_gate' AND e.enforced
+                                 AND e.action->>'actor' = 'demotion' AND e.action ? 'at'
+                                 AND (e.action->>'at')::timestamptz > $1::timestamptz - make_interval(secs => $5::float8))
+            ORDER BY w.utility_score, w.id LIMIT $6""",
         now, min_center, goal_center, idle_days * 86400.0, every_days * 86400.0, limit)
 
 

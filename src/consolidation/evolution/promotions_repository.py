@@ -12,7 +12,7 @@ compare against, so a test with a fixed clock sees its own history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ WITH sightings AS (
 counted AS (
     SELECT memory_id, count(*) AS n, min(at) AS first_at, max(at) AS last_at
       FROM sightings WHERE at <= $1
-     GROUP BY memory_id HAVING count(*) >= $2
+     GROUP BY memory_id HAVING count(*) >= $2 OR memory_id = ANY($4::bigint[])
 )
 SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
        m.depth_weight_beta AS beta, m.utility_score,
@@ -47,32 +47,37 @@ SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
            AS has_identity
   FROM counted c JOIN memories m ON m.id = c.memory_id
  WHERE NOT m.immutable
- ORDER BY c.n DESC, c.memory_id
- LIMIT $3
+ ORDER BY (c.memory_id = ANY($4::bigint[])) DESC, c.n DESC, c.memory_id
+ LIMIT $3 + cardinality($4::bigint[])
 """
 
 
-async def promotion_candidates(db: Executor, now: datetime, min_sightings: int, limit: int) -> list[asyncpg.Record]:
-    """Memories with at least `min_sightings` sightings up to `now` (see promotion.py)."""
-    return await db.fetch(_SIGHTINGS, now, min_sightings, limit)
+async def promotion_candidates(db: Executor, now: datetime, min_sightings: int, limit: int,
+                               also: Sequence[int] = ()) -> list[asyncpg.Record]:
+    """Memories with at least `min_sightings` sightings up to `now` (see promotion.py), and
+    the sightings of the memories `also` names (promotions still climbing) first."""
+    return await db.fetch(_SIGHTINGS, now, min_sightings, limit, list(also))
 
 
-async def promotions_owed(db: Executor, limit: int) -> list[asyncpg.Record]:
-    """Applied promotions whose reinforcement has not fully arrived yet (rate limit)."""
+async def promotions_owed(db: Executor, limit: int, goal_target: float,
+                          identity_target: float) -> list[asyncpg.Record]:
+    """Applied promotions still climbing to their target; rows from before sql/125 (no
+    target of their own) climb to their tier's."""
     return await db.fetch(
-        """SELECT p.memory_id, p.tier, p.remaining, m.depth_weight_alpha AS alpha,
-                  m.depth_weight_beta AS beta, m.utility_score
+        """SELECT p.memory_id, p.tier, p.remaining, p.approval_id, m.depth_weight_alpha AS alpha,
+                  m.depth_weight_beta AS beta, m.utility_score,
+                  COALESCE(p.target_center, CASE p.tier WHEN 'identity' THEN $3::float8 ELSE $2::float8 END) AS target
              FROM promotions p JOIN memories m ON m.id = p.memory_id
             WHERE p.status = 'applied' AND p.remaining > 0 AND NOT m.immutable
-            ORDER BY p.at LIMIT $1""", limit)
+            ORDER BY p.at LIMIT $1""", limit, goal_target, identity_target)
 
 
 async def tier_occupancy(db: Executor, goal_center: float, identity_center: float) -> tuple[int, int]:
-    """How many memories sit at or above the goal and the identity center (one scan)."""
+    """How many memories sit at or above the goal and the identity center (memory_standing's
+    center index, sql/141: only the two bands are read)."""
     row = await db.fetchrow(
-        """SELECT count(*) FILTER (WHERE c >= $1) AS goal, count(*) FILTER (WHERE c >= $2) AS identity
-             FROM (SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS c
-                     FROM memories) AS w""", goal_center, identity_center)
+        """SELECT count(*) FILTER (WHERE center >= $2) AS identity, count(*) AS goal
+             FROM memory_standing WHERE center >= $1""", goal_center, identity_center)
     return int(row["goal"]), int(row["identity"])
 
 
@@ -80,14 +85,15 @@ async def coherence_counts(db: Executor, now: datetime, goal_center: float, iden
                            action_days: float = 7.0) -> asyncpg.Record:
     """Inputs of the three CBA axes (plan §3.9) over the promoted ranges, one statement.
 
-    epistemic: informed and contested memories among those at or above the goal center;
+    epistemic: informed and contested memories among those at or above the goal center
+               (memory_standing's center index, sql/141: the band, not the store);
     value: the summed standard deviation of the identity-range weights and their number;
     action: the mind's own recent output, and the tension memories of that window.
     """
     return await db.fetchrow(
-        """WITH w AS (SELECT depth_weight_alpha AS a, depth_weight_beta AS b
-                        FROM memories
-                       WHERE depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) >= $1)
+        """WITH w AS (SELECT m.depth_weight_alpha AS a, m.depth_weight_beta AS b
+                        FROM memory_standing s JOIN memories m ON m.id = s.id
+                       WHERE s.center >= $1)
            SELECT (SELECT count(*) FROM w WHERE NOT (a < 2 AND b < 2)) AS informed,
                   (SELECT count(*) FROM w WHERE a > 5 AND b > 5) AS contested,
                   (SELECT COALESCE(sum(sqrt(a * b / ((a + b) ^ 2 * (a + b + 1)))), 0)
@@ -103,14 +109,25 @@ async def coherence_counts(db: Executor, now: datetime, goal_center: float, iden
 
 async def record_promotion(conn: asyncpg.Connection, memory_id: int, tier: str, status: str, at: datetime,
                            reason: str, *, remaining: float = 0.0, approval_id: int | None = None,
-                           evidence: Mapping[str, Any] | None = None) -> None:
+                           evidence: Mapping[str, Any] | None = None, target: float | None = None) -> None:
     """Insert or update the (memory, tier) promotion row."""
     await conn.execute(
-        """INSERT INTO promotions (memory_id, tier, status, at, approval_id, reason, remaining, evidence)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
+        """INSERT INTO promotions (memory_id, tier, status, at, approval_id, reason, remaining, evidence,
+                                   target_center)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)
            ON CONFLICT (memory_id, tier) DO UPDATE
               SET status = EXCLUDED.status, at = EXCLUDED.at,
                   approval_id = COALESCE(EXCLUDED.approval_id, promotions.approval_id),
                   reason = EXCLUDED.reason, remaining = EXCLUDED.remaining,
-                  evidence = promotions.evidence || EXCLUDED.evidence""",
-        memory_id, tier, status, at, approval_id, reason, remaining, json_param(dict(evidence or {})))
+                  evidence = promotions.evidence || EXCLUDED.evidence,
+                  target_center = COALESCE(EXCLUDED.target_center, promotions.target_center)""",
+        memory_id, tier, status, at, approval_id, reason, remaining, json_param(dict(evidence or {})), target)
+
+
+async def note_stalled_step(conn: asyncpg.Connection, memory_id: int, tier: str, reason: str,
+                            evidence: Mapping[str, Any]) -> None:
+    """A climbing promotion's step did not apply this pass: say why, keep the grant (status,
+    time and what is owed stay, so demotion still sees when it last moved)."""
+    await conn.execute(
+        """UPDATE promotions SET reason = $3, evidence = evidence || $4::jsonb
+            WHERE memory_id = $1 AND tier = $2""", memory_id, tier, reason, json_param(dict(evidence)))

@@ -35,6 +35,10 @@ class PromotionSettings(_Section):
     identity_center: float = Field(0.8, gt=0, lt=1)
     goal_capacity: int = Field(500, ge=1)
     identity_capacity: int = Field(100, ge=1)
+    # Where a promotion leads (§4.3: goal range ~0.6–0.7, identity ~0.8+): the center it
+    # climbs to over passes, at most the rate limit per pass (see promotion.py).
+    goal_target: float = Field(0.65, gt=0, lt=1)
+    identity_target: float = Field(0.82, gt=0, lt=1)
     max_per_pass: int = Field(50, ge=0)
     # Demotion: promoted (or goal-range) memories unreinforced this long get contradict().
     demotion_idle_days: float = Field(30.0, gt=0)
@@ -49,6 +53,8 @@ class PromotionSettings(_Section):
             raise ValueError("identity_sightings must be at least goal_sightings")
         if self.identity_center < self.goal_center:
             raise ValueError("identity_center must be at least goal_center")
+        if not (self.goal_center <= self.goal_target < self.identity_center <= self.identity_target):
+            raise ValueError("need goal_center <= goal_target < identity_center <= identity_target")
         return self
 
 
@@ -128,9 +134,11 @@ class DirichletSettings(_Section):
 
 
 class UtilitySettings(_Section):
-    """Q-value utility: Q <- Q + eta (r - Q), r = +1 used again, -1 not (see utility.py)."""
+    """Q-value utility: Q <- Q + eta (r - Q); r = +1 drawn on, -1 said to be wrong,
+    `unused_reward` recalled and left alone (see utility.py)."""
 
     learning_rate: float = Field(0.1, gt=0, le=1)
+    unused_reward: float = Field(-0.25, ge=-1, le=0)
 
 
 class ContextualSettings(_Section):

@@ -13,7 +13,6 @@ from datetime import datetime
 
 from src.db.sql import Executor
 
-
 DECAY_PAGE = """
 SELECT p.id, p.last_seen, (d.decayed_at IS NULL OR d.decayed_at < $2) AS due
   FROM (SELECT s.id, s.last_seen FROM memory_standing s

@@ -16,7 +16,6 @@ import asyncpg
 
 from src.db.sql import Executor
 
-
 # memory_standing's last_seen (sql/141) is last use or creation: one index walk, newest first
 RECENTLY_USED = """
 SELECT s.id FROM memory_standing s JOIN memories m ON m.id = s.id
@@ -50,7 +49,7 @@ async def recent_memories(conn: Executor, limit: int, *, with_vectors: bool = Fa
                           embed_model: str | None = None) -> list[asyncpg.Record]:
     """The newest memories (insights, narratives and tensions are the pass's own: left out)."""
     return await conn.fetch(
-        """SELECT id, content, memory_type, created_at, compressed,
+        """SELECT id, content, memory_type, created_at, compressed, source_tag, metadata,
                   CASE WHEN $2 THEN embedding END AS embedding
              FROM memories
             WHERE memory_type NOT IN ('tension', 'narrative')

@@ -1,0 +1,91 @@
+"""The request fits the model (issue 27): the budget in the model's tokens, and the last
+measure of each turn's prompt before System 1 is asked.
+
+`budget_for` resolves the context budget (src/context/settings.py, plan §3.2's table as
+shares of the window) against System 1's context window, as our token counts can fill it:
+the window less the reply's max tokens, divided by the model's margin
+(src/providers/context_window.py), plus the reply. The FIFO's maximum and every section's
+budget follow from it.
+
+`fit_turn` measures the finished system prompt and the input, and gives the conversation
+what is left (newest first, never more than the budget's share): the parts of the system
+prompt no section budget covers (instructions, the state report, the cost and gut lines,
+skills, corrections) are counted as they are, not guessed. An input that does not fit even
+alone is cut with a note the model reads (`INPUT_CUT`), logged, never dropped. The input
+goes out pinned: the provider's own guard (`ContextWindow`'s `fit`) may still drop older
+history from a retry or a tool round, never the input.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from src.context.fifo import Message
+from src.context.prompts import INPUT_CUT
+from src.context.settings import DEFAULT_REPLY, ContextBudget
+from src.providers.context_window import ContextWindow, count_request, message_tokens, window_of
+from src.providers.protocols import ChatMessage
+from src.tokens import cut_to_tokens
+
+log = logging.getLogger(__name__)
+
+
+def budget_for(budget: ContextBudget, llm: object) -> ContextBudget:
+    """`budget` in tokens for System 1 `llm` (module docstring); a model that states no window
+    (reflex mode, a test double) gets the budget's own window or the plan's 128k."""
+    max_out = getattr(llm, "max_output_tokens", None)
+    reply = budget.output_reserve if budget.output_reserve is not None else (
+        max_out if isinstance(max_out, int) else DEFAULT_REPLY)
+    window = window_of(llm)
+    if window is None or budget.context_window is not None:
+        return budget.resolve(reply=reply)
+    resolved = budget.resolve(window.prompt_limit(reply) + reply, reply)
+    log.info("context budget for a window of %s: immutable %d, identity %d (expected %d), situational %d, "
+             "state %d, reply %d, conversation %d tokens", window.describe(), resolved.immutable,
+             resolved.identity_cap, resolved.identity_expected, resolved.situational,
+             resolved.cognitive_state, resolved.output_reserve, resolved.conversation_tokens)
+    return resolved
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What System 1 is sent: the history that fits, the input (pinned), whether it was cut."""
+
+    messages: list[ChatMessage]
+    history: int          # messages of the conversation window sent
+    cut: bool             # the input was cut to fit
+
+
+def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], user_text: str,
+             *, limit: int) -> Turn:
+    """The turn's messages within the window of `llm` (else the budget's), the history at
+    most `limit` of our tokens (the conversation's share this cycle)."""
+    window = window_of(llm) or ContextWindow(budget.resolve().context_window or 1, "the context budget", 1.0)
+    reply = budget.resolve().output_reserve or 0
+    room = window.prompt_limit(reply) - count_request(system, ())
+    text, cut = user_text, False
+    if message_tokens(ChatMessage("user", text)) > room:
+        text, cut = _cut_input(user_text, room)
+        log.warning("the input (%d characters) does not fit the context window of %s; sent cut to %d "
+                    "characters, with a note saying so", len(user_text), window.describe(), len(text))
+    left = min(limit, room - message_tokens(ChatMessage("user", text)))
+    kept: list[Message] = []
+    for message in reversed(history):       # newest first, as AdaptiveFifo.window
+        if message.tokens > left:
+            break
+        left -= message.tokens
+        kept.append(message)
+    sent = [ChatMessage("user" if m.role == "user" else "assistant", m.content) for m in reversed(kept)]
+    while sent and sent[0].role == "assistant":   # a conversation opens with a user turn
+        sent.pop(0)
+    return Turn([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)
+
+
+def _cut_input(text: str, room: int) -> tuple[str, bool]:
+    head = cut_to_tokens(text, max(0, room - message_tokens(ChatMessage("user", INPUT_CUT)) - 1))
+    return f"{head}{INPUT_CUT}", True
+
+
+__all__ = ["Turn", "budget_for", "fit_turn"]
