@@ -2,7 +2,7 @@
 exit codes: 2 for a configuration error, 1 when the process cannot start, 0 on Ctrl-C.
 
 `python -m src.main`, `python -m src.web` and `python -m src.consolidation` share it so an
-error reads the same everywhere and never arrives as a traceback (STYLE.md §7).
+error reads the same everywhere and never arrives as a traceback.
 """
 
 from __future__ import annotations

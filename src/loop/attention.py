@@ -296,7 +296,7 @@ class AttentionQueue:
     When full, pushing evicts the internal impulse (DMN, consolidation, gut,
     scheduled) with the lowest current urgency, the oldest among equals ("drop
     oldest-lowest"); the new candidate itself can be the one evicted. User messages
-    are never evicted (DESIGN.md): when only they are queued the queue grows past
+    are never evicted (nothing the user says is lost): when only they are queued the queue grows past
     `queue_max`, and the loop takes waiting messages together as one turn.
     `dropped` counts evictions per source (shown by /status).
     """

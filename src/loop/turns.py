@@ -1,4 +1,4 @@
-"""Several waiting user messages taken together as one turn (DESIGN.md, issue 11).
+"""Several waiting user messages taken together as one turn (issue 11).
 
 User input is never evicted from attention. When a user message wins a cycle while
 more user messages wait, the mind takes them together: one cycle, one reply, and

@@ -57,7 +57,7 @@ async def rebuild_index(pool: asyncpg.Pool, maintenance_work_mem: str = "1GB") -
     """Build the HNSW index (replacing an invalid one); return the seconds it took.
 
     A larger maintenance_work_mem keeps the graph in memory while it is built
-    (DESIGN.md: 64 s at 100k rows with the default 64MB, 22 s with 4GB).
+    (notes.md has the build times measured here).
     """
     async with pool.acquire() as conn:
         if await index_state(conn) == "invalid":
