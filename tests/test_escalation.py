@@ -328,8 +328,16 @@ async def test_a_bare_confidence_line_is_never_a_confident_answer() -> None:
 async def test_an_answer_that_repeats_the_last_one_word_for_word_is_retried() -> None:
     """A small model answered ten turns with one paragraph: a verbatim repeat of an earlier
     answer is never confident, and a retry that answers the question is kept."""
-    parroted = "I am a large language model and I follow my guidelines."
+    parroted = ("I am a large language model created to help, and I follow my guidelines: I do not deceive "
+                "my guardian or anyone about what I am or what I did, and I take no action outside myself.")
     messages = (ChatMessage("user", "hello"), ChatMessage("assistant", parroted), ChatMessage("user", FOCUS))
     s1, s2 = models(f"{parroted}\nConfidence: 0.95", CONFIDENT, judgement=("KNOWN", 0.9))
     out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
     assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."
+
+
+async def test_a_short_answer_said_again_is_not_a_loop() -> None:
+    messages = (ChatMessage("user", "hello"), ChatMessage("assistant", "I hear you."), ChatMessage("user", FOCUS))
+    s1, s2 = models("I hear you.\nConfidence: 0.95", judgement=("KNOWN", 0.9))
+    out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
+    assert out.path == "system1" and out.answer == "I hear you."

@@ -193,8 +193,10 @@ async def loop_before_escalate(
     return await turn.finish(await turn.escalate(system2, draft))
 
 
-#: Answers of the conversation an answer is compared with for a verbatim repeat.
+#: Answers of the conversation an answer is compared with for a verbatim repeat, and the
+#: length from which a repeat is a degenerate loop rather than a short acknowledgement.
 REPEAT_LOOKBACK = 3
+REPEAT_MIN_WORDS = 25
 
 
 def _gist(text: str) -> str:
@@ -255,9 +257,12 @@ class _Turn:
         """Whether the answer says again, word for word, one of the last answers in the
         conversation: a small model falls into repeating itself (seen with a 1.5B model:
         ten turns answered with the same paragraph), which is never a confident answer."""
-        said = _gist(strip_verbalized_confidence(result.text))
+        text = strip_verbalized_confidence(result.text)
+        if len(text.split()) < REPEAT_MIN_WORDS:        # "Noted." twice is a fine answer
+            return False
+        said = _gist(text)
         earlier = [m for m in self.messages if m.role == "assistant"][-REPEAT_LOOKBACK:]
-        return bool(said) and any(_gist(m.content) == said for m in earlier)
+        return any(_gist(m.content) == said for m in earlier)
 
     def escalating_at_once(self) -> _Draft | None:
         """An always-escalate trigger, or two triggers: a retry cannot fix what they are about."""
