@@ -37,8 +37,7 @@ from src.consolidation.deep import memories_repository
 from src.consolidation.deep.derived import write_derived
 from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
-from src.consolidation.deep.prompts import Insights, insights_prompt
-from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
+from src.consolidation.deep.structured import ask_insights, run_guarded
 from src.dmn import repository as dmn_repo
 from src.dmn.prompts import association_question, value_question
 from src.errors import ProviderError
@@ -129,22 +128,7 @@ async def _ask(ctx: DeepPassContext, item: Mapping[str, Any], result: PhaseResul
     if question is None:
         return {"question": None, "insights": [], "reason": "its memories are gone"}
     evidence = await _evidence(ctx, question, own)
-    allowed = {e.id for e in evidence}
-
-    def validate(_b: Sequence, ans: Insights) -> None:
-        if not ans.insights:
-            raise Rejected("no insights")
-        for k, one in enumerate(ans.insights):
-            if not one.insight.strip():
-                raise Rejected(f"insight {k} is empty")
-            check_citations(one.cited_ids, allowed, f"insight {k}")
-
-    before = ctx.budget.used
-    got = await ask_batched(ctx, [question], batch_size=1,
-                            question=lambda b: insights_prompt(b[0], evidence, deep.insights_per_question),
-                            schema=Insights, validate=validate,
-                            describe=lambda q: {"question": q, "dmn_item_id": item["id"]})
-    spent = ctx.budget.used - before
+    got, spent = await ask_insights(ctx, question, evidence, {"question": question, "dmn_item_id": item["id"]})
     result.calls += spent
     if not got:
         return {"question": question, "insights": [], "reason": "no usable answer"} if spent else None

@@ -26,8 +26,8 @@ from src.consolidation.deep import checkpoints, dmn_inputs, memories_repository
 from src.consolidation.deep.derived import write_derived
 from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
-from src.consolidation.deep.prompts import Insights, Questions, insights_prompt, questions_prompt
-from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
+from src.consolidation.deep.prompts import Questions, questions_prompt
+from src.consolidation.deep.structured import Rejected, ask_batched, ask_insights, run_guarded
 from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
@@ -115,29 +115,15 @@ async def _evidence(ctx: DeepPassContext, question: str) -> list:
 
 async def _ask(ctx: DeepPassContext, question: str, result: PhaseResult) -> dict | None:
     """The model's validated insights for one question (None: no evidence or no usable answer)."""
-    deep = ctx.settings.deep
     hits = await _evidence(ctx, question)
     if not hits:
         return None
-    allowed = {h.id for h in hits}
-
-    def validate(_b: Sequence, ans: Insights) -> None:
-        if not ans.insights:
-            raise Rejected("no insights")
-        for k, item in enumerate(ans.insights):
-            if not item.insight.strip():
-                raise Rejected(f"insight {k} is empty")
-            check_citations(item.cited_ids, allowed, f"insight {k}")
-
-    before = ctx.budget.used
-    got = await ask_batched(ctx, [question], batch_size=1,
-                            question=lambda b: insights_prompt(b[0], hits, deep.insights_per_question),
-                            schema=Insights, validate=validate, describe=lambda q: {"question": q})
-    result.calls += ctx.budget.used - before
+    got, spent = await ask_insights(ctx, question, hits, {"question": question})
+    result.calls += spent
     if not got:
         return None
     return {"question": question,
-            "insights": [i.model_dump() for i in got[0][1].insights[:deep.insights_per_question]]}
+            "insights": [i.model_dump() for i in got[0][1].insights[:ctx.settings.deep.insights_per_question]]}
 
 
 async def _store(ctx: DeepPassContext, key: str, text: str, cited: list[int], question: str,

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.phase import DeepPassContext, calls_made, interrupts
+from src.consolidation.deep.prompts import Insights, insights_prompt
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 
 log = logging.getLogger(__name__)
@@ -142,3 +143,24 @@ def run_guarded(ctx: DeepPassContext, step: str) -> bool:
         return False
     return True
 
+
+async def ask_insights(ctx: DeepPassContext, question: str, evidence: Sequence[Any],
+                       describe: dict[str, Any]) -> tuple[list[Any], int]:
+    """One question's insights over `evidence` (each `.id` citable, nothing else), validated
+    and saved like every batched answer; with the calls it spent. The insights phase and
+    the DMN's associations (`dmn_inputs.py`) ask the same way."""
+    allowed = {e.id for e in evidence}
+
+    def validate(_b: Sequence, ans: Insights) -> None:
+        if not ans.insights:
+            raise Rejected("no insights")
+        for k, one in enumerate(ans.insights):
+            if not one.insight.strip():
+                raise Rejected(f"insight {k} is empty")
+            check_citations(one.cited_ids, allowed, f"insight {k}")
+
+    before = ctx.budget.used
+    got = await ask_batched(ctx, [question], batch_size=1,
+                            question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question),
+                            schema=Insights, validate=validate, describe=lambda _q: describe)
+    return got, ctx.budget.used - before
