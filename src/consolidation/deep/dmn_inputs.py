@@ -34,15 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from src.consolidation.deep import memories_repository
-from src.consolidation.deep.derived import write_derived
-from src.consolidation.deep.integrity import screen
+from src.consolidation.deep.insight_store import store_insight
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.structured import ask_insights, run_guarded
 from src.dmn import repository as dmn_repo
 from src.dmn.prompts import association_question, value_question
 from src.errors import ProviderError
 from src.recall.search import search_hybrid
-from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +96,10 @@ async def insights_from_dmn(ctx: DeepPassContext) -> PhaseResult:
                 continue
             await ctx.mark_done(ctx.pool, key, payload)
         for j, insight in enumerate(payload["insights"]):
-            await _store(ctx, item, f"dmn{item['id']}:{j}", " ".join(insight["insight"].split()),
-                         sorted(set(insight["cited_ids"])), payload["question"], result)
+            await store_insight(ctx, f"dmn{item['id']}:{j}", " ".join(insight["insight"].split()),
+                                sorted(set(insight["cited_ids"])), payload["question"], result,
+                                counted="dmn_insights",
+                                metadata={"dmn_item_id": item["id"], "dmn_channel": item["channel"]})
         await _consume(ctx, item, payload, result)
     return result
 
@@ -134,30 +134,6 @@ async def _ask(ctx: DeepPassContext, item: Mapping[str, Any], result: PhaseResul
         return {"question": question, "insights": [], "reason": "no usable answer"} if spent else None
     return {"question": question,
             "insights": [i.model_dump() for i in got[0][1].insights[:deep.insights_per_question]]}
-
-
-async def _store(ctx: DeepPassContext, item: Mapping[str, Any], key: str, text: str, cited: list[int],
-                 question: str, result: PhaseResult) -> None:
-    """One insight through integrity.screen (as insights.py stores its own), marked with its item."""
-    if key in ctx.done:
-        return
-    deep = ctx.settings.deep
-    rows = await memories_repository.memories_by_id(ctx.pool, cited)
-    refusal = await screen(ctx.embedder, text, rows,
-                           citation_floor=ctx.settings.thresholds_for(ctx.embedder.model_name).insight_citation,
-                           copy_overlap=deep.insight_copy_overlap, subject_overlap=deep.boundary_subject_overlap)
-    if refusal is not None:
-        log.info("deep pass %d: DMN insight %r refused: %s", ctx.pass_id, excerpt(text, 120), refusal.detail)
-        result.add(f"refused_{refusal.reason}")
-        return
-    new_id = await write_derived(
-        ctx, key=key, content=text, memory_type="reflection", sources=cited, via="insight",
-        contradict_sources=False,
-        metadata={"kind": "insight", "via": "insight", "question": question,
-                  "dmn_item_id": item["id"], "dmn_channel": item["channel"]})
-    if new_id is not None:
-        result.add("dmn_insights")
-        ctx.announce.append(text)
 
 
 async def _consume(ctx: DeepPassContext, item: Mapping[str, Any], payload: Mapping[str, Any],

@@ -22,9 +22,8 @@ import json
 import logging
 from collections.abc import Sequence
 
-from src.consolidation.deep import checkpoints, dmn_inputs, memories_repository
-from src.consolidation.deep.derived import write_derived
-from src.consolidation.deep.integrity import screen
+from src.consolidation.deep import checkpoints, dmn_inputs
+from src.consolidation.deep.insight_store import store_insight
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Questions, questions_prompt
 from src.consolidation.deep.structured import Rejected, ask_batched, ask_insights, run_guarded
@@ -32,7 +31,6 @@ from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
 from src.recall.search import search_hybrid
-from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +94,7 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
                 continue
             await ctx.mark_done(ctx.pool, answer_key, payload)
         for j, item in enumerate(payload["insights"]):
-            await _store(ctx, f"q{qi}:{j}", " ".join(item["insight"].split()), sorted(set(item["cited_ids"])),
+            await store_insight(ctx, f"q{qi}:{j}", " ".join(item["insight"].split()), sorted(set(item["cited_ids"])),
                          payload["question"], result)
     return result
 
@@ -126,27 +124,3 @@ async def _ask(ctx: DeepPassContext, question: str, result: PhaseResult) -> dict
             "insights": [i.model_dump() for i in got[0][1].insights[:ctx.settings.deep.insights_per_question]]}
 
 
-async def _store(ctx: DeepPassContext, key: str, text: str, cited: list[int], question: str,
-                 result: PhaseResult) -> None:
-    """Write one insight if integrity.screen lets it rest on what it cites; else log and count.
-
-    Its prior is its evidence's (boundaries and seeds left out); its evidence keeps its
-    weight (an insight does not supersede what it was drawn from).
-    """
-    if key in ctx.done:
-        return
-    deep = ctx.settings.deep
-    rows = await memories_repository.memories_by_id(ctx.pool, cited)
-    refusal = await screen(ctx.embedder, text, rows,
-                           citation_floor=ctx.settings.thresholds_for(ctx.embedder.model_name).insight_citation,
-                           copy_overlap=deep.insight_copy_overlap, subject_overlap=deep.boundary_subject_overlap)
-    if refusal is not None:
-        log.info("deep pass %d: insight %r refused: %s", ctx.pass_id, excerpt(text, 120), refusal.detail)
-        result.add(f"refused_{refusal.reason}")
-        return
-    new_id = await write_derived(
-        ctx, key=key, content=text, memory_type="reflection", sources=cited, via="insight",
-        contradict_sources=False, metadata={"kind": "insight", "via": "insight", "question": question})
-    if new_id is not None:
-        result.add("insights")
-        ctx.announce.append(text)

@@ -1,0 +1,46 @@
+"""Writing one insight (plan §4.2): through integrity.screen, then as a derived memory.
+
+The insights phase and the DMN's associations (`dmn_inputs.py`) store their insights
+here. Its prior is its evidence's (boundaries and seeds left out); its evidence keeps its
+weight (an insight does not supersede what it was drawn from).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from src.consolidation.deep import memories_repository
+from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.integrity import screen
+from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.text import excerpt
+
+log = logging.getLogger(__name__)
+
+
+async def store_insight(ctx: DeepPassContext, key: str, text: str, cited: list[int], question: str,
+                        result: PhaseResult, *, counted: str = "insights",
+                        metadata: Mapping[str, Any] | None = None) -> None:
+    """Write one insight if integrity.screen lets it rest on what it cites (counted as
+    `counted`); else log and count `refused_<reason>`. Done keys are skipped."""
+    if key in ctx.done:
+        return
+    deep = ctx.settings.deep
+    rows = await memories_repository.memories_by_id(ctx.pool, cited)
+    refusal = await screen(ctx.embedder, text, rows,
+                           citation_floor=ctx.settings.thresholds_for(ctx.embedder.model_name).insight_citation,
+                           copy_overlap=deep.insight_copy_overlap, subject_overlap=deep.boundary_subject_overlap)
+    if refusal is not None:
+        log.info("deep pass %d: %s %r refused: %s", ctx.pass_id, counted.rstrip("s").replace("_", " "),
+                 excerpt(text, 120), refusal.detail)
+        result.add(f"refused_{refusal.reason}")
+        return
+    new_id = await write_derived(
+        ctx, key=key, content=text, memory_type="reflection", sources=cited, via="insight",
+        contradict_sources=False,
+        metadata={"kind": "insight", "via": "insight", "question": question, **(metadata or {})})
+    if new_id is not None:
+        result.add(counted)
+        ctx.announce.append(text)
