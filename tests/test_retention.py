@@ -13,6 +13,7 @@ from src.consolidation.light.retention import HISTORY_TABLES, enforce, table_siz
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import HISTORY_TABLE_NAMES, ConsolidationSettings, RetentionSettings
 from src.providers.costs import CostLedger
+from src.web import queries as q
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 
@@ -128,3 +129,16 @@ async def test_thirty_simulated_days_keep_every_table_flat(pool):
     assert await pool.fetchval("SELECT sum(calls) FROM llm_calls_daily") == 600
     sizes = await table_sizes(pool)
     assert {"gate_decisions", "llm_calls", "history_daily", "llm_calls_daily"} <= set(sizes)
+
+
+async def test_the_lifetime_cycle_count_survives_retention(pool):
+    """The overview's "cycles, lifetime" counts the cycles retention rolled up as well."""
+    await pool.execute("INSERT INTO agent_manifest (id) VALUES (1) ON CONFLICT DO NOTHING")
+    await pool.execute("""INSERT INTO thought_log (at, session_id, cycle, source_tag)
+                          SELECT $1::timestamptz - (g % 2) * INTERVAL '40 days', 's', g, 'user'
+                            FROM generate_series(1, 12) g""", NOW)
+    assert (await q.manifest(pool))["cycles_total"] == 12
+    settings = RetentionSettings(tables={t: {"days": None} for t in HISTORY_TABLE_NAMES} | {"thought_log": {"days": 30}})
+    assert await enforce(pool, settings, NOW) == {"thought_log": 6}
+    assert await pool.fetchval("SELECT count(*) FROM thought_log") == 6
+    assert (await q.manifest(pool))["cycles_total"] == 12

@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from src.recall import kind_counts
 from src.weights.center_summary import CENTER_BINS
 
 Rows = list[dict[str, Any]]
@@ -46,15 +47,23 @@ async def manifest(pool: asyncpg.Pool) -> dict[str, Any] | None:
                EXTRACT(EPOCH FROM COALESCE(CASE WHEN m.last_shutdown_at >= m.last_started_at
                                                 THEN m.last_shutdown_at END, now())
                                   - m.last_started_at) / 3600.0 AS session_hours,
-               (SELECT count(*) FROM thought_log) AS cycles_total,
+               -- the cycles still logged plus those retention rolled up (sql/140)
+               (SELECT count(*) FROM thought_log)
+                 + (SELECT COALESCE(sum(h.rows), 0) FROM history_daily h WHERE h.source = 'thought_log')
+                   AS cycles_total,
                (SELECT count(*) FROM thought_log t WHERE t.session_id = m.current_session_id)
                    AS cycles_session
           FROM agent_manifest m WHERE m.id = 1""")
 
 
 async def memories_by_type(pool: asyncpg.Pool) -> Rows:
-    return await fetch(pool, """
-        SELECT memory_type, count(*) AS n FROM memories GROUP BY memory_type ORDER BY n DESC, memory_type""")
+    """Memories per type, from the counts the triggers of sql/142 keep (a few rows, not a
+    scan of memories; a mind not started since sql/142 is scanned, as before)."""
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        if await _has_table(conn, "memory_kind_counts"):
+            return await kind_counts.by_type(conn)
+        return [dict(r) for r in await conn.fetch("""
+            SELECT memory_type, count(*) AS n FROM memories GROUP BY memory_type ORDER BY n DESC, memory_type""")]
 
 
 async def cost_totals(pool: asyncpg.Pool, session_id: str | None) -> dict[str, Any]:
@@ -170,8 +179,12 @@ async def list_memories(pool: asyncpg.Pool, *, memory_type: str | None, source: 
 
 
 async def source_tags(pool: asyncpg.Pool, limit: int) -> list[str]:
-    rows = await fetch(pool, """
-        SELECT source_tag FROM memories GROUP BY source_tag ORDER BY count(*) DESC LIMIT $1""", limit)
+    """The most used source tags, from the kept counts of sql/142 (as memories_by_type)."""
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        if await _has_table(conn, "memory_kind_counts"):
+            return await kind_counts.sources(conn, limit)
+        rows = await conn.fetch("""
+            SELECT source_tag FROM memories GROUP BY source_tag ORDER BY count(*) DESC LIMIT $1""", limit)
     return [r["source_tag"] for r in rows]
 
 
@@ -314,6 +327,10 @@ async def table_exists(pool: asyncpg.Pool, names: Sequence[str]) -> dict[str, bo
     rows = await fetch(pool, """
         SELECT n AS name, to_regclass(n) IS NOT NULL AS present FROM unnest($1::text[]) AS n""", list(names))
     return {r["name"]: r["present"] for r in rows}
+
+
+async def _has_table(conn: asyncpg.Connection, name: str) -> bool:
+    return await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", name)
 
 
 def iso(value: datetime | None) -> str | None:

@@ -53,6 +53,7 @@ from src.consolidation.monitors import run_monitors
 from src.consolidation.settings import ConsolidationSettings
 from src.errors import CallCancelled
 from src.providers.protocols import Embedder, LanguageModel
+from src.recall import kind_counts
 from src.skills import consolidation as skills_phase
 from src.weights.center_summary import verify_summary
 from src.weights.safety import Safety
@@ -255,10 +256,12 @@ def monitors_hook(pool: asyncpg.Pool, safety: Safety) -> AfterPass:
 
     The center summary the monitors read is kept by triggers; once a pass it is compared
     with a full scan of memories and rebuilt if they differ (a write that bypassed the
-    triggers), so a wrong summary lives at most until the next pass."""
+    triggers), so a wrong summary lives at most until the next pass. The memory kind counts
+    (src/recall/kind_counts.py) are checked the same way."""
     async def hook(report: PassReport) -> None:
         if report.status == "done":
             await verify_summary(pool)
+            await kind_counts.verify(pool)
             await run_monitors(pool, safety, "consolidation")
     return hook
 

@@ -47,7 +47,7 @@ from src.errors import ProviderError
 from src.gates.contradiction import NegationDirection, load_or_learn, screen
 from src.gates.prompts import ContradictionAnswer, contradiction_question
 from src.providers.protocols import Embedder, LanguageModel
-from src.recall import co_access
+from src.recall import co_access, kind_counts
 from src.text import excerpt
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.center_summary import fold_summary
@@ -121,7 +121,9 @@ class LightTicker:
     async def monitors(self, now: datetime) -> int:
         """Phase C monitors for this consolidation cycle (1 when they ran).
 
-        With the monitors off the center summary is still folded: its rows would only grow."""
+        The kind counts are folded here too (src/recall/kind_counts.py); with the monitors
+        off the center summary is still folded: its rows would only grow."""
+        await kind_counts.fold(self.pool)
         if not self.settings.light.monitors:
             await fold_summary(self.pool)
             return 0
