@@ -71,7 +71,7 @@ from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.settings import MATURITY_MEMORIES
-from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, count_memories
+from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, StoreSize
 from src.text import first_sentence
 from src.weights.safety import Safety
 
@@ -111,6 +111,7 @@ class ExitGate:
         self.mode = mode or MemoryMode()
         self.confirmations = Confirmations()   # copilot: items held for the guardian
         self.maturity_memories = maturity_memories   # `agent.maturity_memories`
+        self._store_size = StoreSize()
         self.attention: np.ndarray | None = None
         # scratch id -> the attention focus under which the loop attended to it
         self._focus: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -235,7 +236,7 @@ class ExitGate:
         th = cfg.thresholds_for(model)
         now = self.clock()
         direction = await self.negation_direction()
-        count = await count_memories(self.pool, self.maturity_memories)
+        count = await self._store_size.count(self.pool, self.maturity_memories)
         maturity = memory_maturity(count, self.maturity_memories)
         centroid = None if self.gut is not None else await self.centroid.get(self.pool, model)
         layers = await self.layers() if self.layers is not None else []

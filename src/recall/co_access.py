@@ -41,27 +41,36 @@ async def record_co_access(db: Executor, memory_ids: Sequence[int], at: datetime
     return len(ids) * (len(ids) - 1) // 2
 
 
+# Top-k partners per seed (fetch_partners): each side of a seed's pairs read in the order of
+# the count indexes of sql/143, at most k rows each.
+PARTNERS_SQL = """
+SELECT s.seed, p.partner, p.n::float8 / (p.n + $4::float8) AS strength
+  FROM (SELECT DISTINCT unnest($1::bigint[]) AS seed) s
+ CROSS JOIN LATERAL (
+       SELECT partner, n FROM (
+           (SELECT c.memory_id_b AS partner, c.co_access_count AS n
+              FROM memory_co_access c
+             WHERE c.memory_id_a = s.seed AND c.memory_id_b <> ALL($3::bigint[])
+             ORDER BY c.co_access_count DESC, c.memory_id_b LIMIT $2)
+           UNION ALL
+           (SELECT c.memory_id_a, c.co_access_count
+              FROM memory_co_access c
+             WHERE c.memory_id_b = s.seed AND c.memory_id_a <> ALL($3::bigint[])
+             ORDER BY c.co_access_count DESC, c.memory_id_a LIMIT $2)) AS both_sides
+        ORDER BY n DESC, partner LIMIT $2) p
+  ORDER BY s.seed, p.n DESC, p.partner"""
+
+
 async def fetch_partners(db: Executor, seed_ids: Sequence[int], top_k: int = 3,
                          exclude: Sequence[int] = ()) -> list[tuple[int, int, float]]:
-    """(seed, partner, strength in [0, 1]) for the top-k partners of every seed, one query."""
+    """(seed, partner, strength in [0, 1]) for the top-k partners of every seed, one query.
+
+    Each seed reads at most k rows from each side of its pairs, in the order of the
+    count indexes of sql/143: a hub memory with thousands of partners costs what any
+    other does. Ties go to the lower partner id."""
     if not seed_ids:
         return []
-    rows = await db.fetch(
-        """WITH seeds AS (SELECT DISTINCT unnest($1::bigint[]) AS seed),
-                edges AS (
-                    SELECT s.seed, c.memory_id_b AS partner, c.co_access_count AS n
-                      FROM seeds s JOIN memory_co_access c ON c.memory_id_a = s.seed
-                    UNION ALL
-                    SELECT s.seed, c.memory_id_a, c.co_access_count
-                      FROM seeds s JOIN memory_co_access c ON c.memory_id_b = s.seed),
-                ranked AS (
-                    SELECT seed, partner, n,
-                           row_number() OVER (PARTITION BY seed ORDER BY n DESC, partner) AS rn
-                      FROM edges WHERE partner <> ALL($3::bigint[]))
-           SELECT seed, partner, n::float8 / (n + $4::float8) AS strength
-             FROM ranked WHERE rn <= $2 ORDER BY seed, rn""",
-        list(seed_ids), top_k, list(exclude), CO_ACCESS_HALF,
-    )
+    rows = await db.fetch(PARTNERS_SQL, list(seed_ids), top_k, list(exclude), CO_ACCESS_HALF)
     return [(r["seed"], r["partner"], r["strength"]) for r in rows]
 
 

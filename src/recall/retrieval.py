@@ -47,7 +47,7 @@ from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.rerank import RerankResult
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
-from src.recall.store import count_memories
+from src.recall.store import StoreSize
 from src.recall.working import WorkingHit, recall_working
 from src.text import clean_text
 from src.weights.safety import Safety
@@ -108,6 +108,7 @@ class Retriever:
         self.layer_vecs = list(layer_vecs)
         # the mind's one notion of age (`agent.maturity_memories`), shared with gates and §3.5
         self.maturity_memories = maturity_memories
+        self._store_size = StoreSize()
         # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
         # vectors → values in [0, 1]. None: the neutral 0.5.
         self.emotional: Callable[[np.ndarray], np.ndarray] | None = None
@@ -193,9 +194,11 @@ class Retriever:
                            query_vec: np.ndarray | None, now: datetime
                            ) -> tuple[list[search.SearchHit], dict[int, float]]:
         """Step 2: co-activation from the memories in context (cold: the best hits); the
-        partners search missed join the candidates."""
+        `spread_join` most activated partners that search missed join the candidates."""
         spread = await self._spread(active_ids or [h.id for h in hits[:self.settings.spread_seeds]], hops)
-        missing = [mid for mid in spread if mid not in {h.id for h in hits}]
+        found = {h.id for h in hits}
+        missing = sorted((mid for mid in spread if mid not in found),
+                         key=lambda mid: (-spread[mid], mid))[:self.settings.spread_join]
         if missing:
             hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
                                                   embed_model=self.embedder.model_name, now=now)
@@ -203,7 +206,7 @@ class Retriever:
 
     async def _blend(self, rng: np.random.Generator) -> np.ndarray:
         """Step 4's Dirichlet draw: alphas by the store's maturity, evolved by consolidation (§4.5)."""
-        total = await count_memories(self.pool, self.maturity_memories)
+        total = await self._store_size.count(self.pool, self.maturity_memories)
         maturity = rel.memory_maturity(total, self.maturity_memories)
         factors = await self.dirichlet.get(self.pool)
         return rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))

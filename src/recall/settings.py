@@ -78,6 +78,12 @@ class RetrievalSettings(_Section):
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)
     spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
+    # Memories reached only by spreading that join the candidates, the most activated first
+    # (plan §3.1: "cap ... to prevent noise"). A mature co-access graph reaches ~150 per
+    # cycle at one hop; fetching and scoring them all cost ~8 ms a cycle at 100k, and
+    # the weakly activated ones never made the top `limit`. Spread still lifts every
+    # search hit it reaches.
+    spread_join: int = Field(20, ge=0)
     act_r: ActRSettings = ActRSettings()
 
     def arm_weights(self, embed_model: str) -> ArmWeights:

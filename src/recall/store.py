@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -268,3 +269,22 @@ async def count_memories(db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int
     number does not matter: exact where it counts, and at most `cap` rows read.
     """
     return await db.fetchval("SELECT count(*) FROM (SELECT 1 FROM memories LIMIT $1) AS capped", cap)
+
+
+class StoreSize:
+    """`count_memories` for a per-cycle caller: once the store has reached the cap it stays
+    there (memories are not deleted in the normal run), so the count is not read again for
+    `recheck_s` seconds. Below the cap every call counts (it reads fewer than `cap` rows).
+    Saves a statement a cycle in recall and in each exit-gate chunk."""
+
+    def __init__(self, recheck_s: float = 600.0, clock: Callable[[], float] = time.monotonic):
+        self.recheck_s = recheck_s
+        self.clock = clock
+        self._full: tuple[int, float] | None = None      # (cap, when the store was seen at it)
+
+    async def count(self, db: asyncpg.Pool | asyncpg.Connection, cap: int) -> int:
+        if self._full is not None and self._full[0] == cap and self.clock() - self._full[1] < self.recheck_s:
+            return cap
+        n = await count_memories(db, cap)
+        self._full = (cap, self.clock()) if n >= cap else None
+        return n
