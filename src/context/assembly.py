@@ -42,6 +42,7 @@ retrieved together and injected together are two events, as in the plan.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -55,7 +56,8 @@ from src.context import tracks
 from src.context.prompts import IDENTITY_HEADER, IMMUTABLE_HEADER, SITUATIONAL_HEADER
 from src.context.settings import ContextBudget, ContextSettings
 from src.db.sql import Executor
-from src.recall.co_access import record_co_access
+from src.db.write_behind import WriteBehind
+from src.recall.co_access import co_access_pairs, record_co_access
 from src.recall.retrieval import Recalled, Retrieval
 from src.recall.speakers import speaker_of
 from src.recall.working import NOT_CONSOLIDATED
@@ -288,12 +290,13 @@ class ContextAssembler:
 
     async def assemble(self, retrieval: Retrieval | None, *, rng: np.random.Generator,
                        now: datetime, session: tracks.SessionStats | None = None,
-                       refresh_identity: bool = False) -> AssembledContext:
+                       refresh_identity: bool = False, write_behind: WriteBehind | None = None) -> AssembledContext:
         """Build this cycle's memory context.
 
         `refresh_identity` re-scans the identity top-N first (after FIFO pruning:
         the plan re-runs injection so identity resurfaces from current weights).
         Draws from `rng` in a fixed order: identity rolls, then situational scores.
+        `write_behind`: the co-access of the placed memories is queued there, not awaited.
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
@@ -335,12 +338,20 @@ class ContextAssembler:
             compressed_max_chars=cfg.compressed_max_chars, min_score=cfg.min_injection_score)
         sit_section = _section("situational", SITUATIONAL_HEADER, filled.placed, budget.situational, working)
 
-        pairs = 0
-        if cfg.record_co_access and len(filled.placed) > 1:
-            pairs = await record_co_access(self.pool, [p.id for p in filled.placed], now)
+        pairs = await self._co_access([p.id for p in filled.placed], now, write_behind)
         return AssembledContext(
             im_section, id_section, sit_section, budget, roll.observed, roll.dropped_for_cap,
             filled.skipped_no_room, len(cands), self._take_inertia(), self.cycle, refreshed, pairs)
+
+    async def _co_access(self, placed: list[int], now: datetime, write_behind: WriteBehind | None) -> int:
+        """The placed situational memories were active together (plan §3.1): pairs recorded,
+        or queued on `write_behind`; how many."""
+        if not self.settings.record_co_access or len(placed) < 2:
+            return 0
+        if write_behind is None:
+            return await record_co_access(self.pool, placed, now)
+        write_behind.queue("context co-access", functools.partial(record_co_access, self.pool, placed, now))
+        return co_access_pairs(placed)
 
     def _take_inertia(self) -> tracks.InertiaState | None:
         # Reported once, for the cycle whose focus() produced it.

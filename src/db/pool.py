@@ -18,13 +18,26 @@ SERVICE_APPLICATION = "moltbot"
 
 
 #: Session settings every connection must have on every use. They are sent in the
-#: start-up packet (`server_settings`), which makes them the session's defaults: asyncpg
-#: runs RESET ALL when a connection goes back to the pool, and a plain SET would be lost
-#: there (a filtered vector search then came back with 1 row instead of 50).
+#: start-up packet (`server_settings`), which makes them the session's defaults: a RESET
+#: ALL (asyncpg's default pool reset, a server restart's new connections) keeps them, where
+#: a plain SET was lost (a filtered vector search then came back with 1 row instead of 50).
 SESSION_SETTINGS: dict[str, str] = {
     # Filtered vector queries (embed_model = current) must not come back short.
     "hnsw.iterative_scan": "relaxed_order",
 }
+
+
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset when a connection comes back: nothing to send.
+
+    asyncpg's default sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL` on every release, a round trip each: ~17 a cycle, ~4 ms of a ~45 ms cycle at
+    100k memories. An open transaction is still rolled back (asyncpg does that before this
+    hook). What the reset query would undo, the service never leaves on a pooled
+    connection: settings are `SET LOCAL` / `set_config(..., true)` (session defaults ride in
+    the start-up packet, SESSION_SETTINGS), advisory locks are transaction locks except the
+    deep pass's, which it unlocks (or ends the connection), and nothing LISTENs or holds a
+    cursor. tests/test_pool_session.py fails on a statement that would leave state behind."""
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:
@@ -73,8 +86,8 @@ async def create_pool(
 
     `application_name` tells the service's connections from the operator CLI's in
     pg_stat_activity (an import checks whether the service is running). `server_settings`
-    are more session defaults in the start-up packet (they survive RESET ALL, see
-    SESSION_SETTINGS): the web view's pool sets its statement timeout there.
+    are more session defaults in the start-up packet (see SESSION_SETTINGS): the web view's
+    pool sets its statement timeout there. A connection coming back is not reset (`keep_session`).
     """
     try:
         return await asyncpg.create_pool(
@@ -85,6 +98,7 @@ async def create_pool(
             timeout=connect_timeout,
             command_timeout=command_timeout,
             init=init_connection,
+            reset=keep_session,
         )
     except _CONNECT_ERRORS as exc:
         raise _unreachable(dsn, exc) from exc

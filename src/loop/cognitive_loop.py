@@ -39,11 +39,12 @@ from functools import partial
 import numpy as np
 
 from src.context.fifo import AdaptiveFifo
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.loop.acting import Acting
 from src.loop.actions import ActionPolicy
 from src.loop.aftermath import Aftermath, gate_pruned
-from src.loop.attending import Attending
+from src.loop.attending import Attended, Attending
 from src.loop.attention import AttentionQueue, Candidate
 from src.loop.backlog import CycleLog, MarkAnswered
 from src.loop.conversation import Conversation
@@ -59,6 +60,7 @@ from src.loop.thinking import NO_MODEL_DEADLINE_S, Thinking
 from src.loop.thought_log import CycleClock, CycleRecord
 from src.loop.tool_protocol import ToolProtocol
 from src.providers.budget import charge_to
+from src.recall.retrieval import Retrieval
 from src.tools.docs_verb import docs_verbs
 
 log = logging.getLogger(__name__)
@@ -87,13 +89,15 @@ class CognitiveLoop:
         self.attending = Attending(self.intake, self.conversation, parts.gates, parts.retriever,
                                    layers=parts.layers, inner=parts.inner, goal_vecs=parts.goal_vecs,
                                    combine_max=settings.loop.combine_max)
+        # retrieval's and assembly's bookkeeping writes run while the cycle thinks and logs
+        self.write_behind = WriteBehind()
         self.recalling = Recalling(parts.retriever, parts.assembler, self.conversation, rng=rng,
-                                   dmn_hops=settings.loop.dmn_hops)
+                                   dmn_hops=settings.loop.dmn_hops, write_behind=self.write_behind)
         self.prompting = Prompting(parts.assembler, self.conversation, agent_name=settings.agent.name,
                                    budget=settings.context.budget, reflection=settings.escalation.reflection,
                                    cost_line_refresh_s=settings.loop.cost_line_refresh_s, pool=parts.pool,
                                    providers=parts.providers, rng=rng, skills=parts.skills, inner=parts.inner,
-                                   manifest=parts.manifest)
+                                   manifest=parts.manifest, write_behind=self.write_behind)
         self.thinking = Thinking(parts.providers, loop=settings.loop, escalation=settings.escalation,
                                  metacognition=settings.metacognition, threshold=parts.threshold,
                                  store=parts.store, mode=parts.gates.mode, tools=self.tools, policy=self.actions,
@@ -198,7 +202,16 @@ class CognitiveLoop:
             return None
         charge_to(attended.winner.source)   # an impulse's calls count against the background budget
         retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
+        try:
+            return await self._answer(attended, retrieval, clock, shortfalls)
+        finally:   # the queued bookkeeping is done before the next cycle, whatever happened here
+            await self._settle_writes()
+
+    async def _answer(self, attended: Attended, retrieval: Retrieval | None, clock: CycleClock,
+                      shortfalls: Shortfalls) -> CycleRecord:
+        """Steps 4-8: assemble, think, act, log, then the aftermath."""
         prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
+        self.write_behind.start()    # retrieval's and assembly's bookkeeping, while the model thinks
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
         action = self.acting.check(attended, thought)
         record = CycleRecord.of(attended, thought, action, retrieval, clock)
@@ -215,11 +228,20 @@ class CognitiveLoop:
             try:
                 await self.aftermath.answered(thought, action, question)   # skills credited, copilot question
                 await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now)
+                await self._settle_writes()                                # the inner life reads weights
                 await self.aftermath.inner_life(record, thought, clock.now)    # gut, outcomes, readiness
             finally:   # a turn nothing replays: logged last, even when gating or pruning failed
                 if not early:
                     await self.cycle_log.write(record, attended, prompt, clock.now)
         return record
+
+    async def _settle_writes(self) -> None:
+        """Wait for the cycle's queued bookkeeping (src/db/write_behind.py). A failure costs
+        that bookkeeping (one transaction: all of it or nothing), never the turn; logged, with
+        a traceback only when it is not the database's (an outage is said by the cycle itself)."""
+        for label, exc in await self.write_behind.settle():
+            log.warning("%s not written, the cycle goes on: %s: %s", label, type(exc).__name__, exc,
+                        exc_info=None if isinstance(exc, DB_ERRORS) else exc)
 
     @contextmanager
     def _after_delivery(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ import numpy as np
 from src.context.assembly import AssembledContext, ContextAssembler
 from src.context.request import fit_turn
 from src.context.settings import ContextBudget
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
@@ -56,8 +57,9 @@ class Prompting:
                  budget: ContextBudget, reflection: ReflectionSettings, cost_line_refresh_s: float,
                  pool: asyncpg.Pool, providers: Providers, rng: np.random.Generator,
                  skills: SkillRecall | None = None, inner: InnerLife | None = None,
-                 manifest: Manifest | None = None):
+                 manifest: Manifest | None = None, write_behind: WriteBehind | None = None):
         self.agent_name = agent_name
+        self.write_behind = write_behind      # the placed memories' co-access is queued there
         self.budget = budget
         self.reflection_settings = reflection
         self.cost_line_refresh_s = cost_line_refresh_s
@@ -97,7 +99,7 @@ class Prompting:
         try:
             assembled = await self.assembler.assemble(
                 retrieval, rng=self.rng, now=now, session=self.manifest,
-                refresh_identity=window.needs_identity_reinjection)
+                refresh_identity=window.needs_identity_reinjection, write_behind=self.write_behind)
         except DB_ERRORS as exc:
             shortfalls.note("context assembly", exc)
             return NoContext(self.budget, shortfalls.line())

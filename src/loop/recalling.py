@@ -14,6 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from src.context.assembly import ContextAssembler
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
@@ -26,8 +27,9 @@ class Recalling:
     """The recall step; it keeps no state of its own (inertia is the assembler's)."""
 
     def __init__(self, retriever: Retriever, assembler: ContextAssembler, conversation: Conversation, *,
-                 rng: np.random.Generator, dmn_hops: int):
+                 rng: np.random.Generator, dmn_hops: int, write_behind: WriteBehind | None = None):
         self.retriever = retriever
+        self.write_behind = write_behind      # the retrieval's bookkeeping is queued there
         self.assembler = assembler
         self.conversation = conversation
         self.rng = rng
@@ -41,7 +43,8 @@ class Recalling:
             return await self.retriever.retrieve(
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self.conversation.active_ids, hops=self.dmn_hops if winner.source == "dmn" else 1,
-                query_vec=winner.embedding, exclude_scratch=attended.inputs.kept, logged_query=winner.record_text)
+                query_vec=winner.embedding, exclude_scratch=attended.inputs.kept, logged_query=winner.record_text,
+                write_behind=self.write_behind)
         except (ProviderError, *DB_ERRORS) as exc:
             shortfalls.note("memories", exc)
             return None

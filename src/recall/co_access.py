@@ -38,7 +38,13 @@ async def record_co_access(db: Executor, memory_ids: Sequence[int], at: datetime
                   last_co_accessed = GREATEST(c.last_co_accessed, EXCLUDED.last_co_accessed)""",
         ids, at,
     )
-    return len(ids) * (len(ids) - 1) // 2
+    return co_access_pairs(ids)
+
+
+def co_access_pairs(memory_ids: Sequence[int]) -> int:
+    """How many pairs `record_co_access` touches for these ids."""
+    n = len(set(memory_ids))
+    return n * (n - 1) // 2
 
 
 # Top-k partners per seed (fetch_partners): each side of a seed's pairs read in the order of

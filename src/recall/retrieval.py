@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
 import numpy as np
 
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
 from src.recall import activation as actr
@@ -129,6 +131,7 @@ class Retriever:
         query_vec: np.ndarray | None = None,
         exclude_scratch: Sequence[int] = (),
         logged_query: str | None = None,
+        write_behind: WriteBehind | None = None,
     ) -> Retrieval:
         """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
 
@@ -137,6 +140,8 @@ class Retriever:
         `exclude_scratch`: the scratch rows of the input being answered (not recalled to itself).
         `logged_query`: what the mutation's consolidation_log evidence keeps as the query
         (memory mode off: a placeholder, src/gates/modes.py); default the query.
+        `write_behind`: the mutation is queued there instead of awaited (the loop's cycle,
+        src/db/write_behind.py); its time is then not in `timings_ms`.
         """
         cfg = self.settings
         now = now or datetime.now(UTC)
@@ -163,11 +168,11 @@ class Retriever:
         with _timed(timings, "working"):
             working = await recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch)
         if mutate and memories:
-            with _timed(timings, "mutation"):
-                await mutate_after_retrieval(self.pool, [m.id for m in memories], [r.id for r in near],
-                                             safety=self.safety, at=now, settings=cfg,
-                                             query=query if logged_query is None else logged_query,
-                                             contributions=[np.asarray(m.components) * blend for m in memories])
+            mutation = functools.partial(
+                mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
+                safety=self.safety, at=now, settings=cfg, query=query if logged_query is None else logged_query,
+                contributions=[np.asarray(m.components) * blend for m in memories])
+            await _mutate(mutation, write_behind, timings)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings, working)
 
@@ -242,6 +247,16 @@ class Retriever:
                 break
         return activated
 
+
+
+async def _mutate(mutation: Callable[[], Awaitable[None]], write_behind: WriteBehind | None,
+                  timings: dict[str, float]) -> None:
+    """Step 8 (plan §3.8): queued on `write_behind`, else run and timed here."""
+    if write_behind is not None:
+        write_behind.queue("retrieval mutation", mutation)
+        return
+    with _timed(timings, "mutation"):
+        await mutation()
 
 
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,

@@ -152,8 +152,12 @@ async def run_deep_pass(
             report = await _run_locked(pool, embedder=embedder, llm=llm_or_none(llm), safety=safety,
                                        settings=settings, trigger=trigger, now=now or datetime.now(UTC),
                                        rng=rng or random.Random(), phases=phases, importance=importance)
-        finally:
-            await lock_conn.execute("SELECT pg_advisory_unlock($1)", key)
+        finally:   # a session lock: the pool does not reset connections (src/db/pool.py keep_session)
+            try:
+                await lock_conn.execute("SELECT pg_advisory_unlock($1)", key)
+            except BaseException:
+                lock_conn.terminate()     # a connection that may still hold the lock never goes back
+                raise
     report.seconds = time.perf_counter() - started
     for hook in after:
         try:

@@ -1,0 +1,100 @@
+"""A cycle's bookkeeping written behind it (src/db/write_behind.py): in order, settled before
+the cycle ends, and a failed write costs that bookkeeping, never the turn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from src.db.write_behind import WriteBehind
+from src.recall.store import MemoryStore, NewMemory
+from tests.fakes import HashEmbedder
+from tests.test_loop import _mind
+
+
+async def test_writes_run_in_the_order_queued_one_at_a_time_and_failures_are_returned():
+    done: list[str] = []
+    running = 0
+
+    def write(name: str, fail: bool = False):
+        async def run() -> None:
+            nonlocal running
+            running += 1
+            assert running == 1, "two writes ran at once"
+            await asyncio.sleep(0.01 if name == "a" else 0)
+            running -= 1
+            if fail:
+                raise RuntimeError(f"{name} broke")
+            done.append(name)
+        return run
+
+    wb = WriteBehind()
+    wb.queue("first", write("a"))
+    wb.queue("second", write("b", fail=True))
+    assert done == [] and wb.pending                          # queued, not started
+    wb.start()
+    wb.queue("third", write("c"))                             # queued after the start: chained
+    failures = await wb.settle()
+    assert done == ["a", "c"]                                  # the failure did not stop "c"
+    assert [(label, str(exc)) for label, exc in failures] == [("second", "b broke")]
+    assert not wb.pending and await wb.settle() == []
+
+
+async def test_a_cancelled_settle_lets_the_writes_finish():
+    finished = asyncio.Event()
+
+    async def slow() -> None:
+        await asyncio.sleep(0.05)
+        finished.set()
+
+    wb = WriteBehind()
+    wb.queue("slow", slow)
+    waiter = asyncio.create_task(wb.settle())
+    await asyncio.sleep(0.01)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await asyncio.wait_for(finished.wait(), 1)
+
+
+async def test_the_retrieval_bookkeeping_is_written_when_the_cycle_returns(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    await MemoryStore(pool, HashEmbedder()).store_many([
+        NewMemory("The lighthouse lamp is lit every evening at dusk."),
+        NewMemory("The lighthouse keeper rows to the village on sundays."),
+        NewMemory("Fog horns sound from the lighthouse when the fog rolls in.")])
+    await mind.loop.submit("user", "tell me about the lighthouse lamp and the keeper")
+    record = await mind.loop.cycle()
+    assert delivered and record.retrieval.ids
+    assert not mind.loop.write_behind.pending
+    # the retrieved were reinforced and touched, their pairs counted, their outcomes kept
+    touched = await pool.fetch("SELECT id, access_count FROM memories WHERE id = ANY($1::bigint[])",
+                               record.retrieval.ids)
+    assert all(r["access_count"] == 1 for r in touched)
+    assert await pool.fetchval("SELECT count(*) FROM memory_co_access") >= 1
+    assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") == len(record.retrieval.ids)
+    assert await pool.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'") >= 1
+
+
+async def test_a_failed_bookkeeping_write_costs_the_bookkeeping_not_the_turn(pool, tmp_path, caplog):
+    mind, delivered = await _mind(pool, tmp_path)
+    await MemoryStore(pool, HashEmbedder()).store_many([
+        NewMemory("The lighthouse lamp is lit every evening at dusk."),
+        NewMemory("The lighthouse keeper rows to the village on sundays.")])
+    # every new recall outcome now violates a constraint: the mutation's transaction fails
+    await pool.execute("ALTER TABLE recall_outcomes ADD CONSTRAINT refuse_all CHECK (false) NOT VALID")
+    await mind.loop.submit("user", "tell me about the lighthouse lamp and the keeper")
+    with caplog.at_level(logging.WARNING):
+        record = await mind.loop.cycle()
+    assert len(delivered) == 1 and record.retrieval.ids                 # answered from what was recalled
+    assert await pool.fetchval("SELECT count(*) FROM thought_log") == 1
+    # the mutation is one transaction: nothing of it was kept; the failure was said, once
+    assert await pool.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'") == 0
+    assert any("retrieval mutation" in m and "refuse_all" in m for m in caplog.messages), caplog.messages
+    # the next cycle runs as usual
+    await pool.execute("ALTER TABLE recall_outcomes DROP CONSTRAINT refuse_all")
+    await mind.loop.submit("user", "and the lamp at dusk?")
+    assert (await mind.loop.cycle()).retrieval.ids
+    assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") > 0
