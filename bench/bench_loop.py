@@ -53,22 +53,28 @@ class InstantLLM:
 
     provider, configured = "bench", True
 
-    def __init__(self, model: str = "instant-1", calls: list | None = None) -> None:
+    def __init__(self, model: str = "instant-1", calls: list | None = None, *, count: bool = True) -> None:
         self.model = model
         self.calls: list[tuple[str, int, int]] = [] if calls is None else calls   # (kind, tokens_in, tokens_out)
         self.turn = 0
+        # counting what it is sent is the fake's own work (~1 ms a cycle): the overhead run,
+        # which times the mind around an instant model, turns it off and reports 0 tokens
+        self.count = count
 
     def system2(self) -> InstantLLM:
-        return InstantLLM("instant-2", self.calls)
+        return InstantLLM("instant-2", self.calls, count=self.count)
+
+    def _tokens(self, messages) -> int:
+        return count_message_tokens(messages) if self.count else 0
 
     def _result(self, kind: str, prompt_tokens: int, text: str) -> LLMResult:
-        out = count_tokens(text)
+        out = count_tokens(text) if self.count else 0
         self.calls.append((kind, prompt_tokens, out))
         return LLMResult(text, self.model, self.provider, prompt_tokens, out, 0.0)
 
     async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None, logprobs=None):
-        prompt = count_message_tokens([{"role": "system", "content": system or ""}]
-                                      + [{"role": m.role, "content": m.content} for m in messages])
+        prompt = self._tokens([{"role": "system", "content": system or ""}]
+                              + [{"role": m.role, "content": m.content} for m in messages])
         self.turn += 1
         hedge = self.turn % 4 == 0   # every fourth answer is unsure: retry / escalation paths run too
         text = ("I'm not sure, maybe? Perhaps. Confidence: 0.2" if hedge
@@ -76,20 +82,20 @@ class InstantLLM:
         return self._result("generate", prompt, text)
 
     async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None):
-        prompt = count_message_tokens([{"role": "system", "content": system or ""}]
-                                      + [{"role": m.role, "content": m.content} for m in messages])
+        prompt = self._tokens([{"role": "system", "content": system or ""}]
+                              + [{"role": m.role, "content": m.content} for m in messages])
         value = schema(answer="Here is the considered answer.", explanation="checked", needed_correction=False)
         return Structured(value, self._result("generate_structured", prompt, value.model_dump_json()), False)
 
     async def meta_call(self, question, *, purpose, max_tokens=None):
-        return self._result("meta_call", count_tokens(question), "NO")
+        return self._result("meta_call", count_tokens(question) if self.count else 0, "NO")
 
     async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
         if schema.__name__ == "FokAnswer":
             value = schema(judgement="PARTIAL", confidence=0.5)
         else:
             value = schema(contradicts=False, summary_a=question[:40])
-        return Structured(value, self._result("meta_call_structured", count_tokens(question),
+        return Structured(value, self._result("meta_call_structured", count_tokens(question) if self.count else 0,
                                               value.model_dump_json()), False)
 
 
@@ -122,7 +128,7 @@ async def _overhead(pool, embedder, maker: TextMaker, n: int, tmp: str) -> list[
     query embedded, then search_hybrid) for a fresh question after each cycle: the same
     store, caches and table state, so the ratio compares like with like (measured apart,
     before the cycles, the bare statement ran on a colder, quieter store)."""
-    llm = InstantLLM()
+    llm = InstantLLM(count=False)
     mind = await _mind(pool, embedder, llm, tmp, f"bench-{n}")
     totals, bare, stages = [], [], {"recall": [], "assembly": [], "think": []}
     for i in range(60):

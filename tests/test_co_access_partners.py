@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from src.recall.co_access import CO_ACCESS_HALF, PARTNERS_SQL, fetch_partners
+from src.recall.co_access import CO_ACCESS_HALF, PARTNERS_SQL, fetch_partners, fetch_two_hops
 from src.recall.store import StoreSize, count_memories
 
 HUB_PARTNERS = 5_000
@@ -77,3 +77,16 @@ async def test_store_size_is_not_read_again_once_the_store_is_full(pool):
     assert await size.count(pool, 10) == 0                    # ... for that cap; another cap counts
     now[0] = 1300.0
     assert await size.count(pool, 5) == await count_memories(pool, 5) == 0
+
+
+async def test_two_hops_in_one_query_equal_two_lookups(hub_store):
+    """Normal recall's spreading: hop 1 from every hop-0 partner that is no seed."""
+    await hub_store.execute("""INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count)
+                               SELECT g, g + 7, 1 + g % 4 FROM generate_series(2, 4000, 3) g
+                               ON CONFLICT DO NOTHING""")
+    for seeds in ([1], [2500, 17], [49, 99, 5003], [4242]):
+        hop0, hop1 = await fetch_two_hops(hub_store, seeds, 3)
+        assert hop0 == await fetch_partners(hub_store, seeds, 3)
+        frontier = sorted({p for _, p, _ in hop0} - set(seeds))
+        assert hop1 == await fetch_partners(hub_store, frontier, 3)
+    assert await fetch_two_hops(hub_store, [], 3) == ([], [])

@@ -296,12 +296,15 @@ class ContextAssembler:
         `refresh_identity` re-scans the identity top-N first (after FIFO pruning:
         the plan re-runs injection so identity resurfaces from current weights).
         Draws from `rng` in a fixed order: identity rolls, then situational scores.
-        `write_behind`: the co-access of the placed memories is queued there, not awaited.
+        `write_behind`: started once the identity rows are read (retrieval's bookkeeping runs
+        beside the rest); the co-access of the placed memories is queued there, not awaited.
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
         ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh_identity)
         rows = await self.pool.fetch(_IDENTITY_ROWS, ids)
+        if write_behind is not None:     # the weights this cycle draws on are read: its bookkeeping may run
+            write_behind.start()
         by_id = {r["id"]: _candidate(r) for r in rows}
 
         im_placed = []

@@ -3,9 +3,10 @@
 Retrieval's bookkeeping (reinforce the retrieved, contradict the near misses, access
 times, co-access, recall outcomes; plan §3.8) and the co-access of the memories placed in
 context change nothing the cycle's answer is built from. Awaited where they arose, they
-cost ~6 ms of a ~40 ms cycle at 100k memories; queued here, they run while the model
-thinks and the turn is logged, and the loop settles them before its inner life, which
-reads weights (src/loop/cognitive_loop.py).
+cost ~6 ms of a ~40 ms cycle at 100k memories; queued here, they start once the cycle
+has read the weights it draws on (the context's identity rows, src/context/assembly.py),
+run while the context is put together, the model thinks and the turn is logged, and the
+loop settles them before its inner life, which reads weights (src/loop/cognitive_loop.py).
 
 The writes run one after another in the order queued, never concurrently with each other
 (two co-access upserts on overlapping pairs would only wait on each other, but the order

@@ -211,7 +211,7 @@ class CognitiveLoop:
                       shortfalls: Shortfalls) -> CycleRecord:
         """Steps 4-8: assemble, think, act, log, then the aftermath."""
         prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
-        self.write_behind.start()    # retrieval's and assembly's bookkeeping, while the model thinks
+        self.write_behind.start()    # (assembly started it; without a context, now) while the model thinks
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
         action = self.acting.check(attended, thought)
         record = CycleRecord.of(attended, thought, action, retrieval, clock)

@@ -47,37 +47,69 @@ def co_access_pairs(memory_ids: Sequence[int]) -> int:
     return n * (n - 1) // 2
 
 
-# Top-k partners per seed (fetch_partners): each side of a seed's pairs read in the order of
-# the count indexes of sql/143, at most k rows each.
-PARTNERS_SQL = """
-SELECT s.seed, p.partner, p.n::float8 / (p.n + $4::float8) AS strength
-  FROM (SELECT DISTINCT unnest($1::bigint[]) AS seed) s
- CROSS JOIN LATERAL (
+def _top_partners(seed: str) -> str:
+    """The lateral subquery of one seed's top-$2 partners: each side of its pairs read in the
+    order of the count indexes of sql/143, at most k rows each; ties to the lower id."""
+    return f"""CROSS JOIN LATERAL (
        SELECT partner, n FROM (
            (SELECT c.memory_id_b AS partner, c.co_access_count AS n
               FROM memory_co_access c
-             WHERE c.memory_id_a = s.seed AND c.memory_id_b <> ALL($3::bigint[])
+             WHERE c.memory_id_a = {seed} AND c.memory_id_b <> ALL($3::bigint[])
              ORDER BY c.co_access_count DESC, c.memory_id_b LIMIT $2)
            UNION ALL
            (SELECT c.memory_id_a, c.co_access_count
               FROM memory_co_access c
-             WHERE c.memory_id_b = s.seed AND c.memory_id_a <> ALL($3::bigint[])
+             WHERE c.memory_id_b = {seed} AND c.memory_id_a <> ALL($3::bigint[])
              ORDER BY c.co_access_count DESC, c.memory_id_a LIMIT $2)) AS both_sides
-        ORDER BY n DESC, partner LIMIT $2) p
-  ORDER BY s.seed, p.n DESC, p.partner"""
+        ORDER BY n DESC, partner LIMIT $2) p"""
+
+
+# fetch_partners: ($1 seeds, $2 k, $3 excluded partners, $4 the strength's half point)
+PARTNERS_SQL = f"""
+SELECT s.seed, p.partner, p.n::float8 / (p.n + $4::float8) AS strength
+  FROM (SELECT DISTINCT unnest($1::bigint[]) AS seed) s
+ {_top_partners("s.seed")}
+ ORDER BY s.seed, p.n DESC, p.partner"""
+
+# fetch_two_hops: the seeds' partners (hop 0) and, from every partner that is no seed, its
+# own (hop 1): normal recall's spreading in one statement instead of two.
+TWO_HOPS_SQL = f"""
+WITH h0 AS (
+    SELECT s.seed, p.partner, p.n
+      FROM (SELECT DISTINCT unnest($1::bigint[]) AS seed) s
+     {_top_partners("s.seed")}),
+h1 AS (
+    SELECT s.seed, p.partner, p.n
+      FROM (SELECT DISTINCT partner AS seed FROM h0 WHERE partner <> ALL($1::bigint[])) s
+     {_top_partners("s.seed")})
+SELECT 0 AS hop, seed, partner, n::float8 / (n + $4::float8) AS strength FROM h0
+ UNION ALL
+SELECT 1, seed, partner, n::float8 / (n + $4::float8) FROM h1
+ ORDER BY hop, seed, strength DESC, partner"""
 
 
 async def fetch_partners(db: Executor, seed_ids: Sequence[int], top_k: int = 3,
                          exclude: Sequence[int] = ()) -> list[tuple[int, int, float]]:
     """(seed, partner, strength in [0, 1]) for the top-k partners of every seed, one query.
 
-    Each seed reads at most k rows from each side of its pairs, in the order of the
-    count indexes of sql/143: a hub memory with thousands of partners costs what any
-    other does. Ties go to the lower partner id."""
+    A hub memory with thousands of partners costs what any other does (`_top_partners`)."""
     if not seed_ids:
         return []
     rows = await db.fetch(PARTNERS_SQL, list(seed_ids), top_k, list(exclude), CO_ACCESS_HALF)
     return [(r["seed"], r["partner"], r["strength"]) for r in rows]
+
+
+async def fetch_two_hops(db: Executor, seed_ids: Sequence[int], top_k: int = 3
+                         ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+    """`fetch_partners` of the seeds, and of their partners that are no seed, in one query:
+    (hop 0 edges, hop 1 edges), each as fetch_partners returns them."""
+    if not seed_ids:
+        return [], []
+    rows = await db.fetch(TWO_HOPS_SQL, list(seed_ids), top_k, [], CO_ACCESS_HALF)
+    edges: tuple[list, list] = ([], [])
+    for r in rows:
+        edges[r["hop"]].append((r["seed"], r["partner"], r["strength"]))
+    return edges
 
 
 async def co_access_upkeep(conn: Executor, idle_before: datetime, prune_below: int, limit: int,

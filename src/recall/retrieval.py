@@ -44,7 +44,7 @@ from src.providers.protocols import Embedder, Reranker
 from src.recall import activation as actr
 from src.recall import relevance as rel
 from src.recall import search
-from src.recall.co_access import fetch_partners
+from src.recall.co_access import fetch_partners, fetch_two_hops
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.rerank import RerankResult
@@ -234,15 +234,20 @@ class Retriever:
         return [by_id[h.hit.id] for h in reranked.hits], [r for r in done if r.id not in kept], reranked
 
     async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
-        """Co-activation per memory: hop 0 from the seeds, then `hops` further hops, one query each."""
+        """Co-activation per memory: hop 0 from the seeds, then `hops` further hops (the first
+        two in one query, a third, the DMN's, in another)."""
         if not seeds:
             return {}
+        k = self.settings.spread_top_k
         frontier, seed_set = {s: 1.0 for s in seeds}, set(seeds)
         activated: dict[int, float] = {}
+        # hops 0 and 1 (all of normal recall) in one statement; its hop-1 seeds are exactly
+        # the frontier hop 0 leaves (the partners that are no seed)
+        fetched = await fetch_two_hops(self.pool, list(frontier), k) if hops >= 1 else None
         for hop in range(hops + 1):
-            edges = await fetch_partners(self.pool, list(frontier), self.settings.spread_top_k)
-            frontier = rel.spread_hop(frontier, edges, hop, activated, exclude=seed_set,
-                                      top_k=self.settings.spread_top_k)
+            edges = fetched[hop] if fetched is not None and hop < 2 else \
+                await fetch_partners(self.pool, list(frontier), k)
+            frontier = rel.spread_hop(frontier, edges, hop, activated, exclude=seed_set, top_k=k)
             if not frontier:
                 break
         return activated
