@@ -188,8 +188,15 @@ def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], b
             below.append(cand.id)
             continue
         full = render_line(cand.memory_type, cand.content, cand.speaker)
+        full_tokens = line_tokens(full)
+        if score >= full_text_ratio * best and full_tokens + 1 <= remaining:
+            # the full text is wanted and fits: the compressed form is never looked at
+            # (it was rendered and counted for every candidate, a new line each to count)
+            placed.append(Placed(cand.id, "situational", "full", score, full, full_tokens))
+            remaining -= full_tokens + 1
+            continue
         short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars), cand.speaker)
-        full_tokens, short_tokens = line_tokens(full), line_tokens(short)
+        short_tokens = line_tokens(short)
         options: list[tuple[Form, str, int]] = []
         if score >= full_text_ratio * best or full_tokens <= short_tokens:
             options.append(("full", full, full_tokens))

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -154,19 +155,20 @@ class Retriever:
             if query_vec is None:
                 query_vec = await self._embed_query(query, degraded)
         arms = cfg.arm_weights(self.embedder.model_name)
-        with _timed(timings, "search"):
-            hits = await self._search(query, query_vec, arms, now)
+        with _timed(timings, "search"):   # with what does not wait for its hits, side by side
+            hits, early_spread, working, blend = await asyncio.gather(
+                self._search(query, query_vec, arms, now),
+                self._spread(active_ids, hops) if active_ids else _none(),
+                recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch),
+                self._blend(rng))
         with _timed(timings, "spread"):
-            hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now)
+            hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now, early_spread)
         with _timed(timings, "score"):
-            blend = await self._blend(rng)
             focus = [query_vec] if query_vec is not None else []
             top = self._awake_top(_score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
                                          spread, blend, want_types, arms.w_recency, self.emotional))
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
-        with _timed(timings, "working"):
-            working = await recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch)
         if mutate and memories:
             mutation = functools.partial(
                 mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
@@ -196,11 +198,13 @@ class Retriever:
             candidates=cfg.candidates, now=now)
 
     async def _spread_from(self, hits: list[search.SearchHit], active_ids: Sequence[int], hops: int,
-                           query_vec: np.ndarray | None, now: datetime
+                           query_vec: np.ndarray | None, now: datetime, spread: dict[int, float] | None
                            ) -> tuple[list[search.SearchHit], dict[int, float]]:
-        """Step 2: co-activation from the memories in context (cold: the best hits); the
-        `spread_join` most activated partners that search missed join the candidates."""
-        spread = await self._spread(active_ids or [h.id for h in hits[:self.settings.spread_seeds]], hops)
+        """Step 2: co-activation from the memories in context (`spread`, read beside the
+        search; cold: from the best hits, here); the `spread_join` most activated partners
+        that search missed join the candidates."""
+        if spread is None:
+            spread = await self._spread(active_ids or [h.id for h in hits[:self.settings.spread_seeds]], hops)
         found = {h.id for h in hits}
         missing = sorted((mid for mid in spread if mid not in found),
                          key=lambda mid: (-spread[mid], mid))[:self.settings.spread_join]
@@ -252,6 +256,10 @@ class Retriever:
                 break
         return activated
 
+
+
+async def _none() -> None:
+    return None
 
 
 async def _mutate(mutation: Callable[[], Awaitable[None]], write_behind: WriteBehind | None,
