@@ -204,7 +204,16 @@ class Retriever:
         search; cold: from the best hits, here); the `spread_join` most activated partners
         that search missed join the candidates."""
         if spread is None:
-            spread = await self._spread(active_ids or [h.id for h in hits[:self.settings.spread_seeds]], hops)
+            seeds = list(active_ids) or [h.id for h in hits[:self.settings.spread_seeds]]
+            spread = await self._spread(seeds, hops)
+            if not active_ids and hits:
+                # cold: the best hits stand in for the memories in context, and the best
+                # match of them (both arms' rank fusion, not recency) is the memory the cue
+                # activates: as co-active as one can be. At 0 (no seed spreads to itself) it
+                # trailed the partners the other seeds lent 0.75 to, and a fact typed an hour
+                # before lost to imported chats co-accessed meanwhile
+                # (tests/test_fidelity_process.py).
+                spread[max(hits[:self.settings.spread_seeds], key=lambda h: h.rrf).id] = 1.0
         found = {h.id for h in hits}
         missing = sorted((mid for mid in spread if mid not in found),
                          key=lambda mid: (-spread[mid], mid))[:self.settings.spread_join]
