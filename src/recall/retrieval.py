@@ -166,7 +166,8 @@ class Retriever:
         with _timed(timings, "score"):
             focus = [query_vec] if query_vec is not None else []
             top = self._awake_top(_score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                                         spread, blend, want_types, arms.w_recency, self.emotional))
+                                         spread, blend, want_types, arms.w_recency, self.emotional,
+                                         cold_seeds=[] if active_ids else [h.id for h in hits[:cfg.spread_seeds]]))
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
         if mutate and memories:
@@ -206,14 +207,6 @@ class Retriever:
         if spread is None:
             seeds = list(active_ids) or [h.id for h in hits[:self.settings.spread_seeds]]
             spread = await self._spread(seeds, hops)
-            if not active_ids and hits:
-                # cold: the best hits stand in for the memories in context, and the best
-                # match of them (both arms' rank fusion, not recency) is the memory the cue
-                # activates: as co-active as one can be. At 0 (no seed spreads to itself) it
-                # trailed the partners the other seeds lent 0.75 to, and a fact typed an hour
-                # before lost to imported chats co-accessed meanwhile
-                # (tests/test_fidelity_process.py).
-                spread[max(hits[:self.settings.spread_seeds], key=lambda h: h.rrf).id] = 1.0
         found = {h.id for h in hits}
         missing = sorted((mid for mid in spread if mid not in found),
                          key=lambda mid: (-spread[mid], mid))[:self.settings.spread_join]
@@ -285,7 +278,8 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
            cfg: RetrievalSettings, context_vecs: list[np.ndarray],
            layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
            blend: np.ndarray, want_types: Sequence[str], w_recency: float,
-           emotional_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> list[Recalled]:
+           emotional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+           cold_seeds: Sequence[int] = ()) -> list[Recalled]:
     """ACT-R and hybrid relevance for every candidate, vectorised."""
     if not hits:
         return []
@@ -306,7 +300,7 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
     fused = np.array([max(0.0, h.score - w_recency * h.recency) if h.rrf > 0 else 0.0 for h in hits])
     cosine = np.array([h.similarity if u else np.nan for h, u in zip(hits, usable, strict=True)])
     semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused)
-    coact = np.array([spread.get(h.id, 0.0) for h in hits])
+    coact = _coactivation(hits, spread, semantic, cold_seeds)
     recency = np.array([h.recency for h in hits])
     emotional = None
     if emotional_fn is not None:
@@ -322,6 +316,23 @@ def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: date
                  float(coact[i]), float(p_retrieve[i]))
         for i, h in enumerate(hits)
     ]
+
+
+def _coactivation(hits: Sequence[search.SearchHit], spread: dict[int, float], semantic: np.ndarray,
+                  cold_seeds: Sequence[int]) -> np.ndarray:
+    """Each candidate's co-activation: what spreading reached it with. Cold (no context), the
+    best hits stand in for the memories in context, and the seed that matches the cue best
+    (the semantic component) is the memory the cue activates, as co-active as one can be.
+    At 0 (no seed spreads to itself) it trailed the partners the other seeds lent 0.75 to: a
+    fact typed an hour before lost to imported chats co-accessed meanwhile
+    (tests/test_fidelity_process.py). Chosen by rank fusion instead, a weak match in both
+    arms outranked a fact full text alone found."""
+    coact = np.array([spread.get(h.id, 0.0) for h in hits])
+    seeds = set(cold_seeds)
+    seeded = [i for i, h in enumerate(hits) if h.id in seeds]
+    if seeded:
+        coact[max(seeded, key=lambda i: (semantic[i], -i))] = 1.0
+    return coact
 
 
 def _mismatch(hit: search.SearchHit, want_types: Sequence[str]) -> float:
