@@ -15,6 +15,8 @@ import logging
 
 import asyncpg
 
+from src.db.sql import locked_transaction
+
 log = logging.getLogger(__name__)
 
 # pg_advisory_xact_lock key for fold and rebuild ("mkindcnt" in ASCII; sql/142's TRUNCATE trigger).
@@ -58,12 +60,8 @@ async def sources(db: asyncpg.Connection | asyncpg.Pool, limit: int) -> list[str
 async def fold(db: asyncpg.Connection | asyncpg.Pool) -> None:
     """Fold the contribution rows into one per pair (each light tick), so the table stays
     at one row per (type, source) plus the writes since the last tick."""
-    if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
-            return await fold(conn)
-    async with db.transaction():
-        await db.execute("SELECT pg_advisory_xact_lock($1)", KIND_LOCK_KEY)
-        await db.execute(_FOLD)
+    async with locked_transaction(db, KIND_LOCK_KEY) as conn:
+        await conn.execute(_FOLD)
 
 
 async def differences(db: asyncpg.Connection | asyncpg.Pool) -> list[dict]:
@@ -73,13 +71,9 @@ async def differences(db: asyncpg.Connection | asyncpg.Pool) -> list[dict]:
 
 async def rebuild(db: asyncpg.Connection | asyncpg.Pool) -> None:
     """Recount from memories (a full scan), replacing every row."""
-    if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
-            return await rebuild(conn)
-    async with db.transaction():
-        await db.execute("SELECT pg_advisory_xact_lock($1)", KIND_LOCK_KEY)
-        await db.execute("DELETE FROM memory_kind_counts")
-        await db.execute(f"INSERT INTO memory_kind_counts (memory_type, source_tag, memories) {_FRESH}")
+    async with locked_transaction(db, KIND_LOCK_KEY) as conn:
+        await conn.execute("DELETE FROM memory_kind_counts")
+        await conn.execute(f"INSERT INTO memory_kind_counts (memory_type, source_tag, memories) {_FRESH}")
 
 
 async def verify(db: asyncpg.Connection | asyncpg.Pool, *, repair: bool = True) -> list[dict]:

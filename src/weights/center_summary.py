@@ -26,6 +26,8 @@ from decimal import Decimal
 
 import asyncpg
 
+from src.db.sql import locked_transaction
+
 log = logging.getLogger(__name__)
 
 #: Buckets of the summary: the web overview's bins (sql/080 has the same 20).
@@ -135,12 +137,8 @@ async def fold_summary(db: asyncpg.Connection | asyncpg.Pool) -> CenterSummary:
 
     The monitors call this each light tick, so the table stays at ~CENTER_BINS rows
     plus what the writes since the last tick added."""
-    if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
-            return await fold_summary(conn)
-    async with db.transaction():
-        await db.execute("SELECT pg_advisory_xact_lock($1)", SUMMARY_LOCK_KEY)
-        return _summary(await db.fetch(_FOLD))
+    async with locked_transaction(db, SUMMARY_LOCK_KEY) as conn:
+        return _summary(await conn.fetch(_FOLD))
 
 
 async def summary_differences(conn: asyncpg.Connection | asyncpg.Pool) -> list[dict]:
@@ -150,12 +148,8 @@ async def summary_differences(conn: asyncpg.Connection | asyncpg.Pool) -> list[d
 
 async def rebuild_summary(db: asyncpg.Connection | asyncpg.Pool) -> None:
     """Recompute the summary from memories (a full scan), replacing every row."""
-    if isinstance(db, asyncpg.Pool):
-        async with db.acquire() as conn:
-            return await rebuild_summary(conn)
-    async with db.transaction():
-        await db.execute("SELECT pg_advisory_xact_lock($1)", SUMMARY_LOCK_KEY)
-        await db.execute(_REBUILD)
+    async with locked_transaction(db, SUMMARY_LOCK_KEY) as conn:
+        await conn.execute(_REBUILD)
 
 
 async def verify_summary(db: asyncpg.Connection | asyncpg.Pool, *, repair: bool = True) -> list[dict]:
