@@ -111,6 +111,32 @@ def _piece_cost(match: re.Match[str]) -> float:
     return 1.0  # a contraction or a digit group is one token
 
 
+#: The same pieces as `_PIECE`, without its groups, so that ``findall`` returns the piece
+#: strings themselves (in C, without a match object per piece).
+_PIECES = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _PIECE.pattern), _PIECE.flags)
+
+#: Pieces up to this long have their cost remembered, at most `PIECE_TABLE_SIZE` of them
+#: (~10 MB): " the", ".", " user" recur in every prompt, and looking a piece up costs a
+#: tenth of pricing it through a match object. Longer pieces are priced each time.
+PIECE_TABLE_CHARS, PIECE_TABLE_SIZE = 24, 100_000
+
+
+class _PieceCosts(dict[str, float]):
+    """Cost of a piece string. A piece's cost depends only on its kind and its text, and a
+    piece matched alone is matched as the same kind (tests/test_cognition_tokens.py checks
+    the sum against pricing each match of the whole text, on generated text)."""
+
+    def __missing__(self, piece: str) -> float:
+        match = _PIECE.match(piece)
+        cost = _piece_cost(match) if match is not None else 0.0
+        if len(piece) <= PIECE_TABLE_CHARS and len(self) < PIECE_TABLE_SIZE:
+            self[piece] = cost
+        return cost
+
+
+_PIECE_COSTS = _PieceCosts()
+
+
 def count_tokens(text: str) -> int:
     """Estimated number of cl100k-style tokens in ``text`` (0 for "")."""
     if CACHED_MIN_CHARS <= len(text) <= CACHED_MAX_CHARS:
@@ -119,12 +145,13 @@ def count_tokens(text: str) -> int:
 
 
 def _count(text: str) -> int:
-    return math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text)))
+    # every cost is a multiple of 1/4, so the float sum is exact in any order
+    return math.ceil(sum(map(_PIECE_COSTS.__getitem__, _PIECES.findall(text))))
 
 
 #: A cycle counts the same request several times (the turn's fit, the window's check of
 #: each call, the provider's last-line guard) and the same conversation turns every
-#: cycle; the regex pass costs ~0.7 ms per 1,000 tokens, ~10 ms a cycle uncached at 100k
+#: cycle; the regex pass costs ~0.25 ms per 1,000 tokens, ~4 ms a cycle uncached at 100k
 #: (bench/bench_scale.py). Texts in this range are remembered (at most 256 of them, so
 #: at most ~50 MB); shorter ones are cheaper to count than to look up.
 CACHED_MIN_CHARS, CACHED_MAX_CHARS = 200, 200_000

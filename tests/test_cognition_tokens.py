@@ -10,11 +10,13 @@ published examples of OpenAI's tiktoken cookbook.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.tokens import count_message_tokens, count_tokens
+from src.tokens import _PIECE, _piece_cost, count_message_tokens, count_tokens
 
 REFERENCE = [
     # "Hello" "," " world" "!"
@@ -110,6 +112,19 @@ def test_degenerate_inputs(text: str, expected: int) -> None:
 def test_count_is_between_word_count_and_character_count(text: str) -> None:
     n = count_tokens(text)
     assert len(text.split()) <= n <= len(text)
+
+
+# words, digits, contractions, ASCII and other punctuation, every kind of whitespace, CJK,
+# accented letters and emoji: the pieces the counter prices differently
+_MIXED = st.text(alphabet=st.sampled_from(list("ab Zé'sdtlmvr019 _.,!-(:)\n\r\t\u3000你好，😀ß")) , max_size=400)
+
+
+@given(_MIXED)
+def test_count_equals_pricing_each_match_of_the_whole_text(text: str) -> None:
+    # count_tokens prices piece strings from a table (each matched alone): the same sum
+    by_match = math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text)))
+    assert count_tokens(text) == by_match
+    assert count_tokens(text + text) == math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text + text)))
 
 
 def test_message_tokens_add_framing() -> None:

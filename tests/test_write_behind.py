@@ -11,7 +11,8 @@ import pytest
 from src.db.write_behind import WriteBehind
 from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
-from tests.test_loop import _mind
+from tests.fakes_llm import ScriptedLLM
+from tests.test_loop import CONFIDENT, _mind
 
 
 async def test_writes_run_in_the_order_queued_one_at_a_time_and_failures_are_returned():
@@ -60,7 +61,7 @@ async def test_a_cancelled_settle_lets_the_writes_finish():
 
 
 async def test_the_retrieval_bookkeeping_is_written_when_the_cycle_returns(pool, tmp_path):
-    mind, delivered = await _mind(pool, tmp_path)
+    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT))
     await MemoryStore(pool, HashEmbedder()).store_many([
         NewMemory("The lighthouse lamp is lit every evening at dusk."),
         NewMemory("The lighthouse keeper rows to the village on sundays."),
@@ -76,6 +77,19 @@ async def test_the_retrieval_bookkeeping_is_written_when_the_cycle_returns(pool,
     assert await pool.fetchval("SELECT count(*) FROM memory_co_access") >= 1
     assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") == len(record.retrieval.ids)
     assert await pool.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'") >= 1
+    # and the escalation decision (queued by the answer, src/metacognition/escalation.py)
+    assert await pool.fetchval("SELECT count(*) FROM escalations") == 1
+
+
+async def test_a_failed_escalation_row_costs_that_row_not_the_turn(pool, tmp_path, caplog):
+    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT))
+    await pool.execute("ALTER TABLE escalations ADD CONSTRAINT refuse_all CHECK (false) NOT VALID")
+    await mind.loop.submit("user", "what time is it at the lighthouse?")
+    with caplog.at_level(logging.WARNING):
+        record = await mind.loop.cycle()
+    assert len(delivered) == 1 and record.output == delivered[0]
+    assert await pool.fetchval("SELECT count(*) FROM thought_log") == 1
+    assert any("escalation decision" in m and "refuse_all" in m for m in caplog.messages), caplog.messages
 
 
 async def test_a_failed_bookkeeping_write_costs_the_bookkeeping_not_the_turn(pool, tmp_path, caplog):

@@ -1,8 +1,9 @@
 """Writes a cycle need not wait for: queued, run in order beside the rest of the cycle, settled.
 
 Retrieval's bookkeeping (reinforce the retrieved, contradict the near misses, access
-times, co-access, recall outcomes; plan §3.8) and the co-access of the memories placed in
-context change nothing the cycle's answer is built from. Awaited where they arose, they
+times, co-access, recall outcomes; plan §3.8), the co-access of the memories placed in
+context and the escalation decision's row (src/metacognition/escalation.py) change
+nothing the cycle's answer is built from. Awaited where they arose, they
 cost ~6 ms of a ~40 ms cycle at 100k memories; queued here, they start once the cycle
 has read the weights it draws on (the context's identity rows, src/context/assembly.py),
 run while the context is put together, the model thinks and the turn is logged, and the

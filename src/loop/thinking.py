@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.gates.modes import MemoryMode
 from src.loop.actions import ActionPolicy
@@ -99,7 +100,7 @@ class Thinking:
     def __init__(self, providers: Providers, *, loop: LoopSettings, escalation: EscalationSettings,
                  metacognition: MetacognitionSettings, threshold: EscalationThreshold, store: MemoryStore,
                  mode: MemoryMode, tools: ToolProtocol, policy: ActionPolicy,
-                 user_waiting: Callable[[], int] | None = None):
+                 user_waiting: Callable[[], int] | None = None, write_behind: WriteBehind | None = None):
         self.cfg = loop
         self.escalation = escalation
         self.metacognition = metacognition
@@ -110,6 +111,7 @@ class Thinking:
         self.tools = tools
         self.policy = policy
         self.user_waiting = user_waiting or (lambda: 0)
+        self.write_behind = write_behind      # the escalation decision's row is queued there
         self.deadline_s = cycle_deadline(loop.cycle_deadline_s, providers.system1, providers.system2)
         self._internal: asyncio.Timeout | None = None     # the deadline of a thought of the mind's own
         self._yielded = False
@@ -213,7 +215,7 @@ class Thinking:
                 meta=providers.meta, system=system, triggers=triggers, store=self.store,
                 source_tag=winner.source_tag, settings=self.escalation,
                 metacognition=self.metacognition, keep_corrections=not (self.mode.off or winner.unkept),
-                fok_source=turn.fok)
+                fok_source=turn.fok, write_behind=self.write_behind)
         return answer
 
     def _permit(self, attended: Attended):

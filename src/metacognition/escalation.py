@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
+from src.db.write_behind import WriteBehind
 from src.errors import ProviderError, ProviderSkipped
 from src.gates.modes import unkept_text
 from src.metacognition.calls import FokSource, feeling_of_knowing
@@ -155,7 +157,7 @@ async def loop_before_escalate(
     expected_words: int | None = None, settings: EscalationSettings | None = None,
     metacognition: MetacognitionSettings | None = None, store: MemoryStore | None = None,
     source_tag: str | None = None, now: datetime | None = None, keep_corrections: bool = True,
-    fok_source: FokSource | None = None,
+    fok_source: FokSource | None = None, write_behind: WriteBehind | None = None,
 ) -> Outcome:
     """Answer the current focus with System 1, retrying once and escalating as §3.5/§3.6 say.
 
@@ -166,7 +168,9 @@ async def loop_before_escalate(
     when the loop answers one focus several times (tool rounds). With a `store`, a correction
     from System 2 goes to the reflection bank (unless `keep_corrections` is off: memory mode
     off) and the decision is written to `escalations` (in memory mode off with a placeholder
-    for the focus, src/gates/modes.py).
+    for the focus, src/gates/modes.py); with a `write_behind` (the loop's cycle,
+    src/db/write_behind.py) that row is queued there, not awaited, and the outcome carries
+    no `escalation_id`.
     System 1 in reflex mode raises ProviderSkipped: the loop answers reflexively
     without calling this.
     """
@@ -177,7 +181,8 @@ async def loop_before_escalate(
     score = assess or (lambda result, fok: score_answer(result.text, fok, mean_logprob=result.mean_logprob,
                                                         expected_words=expected_words, settings=mcfg))
     turn = _Turn(messages, system=system, focus=focus, threshold=threshold, cfg=cfg, score=score,
-                 store=store, source_tag=source_tag, now=now, keep_corrections=keep_corrections)
+                 store=store, source_tag=source_tag, now=now, keep_corrections=keep_corrections,
+                 write_behind=write_behind)
     await turn.answer(system1, meta or system1, mcfg, fok_source, triggers or EscalationTriggers())
     draft = turn.escalating_at_once()
     if draft is None:
@@ -228,10 +233,11 @@ class _Turn:
 
     def __init__(self, messages: Sequence[ChatMessage], *, system: str | None, focus: str, threshold: float,
                  cfg: EscalationSettings, score: Assess, store: MemoryStore | None, source_tag: str | None,
-                 now: datetime | None, keep_corrections: bool):
+                 now: datetime | None, keep_corrections: bool, write_behind: WriteBehind | None = None):
         self.messages, self.system, self.focus, self.threshold = messages, system, focus, threshold
         self.cfg, self.score = cfg, score
         self.store, self.source_tag, self.now, self.keep_corrections = store, source_tag, now, keep_corrections
+        self.write_behind = write_behind
         self.results: list[tuple[str, LLMResult]] = []
 
     async def answer(self, system1: LanguageModel, meta: LanguageModel, mcfg: MetacognitionSettings,
@@ -375,6 +381,10 @@ class _Turn:
             details={"fok": outcome.fok.judgement, "fok_skipped": outcome.fok.skipped,
                      "confidence": outcome.confidence.composite,
                      "calls": [purpose for purpose, _ in outcome.results]})
+        if self.write_behind is not None:   # nothing in the cycle reads the row back
+            self.write_behind.queue("escalation decision",
+                                    functools.partial(record_escalation, self.store.pool, row, at=self.now))
+            return outcome
         escalation_id = await record_escalation(self.store.pool, row, at=self.now)
         return replace(outcome, escalation_id=escalation_id)
 
