@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -169,15 +169,6 @@ class AssembledContext:
         }
 
 
-class IdentityRows(NamedTuple):
-    """What `ContextAssembler.read_identity` read: the candidate ids (highest center first),
-    whether the top-N was re-scanned, and the rows (candidates and immutable memories)."""
-
-    ids: list[int]
-    refreshed: bool
-    rows: list[asyncpg.Record]
-
-
 class IdentityCache:
     """The top-N non-immutable memories by center, re-scanned every `refresh_every` calls.
 
@@ -297,30 +288,21 @@ class ContextAssembler:
         self._previous = None
         self._inertia = None
 
-    async def read_identity(self, *, refresh: bool = False) -> IdentityRows:
-        """The identity candidates (the cached top-N, re-scanned when due or `refresh`) and the
-        rows of those and of the immutable memories, with their current weights."""
-        ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh)
-        return IdentityRows(ids, refreshed, await self.pool.fetch(_IDENTITY_ROWS, ids))
-
     async def assemble(self, retrieval: Retrieval | None, *, rng: np.random.Generator,
                        now: datetime, session: tracks.SessionStats | None = None,
-                       refresh_identity: bool = False, write_behind: WriteBehind | None = None,
-                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext:
+                       refresh_identity: bool = False, write_behind: WriteBehind | None = None) -> AssembledContext:
         """Build this cycle's memory context.
 
         `refresh_identity` re-scans the identity top-N first (after FIFO pruning:
         the plan re-runs injection so identity resurfaces from current weights).
-        `identity`: this cycle's `read_identity`, already started (the loop reads it beside
-        its recall); without it the rows are read here.
         Draws from `rng` in a fixed order: identity rolls, then situational scores.
         `write_behind`: started once the identity rows are read (retrieval's bookkeeping runs
         beside the rest); the co-access of the placed memories is queued there, not awaited.
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
-        ids, refreshed, rows = await (identity if identity is not None
-                                      else self.read_identity(refresh=refresh_identity))
+        ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh_identity)
+        rows = await self.pool.fetch(_IDENTITY_ROWS, ids)
         if write_behind is not None:     # the weights this cycle draws on are read: its bookkeeping may run
             write_behind.start()
         by_id = {r["id"]: _candidate(r) for r in rows}
@@ -381,4 +363,4 @@ class ContextAssembler:
 
 
 __all__ = ["AssembledContext", "ContextAssembler", "ContextBudget", "ContextSection",
-           "ContextSettings", "IdentityCache", "IdentityRows", "situational_candidates"]
+           "ContextSettings", "IdentityCache", "situational_candidates"]

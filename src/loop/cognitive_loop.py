@@ -52,7 +52,7 @@ from src.loop.degraded import Shortfalls
 from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
-from src.loop.prompting import Prefetch, Prompting
+from src.loop.prompting import Prompting
 from src.loop.recalling import Recalling
 from src.loop.retry import requeue_failed
 from src.loop.settings import Source
@@ -201,19 +201,16 @@ class CognitiveLoop:
         if attended is None:
             return None
         charge_to(attended.winner.source)   # an impulse's calls count against the background budget
-        prefetch = self.prompting.prefetch(attended, shortfalls)   # the prompt's reads, beside the recall
+        retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
         try:
-            retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
-            return await self._answer(attended, retrieval, clock, shortfalls, prefetch)
+            return await self._answer(attended, retrieval, clock, shortfalls)
         finally:   # the queued bookkeeping is done before the next cycle, whatever happened here
-            prefetch.cancel()          # (read by then, unless the cycle failed before its prompt)
             await self._settle_writes()
 
     async def _answer(self, attended: Attended, retrieval: Retrieval | None, clock: CycleClock,
-                      shortfalls: Shortfalls, prefetch: Prefetch) -> CycleRecord:
+                      shortfalls: Shortfalls) -> CycleRecord:
         """Steps 4-8: assemble, think, act, log, then the aftermath."""
-        prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls,
-                                                                    prefetch))
+        prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
         self.write_behind.start()    # (assembly started it; without a context, now) while the model thinks
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
         action = self.acting.check(attended, thought)

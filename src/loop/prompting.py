@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import numpy as np
 
-from src.context.assembly import AssembledContext, ContextAssembler, IdentityRows
+from src.context.assembly import AssembledContext, ContextAssembler
 from src.context.request import fit_turn
 from src.context.settings import ContextBudget
 from src.db.write_behind import WriteBehind
@@ -52,24 +51,6 @@ class Prompt:
     messages: list[ChatMessage]
 
 
-@dataclass(frozen=True)
-class Prefetch:
-    """The prompt's reads started before recall ends (`Prompting.prefetch`)."""
-
-    identity: asyncio.Task[IdentityRows]
-    reflection: asyncio.Task[str]
-    skills: asyncio.Task[str]
-
-    def cancel(self) -> None:
-        """At the cycle's end: a read the prompt did not take (the cycle failed before it) is
-        cancelled, or its failure taken here (the cycle's own failure is the one reported)."""
-        for task in (self.identity, self.reflection, self.skills):
-            if not task.done():
-                task.cancel()
-            elif not task.cancelled():
-                task.exception()
-
-
 class Prompting:
     """Builds each cycle's prompt; keeps the cost line between refreshes."""
 
@@ -93,23 +74,16 @@ class Prompting:
         self.manifest = manifest
         self._cost: tuple[float, str] | None = None    # (monotonic time, line)
 
-    def prefetch(self, attended: Attended, shortfalls: Shortfalls) -> Prefetch:
-        """Start the prompt's reads that need only the winner (the identity rows, the
-        reflection bank's corrections, the skills section): the loop runs them beside its
-        recall, so they are read when assembly begins. The identity rows are read before this
-        cycle's retrieval bookkeeping is written, as when assembly read them itself."""
-        refresh = self.conversation.window.needs_identity_reinjection
-        return Prefetch(asyncio.create_task(self.assembler.read_identity(refresh=refresh), name="identity rows"),
-                        asyncio.create_task(self.reflection(attended, shortfalls), name="corrections"),
-                        asyncio.create_task(self.skills_section(), name="skills section"))
-
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
-                    shortfalls: Shortfalls, prefetch: Prefetch | None = None) -> Prompt:
-        """The whole prompt for this cycle's winner (`prefetch`: started beside the recall)."""
+                    shortfalls: Shortfalls) -> Prompt:
+        """The whole prompt for this cycle's winner."""
         winner, window = attended.winner, self.conversation.window
-        reads = prefetch or self.prefetch(attended, shortfalls)
-        assembled = await self.assemble(retrieval, now, shortfalls, reads.identity)
-        block, skills, cost = await reads.reflection, await reads.skills, await self.cost_line(shortfalls)
+        # three independent reads (a round trip or two each), side by side. Not beside the
+        # recall: on two cores the search's backend then lost more than assembly gained.
+        assembled, block, skills = await asyncio.gather(
+            self.assemble(retrieval, now, shortfalls), self.reflection(attended, shortfalls),
+            self.skills_section())
+        cost = await self.cost_line(shortfalls)
         memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
         gut = self.inner.gut_summary() if self.inner is not None else ""
         system = system_prompt(self.agent_name, memories, attended.report, block, cost, gut=gut,
@@ -121,16 +95,15 @@ class Prompting:
                         limit=assembled.conversation_budget - count_tokens(skills))
         return Prompt(assembled, system, user_text, turn.messages)
 
-    async def assemble(self, retrieval: Retrieval | None, now: datetime, shortfalls: Shortfalls,
-                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext | NoContext:
+    async def assemble(self, retrieval: Retrieval | None, now: datetime,
+                       shortfalls: Shortfalls) -> AssembledContext | NoContext:
         """Context assembly; when it fails the cycle goes on without memories (said so).
         Its situational memories seed the next cycle's spreading (`active_ids`)."""
         window = self.conversation.window
         try:
             assembled = await self.assembler.assemble(
                 retrieval, rng=self.rng, now=now, session=self.manifest,
-                refresh_identity=window.needs_identity_reinjection, write_behind=self.write_behind,
-                identity=identity)
+                refresh_identity=window.needs_identity_reinjection, write_behind=self.write_behind)
         except DB_ERRORS as exc:
             shortfalls.note("context assembly", exc)
             return NoContext(self.budget, shortfalls.line())
