@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
+from src.recall import search
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
@@ -200,3 +201,41 @@ async def test_empty_store_and_odd_queries_return_nothing_quietly(pool):
     for query in ["", "the of and", "'; DROP TABLE memories; --", "\x00nul", "🙂 ñ ü 中文"]:
         result = await retriever.retrieve(query or " ", rng=np.random.default_rng(0), now=NOW)
         assert result.memories == [] and result.near_misses == []
+
+
+@pytest.mark.parametrize("tea_strength, fetches", [(6, 1), (9, 2)])
+async def test_partners_from_context_join_with_their_rows_read_beside_the_search(pool, monkeypatch,
+                                                                               tea_strength, fetches):
+    # the context holds the bicycle; its partners: the sister (8), the tea (found by search
+    # anyway) and asyncio (4). With spread_join 1 the sister joins the candidates. Her row is
+    # read beside the search when she is the strongest partner; when the tea is stronger,
+    # the row read beside the search is the tea's (a hit already), and hers after it.
+    embedder = HashEmbedder()
+    ids = await _seed(pool, embedder, TEA + OTHER)
+    bicycle, sister, asyncio_, tea = ids[OTHER[0]], ids[OTHER[1]], ids[OTHER[2]], ids[TEA[0]]
+    for partner, n in ((sister, 8), (tea, tea_strength), (asyncio_, 4)):
+        a, b = sorted((bicycle, partner))
+        await pool.execute("INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count) "
+                           "VALUES ($1, $2, $3)", a, b, n)
+    retriever = _retriever(pool, embedder, limit=3, spread_join=1)
+    calls: list[list[int]] = []
+    real_fetch = search.fetch_hits
+
+    async def fetch_hits(executor, wanted, *args, **kwargs):
+        calls.append(list(wanted))
+        return await real_fetch(executor, wanted, *args, **kwargs)
+
+    monkeypatch.setattr(search, "fetch_hits", fetch_hits)
+    joined: list[list[int]] = []
+    real_spread_from = retriever._spread_from
+
+    async def spread_from(*args):
+        hits, spread = await real_spread_from(*args)
+        joined.append([h.id for h in hits[3:]])
+        return hits, spread
+
+    monkeypatch.setattr(retriever, "_spread_from", spread_from)
+    await retriever.retrieve("earl grey tea", rng=np.random.default_rng(1), now=NOW, mutate=False,
+                             active_ids=[bicycle])
+    assert joined == [[sister]]
+    assert len(calls) == fetches and calls[-1] == [sister]

@@ -32,6 +32,7 @@ per memory the answer drew on (or the user said again), and when the user's mess
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -67,8 +68,10 @@ class _Record(Protocol):
     winner: _Winner
 
 
+@functools.lru_cache(maxsize=4096)
 def words(text: str) -> frozenset[str]:
-    """Content words with a plural -s folded ("cats" = "cat"; "glass" stays)."""
+    """Content words with a plural -s folded ("cats" = "cat"; "glass" stays). Remembered:
+    the identity lines and recurring memories are measured again every cycle."""
     return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
                      for w in content_words(text))
 

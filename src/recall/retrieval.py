@@ -32,9 +32,10 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import asyncpg
 import numpy as np
@@ -158,7 +159,7 @@ class Retriever:
         with _timed(timings, "search"):   # with what does not wait for its hits, side by side
             hits, early_spread, working, blend = await asyncio.gather(
                 self._search(query, query_vec, arms, now),
-                self._spread(active_ids, hops) if active_ids else _none(),
+                self._early_spread(active_ids, hops, query_vec, now) if active_ids else _none(),
                 recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch),
                 self._blend(rng))
         with _timed(timings, "spread"):
@@ -198,22 +199,35 @@ class Retriever:
             w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
             candidates=cfg.candidates, now=now)
 
+    async def _early_spread(self, active_ids: Sequence[int], hops: int, query_vec: np.ndarray | None,
+                            now: datetime) -> Spread:
+        """Step 2 beside the search: co-activation from the memories in context, and the rows
+        of the `spread_join` most activated partners (most will not be among the hits: a
+        round trip after the search saved)."""
+        spread = await self._spread(active_ids, hops)
+        rows = await self._fetch_partners(_most_activated(spread, (), self.settings.spread_join), query_vec, now)
+        return Spread(spread, {h.id: h for h in rows})
+
+    async def _fetch_partners(self, ids: list[int], query_vec: np.ndarray | None,
+                              now: datetime) -> list[search.SearchHit]:
+        if not ids:
+            return []
+        return await search.fetch_hits(self.pool, ids, query_vec, embed_model=self.embedder.model_name, now=now)
+
     async def _spread_from(self, hits: list[search.SearchHit], active_ids: Sequence[int], hops: int,
-                           query_vec: np.ndarray | None, now: datetime, spread: dict[int, float] | None
+                           query_vec: np.ndarray | None, now: datetime, early: Spread | None
                            ) -> tuple[list[search.SearchHit], dict[int, float]]:
-        """Step 2: co-activation from the memories in context (`spread`, read beside the
+        """Step 2: co-activation from the memories in context (`early`, read beside the
         search; cold: from the best hits, here); the `spread_join` most activated partners
         that search missed join the candidates."""
-        if spread is None:
+        if early is None:
             seeds = list(active_ids) or [h.id for h in hits[:self.settings.spread_seeds]]
-            spread = await self._spread(seeds, hops)
-        found = {h.id for h in hits}
-        missing = sorted((mid for mid in spread if mid not in found),
-                         key=lambda mid: (-spread[mid], mid))[:self.settings.spread_join]
-        if missing:
-            hits = hits + await search.fetch_hits(self.pool, missing, query_vec,
-                                                  embed_model=self.embedder.model_name, now=now)
-        return hits, spread
+            early = Spread(await self._spread(seeds, hops), {})
+        spread, fetched = early
+        missing = _most_activated(spread, {h.id for h in hits}, self.settings.spread_join)
+        joined = await self._fetch_partners([mid for mid in missing if mid not in fetched], query_vec, now)
+        by_id = fetched | {h.id: h for h in joined}
+        return hits + [by_id[mid] for mid in missing if mid in by_id], spread
 
     async def _blend(self, rng: np.random.Generator) -> np.ndarray:
         """Step 4's Dirichlet draw: alphas by the store's maturity, evolved by consolidation (§4.5)."""
@@ -262,6 +276,18 @@ class Retriever:
 
 async def _none() -> None:
     return None
+
+
+class Spread(NamedTuple):
+    """Co-activation per memory, and the rows of partners already read (by id)."""
+
+    activation: dict[int, float]
+    rows: dict[int, search.SearchHit]
+
+
+def _most_activated(spread: dict[int, float], found: Collection[int], n: int) -> list[int]:
+    """The `n` memories spreading reached most strongly that are not in `found`."""
+    return sorted((mid for mid in spread if mid not in found), key=lambda mid: (-spread[mid], mid))[:n]
 
 
 async def _mutate(mutation: Callable[[], Awaitable[None]], write_behind: WriteBehind | None,
