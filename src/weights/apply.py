@@ -188,11 +188,15 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
 
 
 async def _lock_rows(conn: asyncpg.Connection, ids: list[int]) -> dict[int, _Row]:
-    """The rows' weights, locked in id order (so concurrent batches cannot deadlock)."""
+    """The rows' weights, locked in id order (so concurrent batches cannot deadlock). FOR NO
+    KEY UPDATE, the lock the UPDATE itself takes: another writer's row that references one of
+    these memories (a co-access pair, a recall outcome: its foreign key check takes KEY
+    SHARE) does not wait behind the weights. With FOR UPDATE, a co-access upsert run beside
+    a retrieval's mutation deadlocked with it (tests/test_weight_locks.py)."""
     locked = await conn.fetch(
         """SELECT id, depth_weight_alpha, depth_weight_beta, immutable, protected,
                   COALESCE(metadata->>'kind' = 'goal', false) AS goal
-             FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE""",
+             FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE""",
         ids,
     )
     return {r["id"]: _Row(r["depth_weight_alpha"], r["depth_weight_beta"], r["immutable"], r["goal"],
