@@ -43,6 +43,35 @@ async def test_writes_run_in_the_order_queued_one_at_a_time_and_failures_are_ret
     assert not wb.pending and await wb.settle() == []
 
 
+async def test_lanes_run_side_by_side_and_each_keeps_its_order():
+    order: list[str] = []
+    both_running = asyncio.Event()
+    running: set[str] = set()
+
+    def write(lane: str, name: str):
+        async def run() -> None:
+            running.add(lane)
+            if len(running) == 2:
+                both_running.set()
+            await asyncio.sleep(0.01)
+            order.append(name)
+            running.discard(lane)
+        return run
+
+    wb = WriteBehind()
+    for name in ("w1", "w2", "w3"):
+        wb.queue(name, write("weights", name), lane="weights")
+    wb.queue("c1", write("co-access", "c1"), lane="co-access")
+    wb.start()
+    wb.queue("c2", write("co-access", "c2"), lane="co-access")    # chained after c1, not after w3
+    assert await wb.settle() == []
+    assert both_running.is_set()                                  # the two lanes overlapped
+    assert [n for n in order if n.startswith("w")] == ["w1", "w2", "w3"]
+    assert [n for n in order if n.startswith("c")] == ["c1", "c2"]
+    assert order.index("c2") < order.index("w3")                  # c2 did not wait for the weights
+    assert not wb.pending
+
+
 async def test_a_cancelled_settle_lets_the_writes_finish():
     finished = asyncio.Event()
 

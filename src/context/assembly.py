@@ -353,7 +353,8 @@ class ContextAssembler:
             return 0
         if write_behind is None:
             return await record_co_access(self.pool, placed, now)
-        write_behind.queue("context co-access", functools.partial(record_co_access, self.pool, placed, now))
+        write_behind.queue("context co-access", functools.partial(record_co_access, self.pool, placed, now),
+                           lane="co-access")
         return co_access_pairs(placed)
 
     def _take_inertia(self) -> tracks.InertiaState | None:

@@ -7,13 +7,17 @@ nothing the cycle's answer is built from. Awaited where they arose, they
 cost ~6 ms of a ~40 ms cycle at 100k memories; queued here, they start once the cycle
 has read the weights it draws on (the context's identity rows, src/context/assembly.py),
 run while the context is put together, the model thinks and the turn is logged, and the
-loop settles them before its inner life, which reads weights (src/loop/cognitive_loop.py).
+loop settles them at the cycle's end, or sooner where its inner life reads weights
+(src/loop/cognitive_loop.py, src/loop/inner_life.py).
 
-The writes run one after another in the order queued, never concurrently with each other
-(two co-access upserts on overlapping pairs would only wait on each other, but the order
-of weight changes stays what it was). `settle` waits for all of them and returns the
-failures, each with the label it was queued under; a failure does not stop the writes
-after it.
+The writes of one lane run one after another in the order queued (the weight changes
+are one lane, so their order stays what it was); lanes run side by side, each on its own
+connection, so the cycle's end waits for the longest lane, not for the sum (~10 ms of
+bookkeeping at 100k memories, one statement after another, was its longest wait). The
+context's co-access and the retrieval's (both upserts of sorted pairs) may wait on each
+other's rows, never deadlock (the weights are locked FOR NO KEY UPDATE,
+src/weights/apply.py). `settle` waits for all of them and returns the failures, each
+with the label it was queued under; a failure does not stop the writes after it.
 """
 
 from __future__ import annotations
@@ -28,43 +32,43 @@ class WriteBehind:
     """A cycle's deferred writes: `queue` them, `start` them, `settle` them."""
 
     def __init__(self) -> None:
-        self._queued: list[tuple[str, Write]] = []
-        self._task: asyncio.Task | None = None
+        self._queued: dict[str, list[tuple[str, Write]]] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._started = False
         self._failures: list[tuple[str, BaseException]] = []
 
-    def queue(self, label: str, write: Write) -> None:
-        """Run `write()` after the writes queued before it (once started)."""
-        self._queued.append((label, write))
-        if self._task is not None:        # already started: chain it now
+    def queue(self, label: str, write: Write, *, lane: str = "") -> None:
+        """Run `write()` after the writes queued before it in its `lane` (once started)."""
+        self._queued.setdefault(lane, []).append((label, write))
+        if self._started:                 # already started: chain it now
             self.start()
 
     def start(self) -> None:
-        """Start what is queued, in a task that runs after any still running."""
-        if not self._queued:
-            return
-        batch, self._queued = self._queued, []
-        previous = self._task
+        """Start what is queued: each lane in a task that runs after the lane's previous one."""
+        self._started = True
+        queued, self._queued = self._queued, {}
+        for lane, batch in queued.items():
+            self._tasks[lane] = asyncio.create_task(self._run(self._tasks.get(lane), batch),
+                                                    name=f"write-behind {lane}".strip())
 
-        async def run() -> None:
-            if previous is not None:
-                await asyncio.wait([previous])
-            for label, write in batch:
-                try:
-                    await write()
-                except Exception as exc:   # reported by settle; the next write still runs
-                    self._failures.append((label, exc))
-
-        self._task = asyncio.create_task(run(), name="write-behind")
+    async def _run(self, previous: asyncio.Task | None, batch: list[tuple[str, Write]]) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        for label, write in batch:
+            try:
+                await write()
+            except Exception as exc:   # reported by settle; the next write still runs
+                self._failures.append((label, exc))
 
     async def settle(self) -> list[tuple[str, BaseException]]:
         """Start anything still queued, wait for every write; the failures (label, error)."""
         self.start()
-        task, self._task = self._task, None
-        if task is not None:
-            await asyncio.shield(task)    # a cancelled cycle still lets its writes finish
+        tasks, self._tasks, self._started = list(self._tasks.values()), {}, False
+        if tasks:
+            await asyncio.shield(asyncio.gather(*tasks))   # a cancelled cycle still lets its writes finish
         failures, self._failures = self._failures, []
         return failures
 
     @property
     def pending(self) -> bool:
-        return bool(self._queued) or (self._task is not None and not self._task.done())
+        return any(self._queued.values()) or any(not t.done() for t in self._tasks.values())

@@ -26,7 +26,7 @@ Split from the loop so that a failure here is clearly after the reply went out
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -138,14 +138,17 @@ class Aftermath:
             goal_relevance=float(next((s.components.goal_relevance for s in attended.allocation.ranked), 0.0)),
             emotional_charge=attended.winner.emotional_charge), self.fifo)
 
-    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime) -> None:
+    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime,
+                         settled: Callable[[], Awaitable[None]] | None = None) -> None:
         """Gut, outcomes and readiness after the cycle (src/loop/inner_life.py); the gut delta
-        itself is written with the cycle's row."""
+        itself is written with the cycle's row. `settled`: waits for the cycle's queued writes,
+        awaited before a step that reads weights."""
         if self.inner is None:
             return
         await self.inner.after_cycle(
             cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path, actions=record.actions,
-            correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now)
+            correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now,
+            settled=settled)
 
 
 def answered_in_words(record: CycleRecord, thought: Thought) -> bool:

@@ -228,8 +228,8 @@ class CognitiveLoop:
             try:
                 await self.aftermath.answered(thought, action, question)   # skills credited, copilot question
                 await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now)
-                await self._settle_writes()                                # the inner life reads weights
-                await self.aftermath.inner_life(record, thought, clock.now)    # gut, outcomes, readiness
+                # gut, outcomes, readiness: settles the queued writes first where it reads weights
+                await self.aftermath.inner_life(record, thought, clock.now, settled=self._settle_writes)
             finally:   # a turn nothing replays: logged last, even when gating or pruning failed
                 if not early:
                     await self.cycle_log.write(record, attended, prompt, clock.now)

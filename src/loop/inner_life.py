@@ -112,9 +112,13 @@ class InnerLife:
 
     # -- after the cycle ------------------------------------------------------------
     async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
-                          correction_id: int | None, retrieval, now: datetime) -> None:
+                          correction_id: int | None, retrieval, now: datetime,
+                          settled: Callable[[], Awaitable[None]] | None = None) -> None:
         """Everything the cycle's outcome means for gut, outcomes and readiness (the delta
-        itself is written with the cycle's row: `cycle_writes`)."""
+        itself is written with the cycle's row: `cycle_writes`). `settled` waits for the
+        cycle's writes still running (its retrieval's weight changes, src/db/write_behind.py):
+        awaited before the one step here that reads weights (the self-formed values); nothing
+        else here reads what those writes change."""
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
         shown = unkept_text(answer) if winner.unkept and answer else answer   # memory mode off: sizes only
         await self._outcomes(winner, correction_id, now)
@@ -135,7 +139,7 @@ class InnerLife:
         if modelled:
             await self._reflected(cycle, winner, shown, now)
             if winner.source != "user":
-                await self._alignment(cycle, answer, actions, now, shown=shown)
+                await self._alignment(cycle, answer, actions, now, shown=shown, settled=settled)
         await self._gut_signal(winner, now)
 
     def cycle_writes(self, record) -> list[Callable[[object], Awaitable[object]]]:
@@ -221,11 +225,13 @@ class InnerLife:
         return f"recorded: your goal '{match.text}' is achieved (outcome {oid}); a reflection on it is queued."
 
     async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime, *,
-                         shown: str) -> None:
+                         shown: str, settled: Callable[[], Awaitable[None]] | None = None) -> None:
         """Milestone 10 when the answer aligns with a self-formed value; `shown` is the answer as
         the event keeps it (a placeholder in memory mode off)."""
         if await self._done(10):
             return
+        if settled is not None:     # a value's standing is its weights: this cycle's changes first
+            await settled()
         values = await alignment.self_formed_values(self.pool, self.embedder.model_name)
         if not values:
             return

@@ -383,7 +383,8 @@ class _Turn:
                      "calls": [purpose for purpose, _ in outcome.results]})
         if self.write_behind is not None:   # nothing in the cycle reads the row back
             self.write_behind.queue("escalation decision",
-                                    functools.partial(record_escalation, self.store.pool, row, at=self.now))
+                                    functools.partial(record_escalation, self.store.pool, row, at=self.now),
+                                    lane="escalations")
             return outcome
         escalation_id = await record_escalation(self.store.pool, row, at=self.now)
         return replace(outcome, escalation_id=escalation_id)

@@ -294,7 +294,7 @@ async def _mutate(mutation: Callable[[], Awaitable[None]], write_behind: WriteBe
                   timings: dict[str, float]) -> None:
     """Step 8 (plan §3.8): queued on `write_behind`, else run and timed here."""
     if write_behind is not None:
-        write_behind.queue("retrieval mutation", mutation)
+        write_behind.queue("retrieval mutation", mutation, lane="weights")
         return
     with _timed(timings, "mutation"):
         await mutation()
