@@ -64,8 +64,11 @@ class InstantLLM:
     def system2(self) -> InstantLLM:
         return InstantLLM("instant-2", self.calls, count=self.count)
 
-    def _tokens(self, messages) -> int:
-        return count_message_tokens(messages) if self.count else 0
+    def _tokens(self, system, messages) -> int:
+        if not self.count:   # not even the message list: the fake's work is not the mind's
+            return 0
+        return count_message_tokens([{"role": "system", "content": system or ""}]
+                                    + [{"role": m.role, "content": m.content} for m in messages])
 
     def _result(self, kind: str, prompt_tokens: int, text: str) -> LLMResult:
         out = count_tokens(text) if self.count else 0
@@ -73,8 +76,7 @@ class InstantLLM:
         return LLMResult(text, self.model, self.provider, prompt_tokens, out, 0.0)
 
     async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None, logprobs=None):
-        prompt = self._tokens([{"role": "system", "content": system or ""}]
-                              + [{"role": m.role, "content": m.content} for m in messages])
+        prompt = self._tokens(system, messages)
         self.turn += 1
         hedge = self.turn % 4 == 0   # every fourth answer is unsure: retry / escalation paths run too
         text = ("I'm not sure, maybe? Perhaps. Confidence: 0.2" if hedge
@@ -82,8 +84,7 @@ class InstantLLM:
         return self._result("generate", prompt, text)
 
     async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None):
-        prompt = self._tokens([{"role": "system", "content": system or ""}]
-                              + [{"role": m.role, "content": m.content} for m in messages])
+        prompt = self._tokens(system, messages)
         value = schema(answer="Here is the considered answer.", explanation="checked", needed_correction=False)
         return Structured(value, self._result("generate_structured", prompt, value.model_dump_json()), False)
 

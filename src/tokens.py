@@ -146,7 +146,28 @@ def count_tokens(text: str) -> int:
 
 def _count(text: str) -> int:
     # every cost is a multiple of 1/4, so the float sum is exact in any order
-    return math.ceil(sum(map(_PIECE_COSTS.__getitem__, _PIECES.findall(text))))
+    if len(text) < LINES_MIN_CHARS:
+        return math.ceil(_cost(text))
+    return math.ceil(sum(map(_line_cost, _LINE_STARTS.split(text))))
+
+
+def _cost(text: str) -> float:
+    return sum(map(_PIECE_COSTS.__getitem__, _PIECES.findall(text)))
+
+
+#: A long text is priced line by line, each line's cost remembered: the system prompt is
+#: new every cycle, but most of its lines (instructions, identity, recurring memories) are
+#: not. Cut only after a newline that a non-space follows: no piece spans such a point
+#: (a piece takes a newline only at its end, and never the non-space after it) and the
+#: pieces after it match as in the whole text, so the sum is the whole text's
+#: (tests/test_cognition_tokens.py compares both on generated text).
+_LINE_STARTS = re.compile(r"(?<=\n)(?=\S)")
+LINES_MIN_CHARS, LINE_CACHED_MAX_CHARS = 2_000, 2_000
+_line_cost_cached = functools.lru_cache(maxsize=4096)(_cost)
+
+
+def _line_cost(line: str) -> float:
+    return _line_cost_cached(line) if len(line) <= LINE_CACHED_MAX_CHARS else _cost(line)
 
 
 #: A cycle counts the same request several times (the turn's fit, the window's check of

@@ -12,12 +12,20 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+#: Sums of squares safely inside float64's range: every row in it is divided by its norm
+#: directly (the rows of an embedding); outside it (a zero row, components so small their
+#: squares underflow or so large they overflow, NaN) the careful path below.
+_SAFE_SQUARES = (1e-200, 1e200)
+
 
 def unit_rows(vectors: np.ndarray | Sequence[Sequence[float]] | Iterable[np.ndarray]) -> np.ndarray:
     """Each row of `vectors` (shape (n, dim), float64) scaled to length 1; zero rows stay zero."""
     rows = vectors if isinstance(vectors, np.ndarray) else [np.asarray(v, dtype=np.float64).ravel()
                                                              for v in vectors]
     m = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    squares = np.einsum("ij,ij->i", m, m)
+    if m.size and np.all((squares > _SAFE_SQUARES[0]) & (squares < _SAFE_SQUARES[1])):
+        return m / np.sqrt(squares)[:, None]   # the common case: no zero, tiny or huge row
     # scale each row by its largest component first: the squares of tiny components
     # underflow (a row of 5e-162 came out 4% too long) and of huge ones overflow
     peak = np.max(np.abs(m), axis=1, keepdims=True) if m.size else np.zeros((m.shape[0], 1))

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from src.tokens import _PIECE, _piece_cost, count_message_tokens, count_tokens
+from src.tokens import _PIECE, LINES_MIN_CHARS, _piece_cost, count_message_tokens, count_tokens
 
 REFERENCE = [
     # "Hello" "," " world" "!"
@@ -125,6 +125,17 @@ def test_count_equals_pricing_each_match_of_the_whole_text(text: str) -> None:
     by_match = math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text)))
     assert count_tokens(text) == by_match
     assert count_tokens(text + text) == math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text + text)))
+
+
+@given(st.lists(_MIXED, min_size=1, max_size=12))
+def test_a_long_text_priced_line_by_line_equals_pricing_the_whole(parts: list[str]) -> None:
+    # past LINES_MIN_CHARS the count is a sum of remembered line costs (src/tokens.py): the
+    # cut points must be piece boundaries, whatever whitespace and punctuation meet there
+    text = "\n".join(parts) * (LINES_MIN_CHARS // max(1, len("\n".join(parts))) + 1)
+    assert len(text) >= LINES_MIN_CHARS or not text
+    by_match = math.ceil(sum(_piece_cost(m) for m in _PIECE.finditer(text)))
+    assert count_tokens(text) == by_match
+    assert count_tokens(text) == by_match   # again, from the remembered lines
 
 
 def test_message_tokens_add_framing() -> None:

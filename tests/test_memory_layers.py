@@ -259,3 +259,24 @@ async def test_an_edit_is_embedded_off_the_cycle_and_the_old_vectors_stay_until_
     new = await layers.get_layer_embeddings(0)
     assert [t for t, _, _ in new] == [v["text"] for v in VALUES] + ["Patience with slow progress."]
     assert [c.texts for c in embedder.calls[1:]] == [["Patience with slow progress."]]   # embedded once
+
+
+async def test_a_small_file_is_read_on_the_loop_and_a_large_one_in_a_thread(files, monkeypatch):
+    # read every cycle: a thread hand-off per read cost more than reading a few KB
+    import src.recall.layers as layers_module
+    threaded = []
+    real = asyncio.to_thread
+
+    async def to_thread(func, *args):
+        if func is layers_module._read_layer_file:
+            threaded.append(args)
+        return await real(func, *args)
+
+    monkeypatch.setattr(layers_module.asyncio, "to_thread", to_thread)
+    values_path, _, _ = files
+    layers = _layers(files, HashEmbedder())
+    assert [t for t, _, _ in await layers.get_layer_embeddings(0)] == [v["text"] for v in VALUES]
+    assert threaded == []
+    values_path.write_text(json.dumps(VALUES) + " " * layers_module.SMALL_LAYER_FILE_BYTES, encoding="utf-8")
+    assert [t for t, _, _ in await layers.get_layer_embeddings(0)] == [v["text"] for v in VALUES]
+    assert threaded == [(values_path, 0)]

@@ -60,6 +60,17 @@ async def test_final_score_is_exactly_the_0_6_0_4_blend():
     assert [(r.hit.id, round(r.final, 12)) for r in result.hits] == [(2, 0.72), (1, 0.7)]
 
 
+async def test_given_scores_order_and_weigh_the_batch_instead_of_the_hits_own():
+    # recall passes its weighted scores beside the hits: ids 1…11 reversed by them
+    reranker = FakeReranker(score=lambda q, p: 0.5)
+    result = await rerank_hits(reranker, "q", HITS, keep=3, hit_scores=[i / 10 for i in range(1, 12)])
+    assert reranker.calls[0].passages == [f"passage {i}" for i in range(11, 0, -1)]
+    assert [r.hit.id for r in result.hits] == [11, 10, 9]
+    assert [round(r.weighted, 12) for r in result.hits] == [1.0, 0.9, 0.8]
+    with pytest.raises(ValueError):   # a score for each hit, no fewer
+        await rerank_hits(reranker, "q", HITS, hit_scores=[1.0])
+
+
 async def test_only_the_top_20_are_reranked():
     hits = [_hit(i, 1.0 / i) for i in range(1, 31)]
     reranker = FakeReranker(score=lambda q, p: 0.5)

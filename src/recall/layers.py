@@ -140,6 +140,29 @@ def _read_layer_file(path: Path, layer: int) -> str:
         raise ConfigError(f"{path}: cannot read the layer {layer} file: {exc}") from exc
 
 
+#: A layer file up to this size is read on the event loop: from the page cache that is
+#: ~20 µs, a worker thread's hand-off costs more, and the files are read every cycle (twice:
+#: recall's S_i and the gut). A larger one is read in a thread.
+SMALL_LAYER_FILE_BYTES = 64 * 1024
+
+
+async def _read_layer(path: Path, layer: int) -> str:
+    raw = _read_small_layer_file(path, layer)
+    return raw if raw is not None else await asyncio.to_thread(_read_layer_file, path, layer)
+
+
+def _read_small_layer_file(path: Path, layer: int) -> str | None:
+    """The file's text when it is small ("" when missing); None when it is large or cannot
+    be sized (the read in a thread says why, with the path)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return None
+    return _read_layer_file(path, layer) if size <= SMALL_LAYER_FILE_BYTES else None
+
+
 @dataclass
 class _Loaded:
     raw: str
@@ -177,7 +200,7 @@ class LayerEmbeddings:
         model = self.embedder.model_name
         loaded = self._loaded.get(layer)
         try:
-            raw = await asyncio.to_thread(_read_layer_file, self.paths[layer], layer)
+            raw = await _read_layer(self.paths[layer], layer)
         except ConfigError as exc:
             if loaded is None:      # nothing good to fall back on (start-up): say so and stop
                 raise

@@ -68,6 +68,7 @@ async def rerank_hits(
     *,
     top: int = 20,
     max_passage_chars: int = RERANK_PASSAGE_CHARS,
+    hit_scores: Sequence[float] | None = None,
 ) -> RerankResult:
     """Plan §2.6: rerank the best `top` hits, keep the best `keep`.
 
@@ -75,10 +76,13 @@ async def rerank_hits(
     min-max normalised across the reranked batch (the cross-encoder's scores are in
     [0, 1], so both parts share a scale). When the reranker is absent, skipped or
     fails, `final` = `weighted`, the order is the hybrid order, and
-    `skipped_reason` says why.
+    `skipped_reason` says why. `hit_scores`: each hit's score when it is not `hit.score` (recall's
+    weighted score: a hit copied with it cost a frozen dataclass's 24-field init per hit).
     """
-    batch = sorted(hits, key=lambda h: (-h.score, h.id))[:top]
-    weighted = normalise_scores([h.score for h in batch])
+    scored = zip(hits, hit_scores, strict=True) if hit_scores is not None else ((h, h.score) for h in hits)
+    ordered = sorted(scored, key=lambda hs: (-hs[1], hs[0].id))[:top]
+    batch = [h for h, _ in ordered]
+    weighted = normalise_scores([s for _, s in ordered])
     reason = _skip_reason(reranker)
     scores: list[float] | None = None
     if reason is None and batch:

@@ -245,7 +245,8 @@ class Retriever:
     async def _rerank(self, query: str, top: list[Recalled]) -> tuple[list[Recalled], list[Recalled], RerankResult]:
         """Step 7: top-`limit` → top-`keep` (the retrieved); the rest are the near-misses."""
         reranked = await search.rerank_hits(
-            self.reranker, query, [dataclasses.replace(r.hit, score=r.weighted) for r in top], keep=self.settings.keep)
+            self.reranker, query, [r.hit for r in top], keep=self.settings.keep,
+            hit_scores=[r.weighted for r in top])
         scored = {h.hit.id: h for h in [*reranked.hits, *reranked.rest]}
         done = [dataclasses.replace(r, rerank=scored[r.id].rerank, final=scored[r.id].final) if r.id in scored
                 else r for r in top]
