@@ -202,10 +202,12 @@ class Retriever:
     async def _early_spread(self, active_ids: Sequence[int], hops: int, query_vec: np.ndarray | None,
                             now: datetime) -> Spread:
         """Step 2 beside the search: co-activation from the memories in context, and the rows
-        of the `spread_join` most activated partners (most will not be among the hits: a
-        round trip after the search saved)."""
+        of the `spread_join` + `limit` most activated partners: the search returns at most
+        `limit` hits, so these hold the `spread_join` strongest partners it did not find,
+        whatever it finds, and no round trip is left after the search."""
+        cfg = self.settings
         spread = await self._spread(active_ids, hops)
-        rows = await self._fetch_partners(_most_activated(spread, (), self.settings.spread_join), query_vec, now)
+        rows = await self._fetch_partners(_most_activated(spread, (), cfg.spread_join + cfg.limit), query_vec, now)
         return Spread(spread, {h.id: h for h in rows})
 
     async def _fetch_partners(self, ids: list[int], query_vec: np.ndarray | None,
