@@ -43,6 +43,7 @@ was thought (what the exit gate keeps when it is pruned, never the mark).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections import deque
@@ -53,6 +54,7 @@ from typing import Any
 
 from src.context.prompts import THOUGHT_MARK
 from src.context.settings import FifoSettings
+from src.providers.protocols import ChatMessage
 from src.recall.speakers import Speaker, speaker_of
 from src.tokens import (
     REPLY_PRIMING_TOKENS,
@@ -125,6 +127,11 @@ class Message:
 
     def as_chat(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
+
+    @functools.cached_property
+    def chat(self) -> ChatMessage:
+        """The message as a model is sent it (made once: the window sends it every cycle)."""
+        return ChatMessage("user" if self.role == "user" else "assistant", self.content)
 
     @property
     def said(self) -> str:

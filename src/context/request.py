@@ -77,7 +77,7 @@ def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[
             break
         left -= message.tokens
         kept.append(message)
-    sent = [ChatMessage("user" if m.role == "user" else "assistant", m.content) for m in reversed(kept)]
+    sent = [m.chat for m in reversed(kept)]
     while sent and sent[0].role == "assistant":   # a conversation opens with a user turn
         sent.pop(0)
     return Turn([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)

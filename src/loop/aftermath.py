@@ -26,6 +26,7 @@ Split from the loop so that a failure here is clearly after the reply went out
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -89,11 +90,21 @@ class Aftermath:
         """The answer through the entry gate (the background flush, scheduled per user
         message at intake, stores it: src/gates/scratch.py); the exchange into the window,
         whose pruning is the exit gate's last look at what the entry gate skipped."""
-        answer_kept = await self._gate_answer(record, thought)
-        await self._keep_in_window(attended, prompt, thought, record, answer_kept, now)
-        if self.inner is not None:   # which memories the answer drew on (§5.3): src/outcomes/use.py
-            await use.after_answer(self.inner.pool, self.inner.settings.use, self.inner.session_id, record,
-                                   prompt.assembled, modelled=answered_in_words(record, thought), now=now)
+        # which memories the answer drew on (§5.3, src/outcomes/use.py) is independent of the
+        # gate and the window: it runs beside them (its words while the gate's row is written)
+        uses = None if self.inner is None else asyncio.ensure_future(use.after_answer(
+            self.inner.pool, self.inner.settings.use, self.inner.session_id, record, prompt.assembled,
+            modelled=answered_in_words(record, thought), now=now))
+        try:
+            answer_kept = await self._gate_answer(record, thought)
+            await self._keep_in_window(attended, prompt, thought, record, answer_kept, now)
+        except BaseException:
+            if uses is not None:
+                uses.cancel()
+                await asyncio.gather(uses, return_exceptions=True)
+            raise
+        if uses is not None:
+            await uses
 
     async def _gate_answer(self, record: CycleRecord, thought: Thought) -> bool:
         """The mind's own words go through the same gate as everything else; True when the
