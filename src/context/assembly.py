@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -102,6 +102,16 @@ class ContextSection:
     @property
     def ids(self) -> list[int]:
         return [p.id for p in self.entries]
+
+
+@dataclass(frozen=True)
+class IdentityRows:
+    """The identity candidates' ids (top-N by center, cached), whether the scan was redone,
+    and their rows with current weights: the reads assembly starts from."""
+
+    ids: list[int]
+    refreshed: bool
+    rows: list[Any]
 
 
 @dataclass(frozen=True)
@@ -288,21 +298,29 @@ class ContextAssembler:
         self._previous = None
         self._inertia = None
 
+    async def read_identity(self, *, refresh: bool = False) -> IdentityRows:
+        """The identity candidates and their current rows. `refresh` re-scans the top-N first
+        (after FIFO pruning: the plan re-runs injection so identity resurfaces from current
+        weights)."""
+        ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh)
+        return IdentityRows(ids, refreshed, await self.pool.fetch(_IDENTITY_ROWS, ids))
+
     async def assemble(self, retrieval: Retrieval | None, *, rng: np.random.Generator,
                        now: datetime, session: tracks.SessionStats | None = None,
-                       refresh_identity: bool = False, write_behind: WriteBehind | None = None) -> AssembledContext:
+                       refresh_identity: bool = False, write_behind: WriteBehind | None = None,
+                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext:
         """Build this cycle's memory context.
 
-        `refresh_identity` re-scans the identity top-N first (after FIFO pruning:
-        the plan re-runs injection so identity resurfaces from current weights).
-        Draws from `rng` in a fixed order: identity rolls, then situational scores.
-        `write_behind`: started once the identity rows are read (retrieval's bookkeeping runs
-        beside the rest); the co-access of the placed memories is queued there, not awaited.
+        `identity`: `read_identity` already started (the loop starts it as recall's search
+        returns); else read here, with `refresh_identity`. Draws from `rng` in a fixed
+        order: identity rolls, then situational scores. `write_behind`: started once the
+        identity rows are read (retrieval's bookkeeping runs beside the rest); the co-access
+        of the placed memories is queued there, not awaited.
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
-        ids, refreshed = await self.identity_cache.candidates(self.pool, force=refresh_identity)
-        rows = await self.pool.fetch(_IDENTITY_ROWS, ids)
+        read = await (identity if identity is not None else self.read_identity(refresh=refresh_identity))
+        ids, refreshed, rows = read.ids, read.refreshed, read.rows
         if write_behind is not None:     # the weights this cycle draws on are read: its bookkeeping may run
             write_behind.start()
         by_id = {r["id"]: _candidate(r) for r in rows}
@@ -364,4 +382,4 @@ class ContextAssembler:
 
 
 __all__ = ["AssembledContext", "ContextAssembler", "ContextBudget", "ContextSection",
-           "ContextSettings", "IdentityCache", "situational_candidates"]
+           "ContextSettings", "IdentityCache", "IdentityRows", "situational_candidates"]

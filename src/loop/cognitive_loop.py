@@ -201,10 +201,12 @@ class CognitiveLoop:
         if attended is None:
             return None
         charge_to(attended.winner.source)   # an impulse's calls count against the background budget
-        retrieval = await clock.timed("recall", self.recalling.recall(attended, clock.now, shortfalls))
-        try:
+        try:   # the prompt's reads start as the search returns, to pass while recall scores
+            retrieval = await clock.timed("recall", self.recalling.recall(
+                attended, clock.now, shortfalls, searched=partial(self.prompting.prefetch, attended, shortfalls)))
             return await self._answer(attended, retrieval, clock, shortfalls)
         finally:   # the queued bookkeeping is done before the next cycle, whatever happened here
+            self.prompting.discard_prefetch()
             await self._settle_writes()
 
     async def _answer(self, attended: Attended, retrieval: Retrieval | None, clock: CycleClock,

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import asyncpg
 import numpy as np
 
-from src.context.assembly import AssembledContext, ContextAssembler
+from src.context.assembly import AssembledContext, ContextAssembler, IdentityRows
 from src.context.request import fit_turn
 from src.context.settings import ContextBudget
 from src.db.write_behind import WriteBehind
@@ -51,6 +52,14 @@ class Prompt:
     messages: list[ChatMessage]
 
 
+class _Reads(NamedTuple):
+    """The prompt's three reads, started early (`Prompting.prefetch`)."""
+
+    identity: asyncio.Future[IdentityRows]
+    reflection: asyncio.Future[str]
+    skills: asyncio.Future[str]
+
+
 class Prompting:
     """Builds each cycle's prompt; keeps the cost line between refreshes."""
 
@@ -73,16 +82,36 @@ class Prompting:
         self.inner = inner
         self.manifest = manifest
         self._cost: tuple[float, str] | None = None    # (monotonic time, line)
+        self._reads: _Reads | None = None
+
+    def prefetch(self, attended: Attended, shortfalls: Shortfalls) -> None:
+        """Start the prompt's three independent reads (identity rows, corrections, skills),
+        side by side: the loop calls this as recall's search returns, so their round trips
+        pass while recall scores. Not beside the search itself: on two cores the search's
+        backend then lost more than assembly gained (2.7-4.6 ms for 1.2-1.5)."""
+        self.discard_prefetch()
+        refresh = self.conversation.window.needs_identity_reinjection
+        self._reads = _Reads(asyncio.ensure_future(self.assembler.read_identity(refresh=refresh)),
+                             asyncio.ensure_future(self.reflection(attended, shortfalls)),
+                             asyncio.ensure_future(self.skills_section()))
+
+    def discard_prefetch(self) -> None:
+        """Reads started for a cycle that will not build its prompt: cancelled, their
+        outcome taken (no "exception never retrieved")."""
+        reads, self._reads = self._reads, None
+        for read in reads or ():
+            read.cancel()
+            read.add_done_callback(_taken)
 
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
                     shortfalls: Shortfalls) -> Prompt:
-        """The whole prompt for this cycle's winner."""
+        """The whole prompt for this cycle's winner (its reads started by `prefetch`, or here)."""
         winner, window = attended.winner, self.conversation.window
-        # three independent reads (a round trip or two each), side by side. Not beside the
-        # recall: on two cores the search's backend then lost more than assembly gained.
+        reads, self._reads = self._reads, None
         assembled, block, skills = await asyncio.gather(
-            self.assemble(retrieval, now, shortfalls), self.reflection(attended, shortfalls),
-            self.skills_section())
+            self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
+            reads.reflection if reads else self.reflection(attended, shortfalls),
+            reads.skills if reads else self.skills_section())
         cost = await self.cost_line(shortfalls)
         memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
         gut = self.inner.gut_summary() if self.inner is not None else ""
@@ -95,14 +124,14 @@ class Prompting:
                         limit=assembled.conversation_budget - count_tokens(skills))
         return Prompt(assembled, system, user_text, turn.messages)
 
-    async def assemble(self, retrieval: Retrieval | None, now: datetime,
-                       shortfalls: Shortfalls) -> AssembledContext | NoContext:
+    async def assemble(self, retrieval: Retrieval | None, now: datetime, shortfalls: Shortfalls,
+                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext | NoContext:
         """Context assembly; when it fails the cycle goes on without memories (said so).
         Its situational memories seed the next cycle's spreading (`active_ids`)."""
         window = self.conversation.window
         try:
             assembled = await self.assembler.assemble(
-                retrieval, rng=self.rng, now=now, session=self.manifest,
+                retrieval, rng=self.rng, now=now, session=self.manifest, identity=identity,
                 refresh_identity=window.needs_identity_reinjection, write_behind=self.write_behind)
         except DB_ERRORS as exc:
             shortfalls.note("context assembly", exc)
@@ -140,3 +169,6 @@ class Prompting:
         return self._cost[1]
 
 
+def _taken(read: asyncio.Future) -> None:
+    if not read.cancelled():
+        read.exception()

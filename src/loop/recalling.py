@@ -9,6 +9,7 @@ recall leaves the cycle without memories and says so (issue 11).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import numpy as np
@@ -35,8 +36,10 @@ class Recalling:
         self.rng = rng
         self.dmn_hops = dmn_hops
 
-    async def recall(self, attended: Attended, now: datetime, shortfalls: Shortfalls) -> Retrieval | None:
-        """What the winner brings back; None when recall is unavailable this cycle."""
+    async def recall(self, attended: Attended, now: datetime, shortfalls: Shortfalls,
+                     searched: Callable[[], object] | None = None) -> Retrieval | None:
+        """What the winner brings back; None when recall is unavailable this cycle.
+        `searched`: called as the search returns (src/recall/retrieval.py)."""
         winner = attended.winner
         context_vecs = [self.assembler.focus(winner.embedding).vector] if winner.embedding is not None else []
         try:
@@ -44,7 +47,7 @@ class Recalling:
                 winner.text, rng=self.rng, now=now, context_vecs=context_vecs,
                 active_ids=self.conversation.active_ids, hops=self.dmn_hops if winner.source == "dmn" else 1,
                 query_vec=winner.embedding, exclude_scratch=attended.inputs.kept, logged_query=winner.record_text,
-                write_behind=self.write_behind)
+                write_behind=self.write_behind, searched=searched)
         except (ProviderError, *DB_ERRORS) as exc:
             shortfalls.note("memories", exc)
             return None

@@ -32,7 +32,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -134,16 +134,16 @@ class Retriever:
         exclude_scratch: Sequence[int] = (),
         logged_query: str | None = None,
         write_behind: WriteBehind | None = None,
+        searched: Callable[[], object] | None = None,
     ) -> Retrieval:
         """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
 
         `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
         (the loop embeds attention candidates), so it is not paid for twice.
         `exclude_scratch`: the scratch rows of the input being answered (not recalled to itself).
-        `logged_query`: what the mutation's consolidation_log evidence keeps as the query
-        (memory mode off: a placeholder, src/gates/modes.py); default the query.
-        `write_behind`: the mutation is queued there instead of awaited (the loop's cycle,
-        src/db/write_behind.py); its time is then not in `timings_ms`.
+        `logged_query`: the query as the mutation's evidence keeps it (mode off: src/gates/modes.py).
+        `write_behind`: the mutation is queued there, not awaited (src/db/write_behind.py).
+        `searched`: called as the search returns (the loop's prompt reads pass while it scores).
         """
         cfg = self.settings
         now = now or datetime.now(UTC)
@@ -162,6 +162,9 @@ class Retriever:
                 self._early_spread(active_ids, hops, query_vec, now) if active_ids else _none(),
                 recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch),
                 self._blend(rng))
+        if searched is not None:
+            searched()
+            await asyncio.sleep(0)   # what it started sends its queries before the scoring holds the loop
         with _timed(timings, "spread"):
             hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now, early_spread)
         with _timed(timings, "score"):
@@ -172,13 +175,24 @@ class Retriever:
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
         if mutate and memories:
-            mutation = functools.partial(
-                mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
-                safety=self.safety, at=now, settings=cfg, query=query if logged_query is None else logged_query,
-                contributions=[np.asarray(m.components) * blend for m in memories])
-            await _mutate(mutation, write_behind, timings)
+            await self._mutate(memories, near, now, query if logged_query is None else logged_query, blend,
+                               write_behind, timings)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, degraded, timings, working)
+
+    async def _mutate(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
+                      blend: np.ndarray, write_behind: WriteBehind | None, timings: dict[str, float]) -> None:
+        """Step 8 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
+        and outcomes; queued on `write_behind`, else run and timed here."""
+        mutation = functools.partial(
+            mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
+            safety=self.safety, at=now, settings=self.settings, query=logged_query,
+            contributions=[np.asarray(m.components) * blend for m in memories])
+        if write_behind is not None:
+            write_behind.queue("retrieval mutation", mutation, lane="weights")
+            return
+        with _timed(timings, "mutation"):
+            await mutation()
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         """The query's RETRIEVAL_QUERY vector; None when the embedder fails (full text only,
@@ -293,14 +307,6 @@ def _most_activated(spread: dict[int, float], found: Collection[int], n: int) ->
     return sorted((mid for mid in spread if mid not in found), key=lambda mid: (-spread[mid], mid))[:n]
 
 
-async def _mutate(mutation: Callable[[], Awaitable[None]], write_behind: WriteBehind | None,
-                  timings: dict[str, float]) -> None:
-    """Step 8 (plan §3.8): queued on `write_behind`, else run and timed here."""
-    if write_behind is not None:
-        write_behind.queue("retrieval mutation", mutation, lane="weights")
-        return
-    with _timed(timings, "mutation"):
-        await mutation()
 
 
 def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
