@@ -283,7 +283,7 @@ class _Paused:
         return await self._conn.fetchval(*a)
 
     async def execute(self, sql, *a):
-        if sql.lstrip().startswith("UPDATE memories"):
+        if "UPDATE memories" in sql:   # the weight UPDATE (with its audit rows)
             await self._until.wait()
         return await self._conn.execute(sql, *a)
 

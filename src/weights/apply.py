@@ -174,11 +174,9 @@ async def _apply(conn: asyncpg.Connection, changes: Sequence[WeightChange], safe
     rows = await _lock_rows(conn, sorted({c.memory_id for c in changes} | touched))
     batch = _Batch(await _goal_total(conn, changes, rows))
     outcomes = [_decide(change, rows.get(change.memory_id), safety, batch) for change in changes]
-    await _update_weights(conn, rows, touched, touch)
-    rows = [r for r in batch.applied if r[0].audit == "row"]
-    if rows:
-        await _audit(conn, rows)
-    if len(rows) < len(batch.applied):
+    audited = [r for r in batch.applied if r[0].audit == "row"]
+    await _update_weights(conn, rows, touched, touch, audited)
+    if len(audited) < len(batch.applied):
         await _audit_summary(conn, [r for r in batch.applied if r[0].audit == "summary"])
     if batch.skipped:
         await _audit(conn, batch.skipped, skip=True)
@@ -250,24 +248,32 @@ def _decide(change: WeightChange, row: _Row | None, safety: Safety, batch: _Batc
     return WeightOutcome(change.memory_id, change.operation, change.amount, delta, a0, b0, a0 + da, b0 + db_)
 
 
+#: The set-based weight UPDATE; its parameters numbered from 12, after the audit INSERT's
+#: 11 it is sent with (`_update_weights`).
+_UPDATE_WEIGHTS = """UPDATE memories m
+      SET depth_weight_alpha = m.depth_weight_alpha + d.da,
+          depth_weight_beta  = m.depth_weight_beta + d.db,
+          access_count  = m.access_count + d.touch::int,
+          last_accessed = CASE WHEN d.touch THEN $16 ELSE m.last_accessed END,
+          access_timestamps = CASE WHEN d.touch
+              THEN (m.access_timestamps || $16::timestamptz)[cardinality(m.access_timestamps) + 2 - $17:]
+              ELSE m.access_timestamps END
+     FROM unnest($12::bigint[], $13::float8[], $14::float8[], $15::bool[]) AS d(id, da, db, touch)
+    WHERE m.id = d.id"""
+
+
 async def _update_weights(conn: asyncpg.Connection, rows: Mapping[int, _Row], touched: set[int],
-                          touch: AccessTouch | None) -> None:
-    """One set-based UPDATE: every row's summed delta, and the access bookkeeping of the
-    retrieved ones (one new row version each, not two)."""
+                          touch: AccessTouch | None, audited: list[tuple]) -> None:
+    """One statement: every row's summed delta, the access bookkeeping of the retrieved ones
+    (one new row version each, not two) and the `audited` changes' consolidation_log rows
+    (one round trip fewer in every retrieval's transaction)."""
     changed = [(mid, r) for mid, r in rows.items() if r.d_alpha or r.d_beta or mid in touched]
     if not changed:
+        if audited:
+            await _audit(conn, audited)
         return
     await conn.execute(
-        """UPDATE memories m
-              SET depth_weight_alpha = m.depth_weight_alpha + d.da,
-                  depth_weight_beta  = m.depth_weight_beta + d.db,
-                  access_count  = m.access_count + d.touch::int,
-                  last_accessed = CASE WHEN d.touch THEN $5 ELSE m.last_accessed END,
-                  access_timestamps = CASE WHEN d.touch
-                      THEN (m.access_timestamps || $5::timestamptz)[cardinality(m.access_timestamps) + 2 - $6:]
-                      ELSE m.access_timestamps END
-             FROM unnest($1::bigint[], $2::float8[], $3::float8[], $4::bool[]) AS d(id, da, db, touch)
-            WHERE m.id = d.id""",
+        f"WITH weights AS ({_UPDATE_WEIGHTS}) {_AUDIT_SQL}", *_audit_args(audited),
         [mid for mid, _ in changed], [r.d_alpha for _, r in changed], [r.d_beta for _, r in changed],
         [mid in touched for mid, _ in changed], touch.at if touch else None, MAX_ACCESS_TIMESTAMPS,
     )
@@ -312,8 +318,19 @@ def _check(safety: Safety, change: WeightChange, row: _Row, a0: float, b0: float
     return blocked
 
 
+_AUDIT_SQL = """INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta,
+                                      alpha_before, beta_before, alpha_after, beta_after, evidence)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
+                            $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::jsonb[])"""
+
+
 async def _audit(conn: asyncpg.Connection, log_rows: list[tuple], *, skip: bool = False) -> None:
     """consolidation_log rows; `skip`: changes a protected memory skipped (applied delta 0)."""
+    await conn.execute(_AUDIT_SQL, *_audit_args(log_rows, skip=skip))
+
+
+def _audit_args(log_rows: list[tuple], *, skip: bool = False) -> tuple:
+    """_AUDIT_SQL's 11 parameters for `log_rows` (change, delta, alpha/beta before and after)."""
     if skip:
         operations = [PROTECTED_SKIP] * len(log_rows)
         reasons = [f"protected from forgetting: {c.forgetting} ({c.operation} {c.amount:g}) skipped; {c.reason}"
@@ -323,17 +340,11 @@ async def _audit(conn: asyncpg.Connection, log_rows: list[tuple], *, skip: bool 
         operations = [c.operation for c, *_ in log_rows]
         reasons = [c.reason for c, *_ in log_rows]
         evidence = [dict(c.evidence) for c, *_ in log_rows]
-    await conn.execute(
-        """INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta,
-                                          alpha_before, beta_before, alpha_after, beta_after, evidence)
-           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::float8[],
-                                $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::jsonb[])""",
-        [c.memory_id for c, *_ in log_rows], operations,
-        [c.actor for c, *_ in log_rows], reasons,
-        [c.amount for c, *_ in log_rows], [r[1] for r in log_rows],
-        [r[2] for r in log_rows], [r[3] for r in log_rows], [r[4] for r in log_rows], [r[5] for r in log_rows],
-        [json.dumps(e, default=str) for e in evidence],
-    )
+    return ([c.memory_id for c, *_ in log_rows], operations,
+            [c.actor for c, *_ in log_rows], reasons,
+            [c.amount for c, *_ in log_rows], [r[1] for r in log_rows],
+            [r[2] for r in log_rows], [r[3] for r in log_rows], [r[4] for r in log_rows], [r[5] for r in log_rows],
+            [json.dumps(e, default=str) for e in evidence])
 
 
 async def _audit_summary(conn: asyncpg.Connection, log_rows: list[tuple]) -> None:
