@@ -29,8 +29,8 @@ def test_an_outage_is_one_warning_each_way_and_a_bug_is_an_error_with_its_traceb
         notice.succeeded()
         notice.failed(ValueError("a bug"))
     assert [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records] == [
-        ("WARNING", "light consolidation paused: database unavailable (CannotConnectNowError: the database "
-                    "system is starting up); retrying", False),
+        ("WARNING", "light consolidation paused: database unavailable (the database server is starting up or "
+                    "shutting down [CannotConnectNowError: the database system is starting up]); retrying", False),
         ("WARNING", "light consolidation resumed: the database is back", False),
         ("ERROR", "light consolidation failed; trying again next time", True),
     ]
@@ -113,3 +113,14 @@ def test_asyncpg_reconnect_retries_are_said_once_per_quiet_period():
     assert quiet.filter(record("some other pool warning"))            # only the retry is quietened
     now[0] += 300
     assert quiet.filter(record("Failed to restore the pool connection floor; retrying"))
+
+
+def test_a_server_that_cannot_be_reached_is_said_in_words():
+    # a stopped embedded server: its Unix socket file is gone
+    from src.loop.outage import describe
+    gone = FileNotFoundError(2, "No such file or directory")
+    assert describe(gone) == ("the database server is not running (its socket is gone) "
+                              "[FileNotFoundError: [Errno 2] No such file or directory]")
+    assert describe(ConnectionRefusedError(111, "Connection refused")).startswith(
+        "the database server refused the connection")
+    assert describe(ValueError("a bug")) == "ValueError: a bug"     # anything else as it was

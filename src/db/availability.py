@@ -17,6 +17,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+import asyncpg
+
 from src.db.pool import DB_ERRORS
 
 #: While ticks keep failing the wait doubles, up to this many times the worker's interval:
@@ -41,8 +43,10 @@ class AwayNotice:
         if not self.away:
             self.away = True
             text = str(exc).splitlines()[0] if str(exc) else ""
-            self.log.warning("%s paused: database unavailable (%s: %s); retrying", self.worker,
-                             type(exc).__name__, text)
+            raw = f"{type(exc).__name__}: {text}"
+            plain = unreachable_words(exc)
+            self.log.warning("%s paused: database unavailable (%s); retrying", self.worker,
+                             f"{plain} [{raw}]" if plain else raw)
 
     def succeeded(self) -> None:
         if self.away:
@@ -93,3 +97,19 @@ async def _pause(stop: asyncio.Event | None, seconds: float) -> None:
         return
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
+
+
+#: Failures to reach the server in plain words, most specific first (asyncpg connects over
+#: the server's Unix socket, so a stopped server is a missing file, not a refusal: the
+#: guardian used to read only "FileNotFoundError: [Errno 2] No such file or directory").
+_UNREACHABLE: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    (FileNotFoundError, "the database server is not running (its socket is gone)"),
+    (ConnectionRefusedError, "the database server refused the connection (not running or not listening)"),
+    (asyncpg.CannotConnectNowError, "the database server is starting up or shutting down"),
+    ((ConnectionResetError, asyncpg.ConnectionDoesNotExistError), "the connection to the database was lost"),
+)
+
+
+def unreachable_words(exc: BaseException) -> str | None:
+    """What a failure to reach the database server means, in words; None for any other error."""
+    return next((words for kind, words in _UNREACHABLE if isinstance(exc, kind)), None)

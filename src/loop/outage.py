@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from src.db.availability import unreachable_words
 from src.db.pool import DB_ERRORS
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,14 @@ PROBE_MAX_S = 2.0
 
 
 def describe(exc: BaseException) -> str:
-    """The first line of an error, with its type: enough to tell what was wrong."""
+    """The first line of an error, with its type: enough to tell what was wrong. A failure
+    to reach the database server says so in words first: "FileNotFoundError: [Errno 2] No
+    such file or directory" was all a stopped server showed (its socket file is gone)."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    raw = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    plain = unreachable_words(exc)
+    return f"{plain} [{raw}]" if plain else raw
+
 
 
 class Outage:
@@ -48,8 +54,8 @@ class Outage:
         if self.since is None:
             self.since = self._clock()
             self.outages += 1
-            log.warning("database unavailable (%s in %s); holding input and retrying with backoff",
-                        describe(exc), where)
+            log.warning("database unavailable in %s: %s; holding input and retrying with backoff",
+                        where, describe(exc))
 
     def up(self, where: str) -> None:
         """A database call succeeded in `where`; ends an outage (logged once)."""
