@@ -141,3 +141,32 @@ async def test_a_failed_bookkeeping_write_costs_the_bookkeeping_not_the_turn(poo
     await mind.loop.submit("user", "and the lamp at dusk?")
     assert (await mind.loop.cycle()).retrieval.ids
     assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") > 0
+
+
+async def test_the_alignment_check_reads_the_values_after_the_cycles_queued_writes(pool, tmp_path):
+    # milestone 10 asks which memories are self-formed values: a question about weights, so
+    # the cycle's queued weight changes must be in first (`settled`). Here the promotion that
+    # makes the value self-formed is what is still queued: checked without waiting for it,
+    # the answer aligns with nothing; waiting for it, with the value.
+    from datetime import UTC, datetime
+
+    from src.loop.attention import Candidate
+
+    mind, _ = await _mind(pool, tmp_path)
+    inner = mind.loop.aftermath.inner
+    value = "Patient explanations help people learn."
+    [vid] = await MemoryStore(pool, HashEmbedder()).store_many([NewMemory(value)])
+    now = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+    async def promotion_written() -> None:
+        await pool.execute(
+            "INSERT INTO consolidation_log (memory_id, operation, actor, reason, requested_delta, applied_delta) "
+            "VALUES ($1, 'reinforce', 'promotion', 'identity tier: 10 sightings over 30 days', 5.0, 5.0)", vid)
+
+    winner = Candidate.of("dmn", "What do I care about when I explain things?", enqueued_at=now)
+    for settled, reached in ((None, 0), (promotion_written, 1)):
+        await inner.after_cycle(cycle=1, winner=winner, answer=value, path="system1", actions=[{"kind": "speak"}],
+                                correction_id=None, retrieval=None, now=now, settled=settled)
+        assert await pool.fetchval("SELECT count(*) FROM readiness_events WHERE milestone = 10") == reached
+    event = await pool.fetchval("SELECT event FROM readiness_events WHERE milestone = 10")
+    assert f'"value_id": {vid}' in event
