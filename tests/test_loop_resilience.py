@@ -63,7 +63,8 @@ async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_
     assert await mind.loop.run(burst=True) == 3
     assert pauses == [0.01, 0.02]                             # doubling, capped
     assert delivered == ["(I could not process your message \"please remember the dentist on Friday\" "
-                         "after 3 attempts: CannotConnectNowError: the database system is starting up. "
+                         "after 3 attempts: the database server is starting up or shutting down "
+                         "[CannotConnectNowError: the database system is starting up]. "
                          "It was not kept; please send it again.)"]
     assert len(mind.loop.queue) == 0 and mind.loop.intake.attempts == {}
 
@@ -134,8 +135,8 @@ async def test_a_failing_recall_still_gets_a_reply_that_says_what_is_missing(poo
     await mind.loop.submit("user", "what did I say about the dentist?")
     assert await mind.loop.run(burst=True) == 1
     assert len(delivered) == 1
-    assert ("(Unavailable this cycle, answering without it: memories (CannotConnectNowError: "
-            "the database system is starting up).)") in delivered[0]
+    assert ("(Unavailable this cycle, answering without it: memories (the database server is starting up "
+            "or shutting down [CannotConnectNowError: the database system is starting up]).)") in delivered[0]
     assert delivered[0].count("no language model is configured") == 1      # said once, not twice
 
 
