@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
-from src.recall.co_access import record_co_access
+from src.recall.co_access import co_access_upkeep, record_co_access
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.consolidation_fakes import ConsolidationModel, language_model
@@ -110,6 +110,35 @@ async def test_co_access_upkeep_halves_idle_pairs_and_prunes_below_threshold(poo
     pairs = {(r["memory_id_a"], r["memory_id_b"]): r["co_access_count"]
              for r in await pool.fetch("SELECT * FROM memory_co_access")}
     assert pairs == {}                                                     # the fresh pair went idle too
+
+
+async def test_co_access_upkeep_reads_a_window_of_pages_a_round_and_sweeps_the_table(pool):
+    # a round looks through `pages` heap pages from where the last stopped (a bounded read at
+    # any size); the rounds of one sweep halve every idle pair once, then it starts over
+    ids = [r["id"] for r in await pool.fetch(
+        "INSERT INTO memories (content) SELECT 'memory ' || g FROM generate_series(1, 40) g RETURNING id")]
+    await pool.execute(
+        """INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count, last_co_accessed)
+           SELECT a, b, 4, $2 FROM unnest($1::bigint[]) a, unnest($1::bigint[]) b WHERE a < b""",
+        ids, NOW - timedelta(days=8))
+    pairs = len(ids) * (len(ids) - 1) // 2
+    table_pages = await pool.fetchval(
+        "SELECT pg_relation_size('memory_co_access') / current_setting('block_size')::int")
+    assert table_pages >= 4
+    page, rounds, halved = 0, 0, 0
+    while True:
+        done = await co_access_upkeep(pool, NOW - timedelta(days=7), 1, 10_000, NOW, start_page=page, pages=1)
+        rounds, halved, page = rounds + 1, halved + done.halved, done.next_page
+        if page == 0:
+            break
+    assert rounds >= table_pages and halved == pairs     # (halved rows move to new pages: more rounds)
+    assert await pool.fetchval("SELECT count(*) FROM memory_co_access WHERE co_access_count = 2") == pairs
+    # a round that reaches its limit resumes on the page it stopped in, not past it
+    later = NOW + timedelta(days=8)
+    done = await co_access_upkeep(pool, NOW + timedelta(days=1), 1, 5, later, pages=10 * table_pages)
+    first_idle = await pool.fetchval(      # the first pair still idle: none is left behind the cursor
+        "SELECT min((ctid::text::point)[0])::int FROM memory_co_access WHERE decayed_at < $1", later)
+    assert done.halved == 5 and done.next_page <= first_idle
 
 
 async def test_contradiction_scan_and_pattern_detection_record_findings(pool):

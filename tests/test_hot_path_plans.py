@@ -21,10 +21,12 @@ from src.dmn.repository import _BOUNDS, _POOL_SAMPLED
 from src.metacognition.threshold import IDENTITY_SQL
 from src.outcomes.alignment import _SELF_FORMED
 from src.providers.costs import _TOTALS
+from src.recall.co_access import UPKEEP_SQL
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 MEMORIES = 60_000
-BIG = {"memories", "memory_standing", "llm_calls", "consolidation_log", "thought_log", "gate_decisions"}
+BIG = {"memories", "memory_standing", "llm_calls", "consolidation_log", "thought_log", "gate_decisions",
+       "memory_co_access"}
 
 # (name, statement, arguments): every statement that runs per cycle or per minute.
 HOT = [
@@ -38,6 +40,7 @@ HOT = [
     ("DMN bounds", _BOUNDS, (200,)),
     ("DMN sampled pool", _POOL_SAMPLED, (list(range(1, 60_000, 300)), NOW, "hash")),
     ("self-formed values (milestone 10)", _SELF_FORMED, ("hash", 0.8)),
+    ("co-access upkeep (every 5 minutes)", UPKEEP_SQL, (NOW - timedelta(days=7), 1, 20_000, NOW, (400, 0), (2_400, 0))),
 ]
 
 
@@ -63,6 +66,10 @@ async def big_store(pool):
            SELECT g, 'reinforce', CASE WHEN g % 1000 = 0 THEN 'promotion' ELSE 'retrieval' END,
                   CASE WHEN g % 2000 = 0 THEN 'identity' ELSE 'goal' END, 0.1, 0.1
              FROM generate_series(11, $1) g""", MEMORIES)
+    await pool.execute(
+        """INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count, last_co_accessed)
+           SELECT g, g + 1 + (g % 7), 1 + (g % 5), $1::timestamptz - make_interval(hours => g % 400)
+             FROM generate_series(1, $2) g""", NOW, MEMORIES - 10)
     await pool.execute("ANALYZE")
     return pool
 

@@ -107,6 +107,9 @@ class LightSettings(_Section):
     # pairs halved or pruned per tick: 20,000 every 5 minutes covers 5M pairs (a 1M store)
     # in a day, each needs it once a week; 50,000 took 0.5-0.7 s of a 1M store's tick
     co_access_batch: int = Field(20_000, ge=1)
+    # heap pages of memory_co_access one tick looks through for idle pairs, resuming where the
+    # last stopped (~115 pairs a page: 2,000 pages ~230,000 pairs, a 5M-pair table in 21 ticks)
+    co_access_pages: int = Field(2_000, ge=1)
     # contradiction scan: sample recently used memories, check each against its nearest neighbour
     contradiction_interval_s: float = Field(120.0, ge=0)
     contradiction_recent_hours: float = Field(24.0, gt=0)

@@ -83,6 +83,7 @@ class LightTicker:
         self._away = AwayNotice(log, "light consolidation")
         self._direction: NegationDirection | None = None
         self._decay_walk = decay_marks_repository.DecayWalk()
+        self._co_access_page = 0                 # where the next co-access upkeep looks from
         self._ops = {
             "decay": (self.decay, lambda s: s.decay_interval_s),
             "co_access": (self.co_access, lambda s: s.co_access_interval_s),
@@ -157,12 +158,14 @@ class LightTicker:
         return sum(1 for o in outcomes if o.applied > 0)
 
     async def co_access(self, now: datetime) -> int:
-        """Halve idle pairs, prune those below the threshold; pairs touched."""
+        """Halve idle pairs, prune those below the threshold, in the next window of the
+        table's pages (a sweep of the whole table takes several ticks); pairs touched."""
         light = self.settings.light
-        halved, pruned = await co_access.co_access_upkeep(
+        done = await co_access.co_access_upkeep(
             self.pool, now - timedelta(days=light.co_access_idle_days), light.co_access_prune_below,
-            light.co_access_batch, now)
-        return halved + pruned
+            light.co_access_batch, now, start_page=self._co_access_page, pages=light.co_access_pages)
+        self._co_access_page = done.next_page
+        return done.halved + done.pruned
 
     async def contradiction_scan(self, now: datetime) -> int:
         """Sample recent pairs, run the contradiction layers; new findings recorded."""
