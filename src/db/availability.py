@@ -42,11 +42,7 @@ class AwayNotice:
             return
         if not self.away:
             self.away = True
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            raw = f"{type(exc).__name__}: {text}"
-            plain = unreachable_words(exc)
-            self.log.warning("%s paused: database unavailable (%s); retrying", self.worker,
-                             f"{plain} [{raw}]" if plain else raw)
+            self.log.warning("%s paused: database unavailable (%s); retrying", self.worker, describe(exc))
 
     def succeeded(self) -> None:
         if self.away:
@@ -110,6 +106,12 @@ _UNREACHABLE: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...],
 )
 
 
-def unreachable_words(exc: BaseException) -> str | None:
-    """What a failure to reach the database server means, in words; None for any other error."""
-    return next((words for kind, words in _UNREACHABLE if isinstance(exc, kind)), None)
+def describe(exc: BaseException) -> str:
+    """The first line of an error, with its type: enough to tell what was wrong. A failure
+    to reach the database server says so in words first (`_UNREACHABLE`), the raw error after
+    it in brackets: "FileNotFoundError: [Errno 2] No such file or directory" was all a
+    stopped server showed (its socket file is gone)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    raw = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    plain = next((words for kind, words in _UNREACHABLE if isinstance(exc, kind)), None)
+    return f"{plain} [{raw}]" if plain else raw

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from src.db.availability import unreachable_words
+from src.db.availability import describe
 from src.db.pool import DB_ERRORS
 
 log = logging.getLogger(__name__)
@@ -22,17 +22,6 @@ __all__ = ["DB_ERRORS", "DatabaseWait", "Outage", "describe"]
 #: Longest pause between two probes of an absent database: a probe is one `SELECT 1`,
 #: and the turns waiting for it should be answered within a moment of its return.
 PROBE_MAX_S = 2.0
-
-
-def describe(exc: BaseException) -> str:
-    """The first line of an error, with its type: enough to tell what was wrong. A failure
-    to reach the database server says so in words first: "FileNotFoundError: [Errno 2] No
-    such file or directory" was all a stopped server showed (its socket file is gone)."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    raw = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    plain = unreachable_words(exc)
-    return f"{plain} [{raw}]" if plain else raw
-
 
 
 class Outage:

@@ -124,7 +124,7 @@ class Upkeep(NamedTuple):
 # co_access_upkeep: ($1 idle before, $2 prune below, $3 limit, $4 now, $5 first tid, $6 tid past the window)
 UPKEEP_SQL = """
 WITH idle AS (
-    SELECT ctid AS at, memory_id_a, memory_id_b, co_access_count / 2 AS halved
+    SELECT ctid AS at, co_access_count / 2 AS halved
       FROM memory_co_access
      WHERE ctid >= $5::tid AND ctid < $6::tid
        AND GREATEST(last_co_accessed, COALESCE(decayed_at, last_co_accessed)) < $1
