@@ -151,7 +151,10 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
                              goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
     layer_vecs, goal_vecs = await identity_vectors(layers)
     maturity = settings.agent.maturity_memories
-    retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
+    # queued near-miss suppression needs the light ticker to apply it (src/recall/mutation.py)
+    recall_cfg = settings.retrieval if settings.consolidation.light.enabled else settings.retrieval.model_copy(
+        update={"near_miss_deferred": False})
+    retriever = Retriever(pool, providers.embedder, providers.reranker, safety, recall_cfg,
                           layer_vecs=layer_vecs, maturity_memories=maturity)
 
     async def layer_source():

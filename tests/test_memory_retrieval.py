@@ -11,6 +11,7 @@ import pytest
 
 from src.errors import ProviderUnavailable
 from src.recall import search
+from src.recall.mutation import apply_near_misses
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
@@ -110,6 +111,12 @@ async def test_mutation_changes_exactly_what_the_plan_says(pool):
     result = await retriever.retrieve("tea", rng=np.random.default_rng(3), now=NOW)
     kept, near = result.ids, [r.id for r in result.near_misses]
     assert len(kept) == 5 and len(near) == 7
+    # the near misses' suppression is queued for the light ticker (one row), not applied yet
+    queued = await pool.fetch("SELECT at, memory_ids, amount, query FROM near_miss_pending")
+    assert [tuple(r) for r in queued] == [(NOW, near, 0.05, "tea")]
+    assert {r["b"] for r in await pool.fetch("SELECT depth_weight_beta b FROM memories WHERE id = ANY($1)", near)} == {4.0}
+    assert await apply_near_misses(pool, Safety(), limit=10) == 7
+    assert await pool.fetchval("SELECT count(*) FROM near_miss_pending") == 0
     rows = {r["id"]: r for r in await pool.fetch(
         "SELECT id, access_count, last_accessed, access_timestamps, depth_weight_alpha a, depth_weight_beta b FROM memories")}
     for mid in kept:
@@ -134,6 +141,7 @@ async def test_concurrent_retrievals_lose_no_update(pool):
     retriever = _retriever(pool, embedder)
     rngs = [np.random.default_rng(i) for i in range(10)]
     results = await asyncio.gather(*(retriever.retrieve("tea", rng=r, now=NOW) for r in rngs))
+    await apply_near_misses(pool, Safety(), limit=100)    # the light ticker's part of §3.8
     retrieved = Counter(i for res in results for i in res.ids)
     near = Counter(r.id for res in results for r in res.near_misses)
     rows = {r["id"]: r for r in await pool.fetch("SELECT id, access_count, depth_weight_beta b FROM memories")}
@@ -142,7 +150,11 @@ async def test_concurrent_retrievals_lose_no_update(pool):
         assert rows[mid]["b"] == pytest.approx(4.0 + 0.05 * count)
     pair_total = await pool.fetchval("SELECT sum(co_access_count) FROM memory_co_access")
     assert pair_total == 10 * 10  # ten retrievals, C(5, 2) pairs each
-    assert await pool.fetchval("SELECT count(*) FROM consolidation_log") == sum(retrieved.values()) + sum(near.values())
+    # one suppression row per near-missed memory: the queued amounts summed, how often said
+    assert await pool.fetchval("SELECT count(*) FROM consolidation_log") == sum(retrieved.values()) + len(near)
+    times = {r["memory_id"]: r["times"] for r in await pool.fetch(
+        "SELECT memory_id, (evidence->>'times')::int AS times FROM consolidation_log WHERE reason = 'near miss'")}
+    assert times == {mid: (count if count > 1 else None) for mid, count in near.items()}
 
 
 async def test_year_old_strong_match_beats_fresh_weak_match(pool):

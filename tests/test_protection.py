@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from src.recall.mutation import mutate_after_retrieval
+from src.recall.mutation import apply_near_misses, mutate_after_retrieval
 from src.weights.apply import PROTECTED_SKIP, WeightChange, apply_weight_changes
 from src.weights.protection import count_protected, protect_command
 from src.weights.safety import Safety
@@ -34,6 +34,7 @@ async def test_near_miss_suppression_skips_a_protected_memory_and_logs_why(pool)
     plain = await _memory(pool)
     retrieved = await _memory(pool)
     await mutate_after_retrieval(pool, [retrieved], [kept, plain], safety=Safety(), at=AT, query="lisbon")
+    assert await apply_near_misses(pool, Safety(), limit=10) == 1    # queued, applied by the light ticker
     assert await _weights(pool, kept) == (3.0, 4.0)
     assert await _weights(pool, plain) == (3.0, 4.05)
     rows = await pool.fetch("""SELECT memory_id, operation, actor, reason, requested_delta, applied_delta,

@@ -110,6 +110,10 @@ class LightSettings(_Section):
     # heap pages of memory_co_access one tick looks through for idle pairs, resuming where the
     # last stopped (~115 pairs a page: 2,000 pages ~230,000 pairs, a 5M-pair table in 21 ticks)
     co_access_pages: int = Field(2_000, ge=1)
+    # queued near-miss suppression (src/recall/mutation.py apply_near_misses): every tick (0),
+    # at most `near_miss_batch` queued retrievals a tick, oldest first (50 a second at 10 s ticks)
+    near_miss_interval_s: float = Field(0.0, ge=0)
+    near_miss_batch: int = Field(500, ge=1)
     # contradiction scan: sample recently used memories, check each against its nearest neighbour
     contradiction_interval_s: float = Field(120.0, ge=0)
     contradiction_recent_hours: float = Field(24.0, gt=0)

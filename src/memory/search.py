@@ -100,7 +100,8 @@ async def run(args: argparse.Namespace, s: Session) -> int:
         s.err.write("search: --k must be at least 1\n")
         return 2
     cfg = s.settings.retrieval
-    cfg = cfg.model_copy(update={"keep": args.k, "limit": max(cfg.limit, args.k)})
+    # --mutate applies everything now: no light ticker runs in the CLI to apply queued near misses
+    cfg = cfg.model_copy(update={"keep": args.k, "limit": max(cfg.limit, args.k), "near_miss_deferred": False})
     retriever = Retriever(s.pool, s.providers.embedder, s.providers.reranker,
                           Safety(s.settings.safety), cfg)
     rng = np.random.default_rng(args.seed)

@@ -74,6 +74,10 @@ class RetrievalSettings(_Section):
     semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)
+    # near-miss suppression queued for the light ticker, which applies it each tick summed per
+    # memory (src/recall/mutation.py); false: applied at retrieval (the mind sets it so when
+    # the light ticker is off)
+    near_miss_deferred: bool = True
     dormant_center: float = Field(0.15, ge=0, le=1)
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)

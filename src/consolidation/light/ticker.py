@@ -15,6 +15,8 @@ each has its own minimum interval, so none can thrash:
   when a model is configured and only for a few undecided pairs; findings recorded;
 - pattern detection: the newest memories embedded with CLUSTERING and clustered at
   the model's `theme` threshold; emerging themes recorded for the deep pass;
+- near misses: the retrievals' queued near-miss suppression (plan §3.8) applied through
+  the weight choke point, summed per memory (src/recall/mutation.py `apply_near_misses`);
 - monitors: Phase C (circuit breaker, entropy, coherence) once per consolidation cycle
   (every tick by default, `monitors_interval_s`, and after every deep pass; they read the
   trigger-kept center summary, not memories); Phase B's rate limit rides on each decay
@@ -48,6 +50,7 @@ from src.gates.contradiction import NegationDirection, load_or_learn, screen
 from src.gates.prompts import ContradictionAnswer, contradiction_question
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall import co_access, kind_counts
+from src.recall.mutation import apply_near_misses
 from src.text import excerpt
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.center_summary import fold_summary
@@ -87,6 +90,7 @@ class LightTicker:
         self._ops = {
             "decay": (self.decay, lambda s: s.decay_interval_s),
             "co_access": (self.co_access, lambda s: s.co_access_interval_s),
+            "near_misses": (self.near_misses, lambda s: s.near_miss_interval_s),
             "contradiction": (self.contradiction_scan, lambda s: s.contradiction_interval_s),
             "pattern": (self.pattern_detection, lambda s: s.pattern_interval_s),
             "monitors": (self.monitors, lambda s: s.monitors_interval_s),
@@ -166,6 +170,10 @@ class LightTicker:
             light.co_access_batch, now, start_page=self._co_access_page, pages=light.co_access_pages)
         self._co_access_page = done.next_page
         return done.halved + done.pruned
+
+    async def near_misses(self, now: datetime) -> int:
+        """The retrievals' queued near-miss suppression, oldest first; memories suppressed."""
+        return await apply_near_misses(self.pool, self.safety, limit=self.settings.light.near_miss_batch)
 
     async def contradiction_scan(self, now: datetime) -> int:
         """Sample recent pairs, run the contradiction layers; new findings recorded."""
