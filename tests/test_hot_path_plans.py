@@ -22,11 +22,12 @@ from src.metacognition.threshold import IDENTITY_SQL
 from src.outcomes.alignment import _SELF_FORMED
 from src.providers.costs import _TOTALS
 from src.recall.co_access import UPKEEP_SQL
+from src.recall.mutation import _CLAIM as NEAR_MISS_CLAIM
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 MEMORIES = 60_000
 BIG = {"memories", "memory_standing", "llm_calls", "consolidation_log", "thought_log", "gate_decisions",
-       "memory_co_access"}
+       "memory_co_access", "near_miss_pending"}
 
 # (name, statement, arguments): every statement that runs per cycle or per minute.
 HOT = [
@@ -40,6 +41,7 @@ HOT = [
     ("DMN bounds", _BOUNDS, (200,)),
     ("DMN sampled pool", _POOL_SAMPLED, (list(range(1, 60_000, 300)), NOW, "hash")),
     ("self-formed values (milestone 10)", _SELF_FORMED, ("hash", 0.8)),
+    ("queued near misses (every light tick)", NEAR_MISS_CLAIM, (500,)),
     ("co-access upkeep (every 5 minutes)", UPKEEP_SQL, (NOW - timedelta(days=7), 1, 20_000, NOW, (400, 0), (2_400, 0))),
 ]
 
@@ -70,6 +72,10 @@ async def big_store(pool):
         """INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count, last_co_accessed)
            SELECT g, g + 1 + (g % 7), 1 + (g % 5), $1::timestamptz - make_interval(hours => g % 400)
              FROM generate_series(1, $2) g""", NOW, MEMORIES - 10)
+    await pool.execute(          # a backlog of queued near misses: a ticker that was away for hours
+        """INSERT INTO near_miss_pending (at, memory_ids, amount)
+           SELECT $1::timestamptz - make_interval(secs => g), ARRAY[g % 50000 + 11, g % 40000 + 11], 0.05
+             FROM generate_series(1, $2) g""", NOW, MEMORIES)
     await pool.execute("ANALYZE")
     return pool
 

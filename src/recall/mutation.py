@@ -8,10 +8,10 @@ Near-misses (ranks keep+1 … limit) get contradict(0.05), by default not in the
 the retrieval's transaction queues them as one `near_miss_pending` row (sql/144), and the
 light ticker applies what is queued every tick (`apply_near_misses`), summed per memory,
 in one choke-point batch. In the cycle they were 15 of a retrieval's 20 weight changes and
-~2 ms of a ~26 ms cycle at 100k memories; batched, a memory near-missed by several
+~1 ms of a ~27 ms cycle at 100k memories (A/B, notes.md); batched, a memory near-missed by several
 questions in a tick gets one row version and one audit row (its evidence says how many
 times). The suppression lands within a tick (10 s by default) instead of at once: nothing
-reads it sooner that could tell (notes.md, "near misses"). With the light ticker off
+reads it sooner that could tell (notes.md, "Near misses"). With the light ticker off
 (`consolidation.light.enabled: false`) the mind applies them at retrieval, as before
 (src/mind.py sets `near_miss_deferred` off).
 """
@@ -67,9 +67,11 @@ def near_miss_change(memory_id: int, amount: float, evidence: dict) -> WeightCha
 
 # The oldest queued retrievals, claimed and deleted in the transaction that applies them:
 # applied once, also when two tickers (an in-process and a separate consolidation process) run.
+# By an id array: with `id IN (subquery)` the planner hashed the claim and read a backlog
+# whole (tests/test_hot_path_plans.py).
 _CLAIM = """
 DELETE FROM near_miss_pending
- WHERE id IN (SELECT id FROM near_miss_pending ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+ WHERE id = ANY(ARRAY(SELECT id FROM near_miss_pending ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
 RETURNING id, memory_ids, amount, query"""
 
 
