@@ -409,6 +409,34 @@ async def test_explain_uses_the_hnsw_and_gin_indexes(pool):
     assert '"Index Name": "idx_memories_fts"' in text
 
 
+async def test_the_vector_arm_compares_the_newest_memories_exactly(pool):
+    """The HNSW index can miss a row stored after it was built (a fact just typed): the
+    newest NEWEST_EXACT rows are compared exactly beside it. Here the index is held to one
+    candidate (ef_search 1, no iterative scan): the arm still ranks the exact five nearest."""
+    embedder = HashEmbedder()
+    await MemoryStore(pool, embedder).store_many(
+        [NewMemory(f"note {i} about {DISTRACTORS[i % len(DISTRACTORS)]}") for i in range(60)])
+    await pool.execute("ANALYZE memories")
+    vec = await _query_vec(embedder, "garden")
+    args = hybrid_arguments("garden", vec, embed_model=MODEL, candidates=5, limit=60, w_fulltext=0.0)
+    async with pool.acquire() as conn:
+        for setting in ("enable_seqscan = off", "plan_cache_mode = force_custom_plan",
+                        "hnsw.ef_search = 1", "hnsw.iterative_scan = off"):
+            await conn.execute(f"SET {setting}")
+        try:
+            index_only = await conn.fetch(
+                "SELECT id FROM memories WHERE embed_model = $2 ORDER BY embedding <=> $1::halfvec LIMIT 5",
+                args[1], MODEL)
+            rows = await conn.fetch(HYBRID_SQL, *args)
+        finally:
+            await conn.execute("RESET ALL")
+    exact = [r["id"] for r in await pool.fetch(
+        "SELECT id FROM memories ORDER BY embedding <=> $1::halfvec, id LIMIT 5", args[1])]
+    assert len(index_only) == 1                          # the index alone: one candidate
+    ranked = sorted((r for r in rows if r["vec_rank"] is not None), key=lambda r: r["vec_rank"])
+    assert [r["id"] for r in ranked] == exact
+
+
 # --- arguments ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kwargs", "message"), [
