@@ -16,6 +16,7 @@ from src.recall.search import (
     HYBRID_SQL,
     QUESTION_TSQUERY,
     hybrid_arguments,
+    query_vector,
     search_hybrid,
 )
 from src.recall.store import MemoryStore, NewMemory
@@ -435,6 +436,26 @@ async def test_the_vector_arm_compares_the_newest_memories_exactly(pool):
     assert len(index_only) == 1                          # the index alone: one candidate
     ranked = sorted((r for r in rows if r["vec_rank"] is not None), key=lambda r: r["vec_rank"])
     assert [r["id"] for r in ranked] == exact
+
+
+async def test_the_novelty_lookup_compares_the_newest_memories_exactly(pool):
+    """The exit gate's neighbours: as in the vector arm, a memory the index cannot reach is
+    still met when it is among the newest (a fact said again one flush later)."""
+    embedder = HashEmbedder()
+    await MemoryStore(pool, embedder).store_many(
+        [NewMemory(f"note {i} about {DISTRACTORS[i % len(DISTRACTORS)]}") for i in range(60)])
+    await pool.execute("ANALYZE memories")
+    vec = await _query_vec(embedder, "garden")
+    async with pool.acquire() as conn:
+        for setting in ("enable_seqscan = off", "hnsw.ef_search = 1", "hnsw.iterative_scan = off"):
+            await conn.execute(f"SET {setting}")
+        try:
+            near = await check_novelty(conn, vec, MODEL, k=5)
+        finally:
+            await conn.execute("RESET ALL")
+    exact = [r["id"] for r in await pool.fetch(
+        "SELECT id FROM memories ORDER BY embedding <=> $1::halfvec, id LIMIT 5", query_vector(vec))]
+    assert [m.id for m in near] == exact
 
 
 # --- arguments ------------------------------------------------------------------------------

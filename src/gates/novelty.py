@@ -13,16 +13,34 @@ from typing import NamedTuple
 import numpy as np
 
 from src.db.sql import Executor
-from src.recall.search import query_vector
+from src.recall.search import NEWEST_EXACT, query_vector
 
+# Per item, the index's nearest and the newest $4 rows' nearest compared exactly (read once):
+# the index can miss a row stored after it was built (src/recall/search.py NEWEST_EXACT), and
+# a fact said again one flush later must meet the first saying, not pass as novel.
 NOVELTY_SQL = """
+WITH newest AS MATERIALIZED (
+    SELECT id, content, embedding FROM memories
+     WHERE embed_model = $2::text
+     ORDER BY id DESC
+     LIMIT $4::int)
 SELECT q.ord, n.id, 1 - n.distance AS similarity, n.content, n.embedding
 FROM unnest($1::halfvec[]) WITH ORDINALITY AS q(vec, ord)
 CROSS JOIN LATERAL (
-    SELECT id, content, embedding, embedding <=> q.vec AS distance
-    FROM memories
-    WHERE embed_model = $2::text
-    ORDER BY embedding <=> q.vec
+    SELECT * FROM (
+        SELECT DISTINCT ON (id) id, content, embedding, distance FROM (
+            (SELECT id, content, embedding, embedding <=> q.vec AS distance
+               FROM memories
+              WHERE embed_model = $2::text
+              ORDER BY embedding <=> q.vec
+              LIMIT $3::int)
+            UNION ALL
+            (SELECT id, content, embedding, embedding <=> q.vec
+               FROM newest
+              ORDER BY 4
+              LIMIT $3::int)) both_parts
+        ORDER BY id) distinct_rows
+    ORDER BY distance, id
     LIMIT $3::int) n
 ORDER BY q.ord, n.distance, n.id
 """
@@ -48,7 +66,7 @@ async def check_novelty(executor: Executor, vec: np.ndarray | Sequence[float], e
 async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np.ndarray, embed_model: str,
                              k: int = 5) -> tuple[list[list[SimilarMemory]], dict[int, np.ndarray]]:
     """`check_novelty` for many vectors in ONE statement (a LATERAL top-k per vector, each
-    served by the HNSW index), plus the neighbours' embeddings, which the exit gate needs
+    served by the HNSW index and the newest rows, NOVELTY_SQL), plus the neighbours' embeddings, which the exit gate needs
     to judge opposition — so a flush of 100 items is one query, not 100 + 1."""
     queries = []
     for vec in vecs:
@@ -60,7 +78,7 @@ async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np
     embeddings: dict[int, np.ndarray] = {}
     if not queries:
         return found, embeddings
-    for r in await executor.fetch(NOVELTY_SQL, queries, embed_model, k):
+    for r in await executor.fetch(NOVELTY_SQL, queries, embed_model, k, NEWEST_EXACT):
         found[r["ord"] - 1].append(SimilarMemory(r["id"], r["similarity"], r["content"]))
         embeddings[r["id"]] = r["embedding"].to_numpy().astype(np.float32)
     return found, embeddings
