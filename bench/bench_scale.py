@@ -35,7 +35,7 @@ import numpy as np
 from pgvector import HalfVector
 
 from bench.bench_consolidation import _deep
-from bench.bench_loop import _overhead, _p
+from bench.bench_loop import OVERHEAD_SAMPLES, _overhead, _p
 from bench.bench_memory_store import STOP_WORDS, VOCABULARY, TextMaker
 from bench.common import bench_pool
 from src.consolidation.light.ticker import LightTicker
@@ -360,7 +360,7 @@ async def measure(n: int, mwm: str | None = None, efs: tuple[int, ...] = (64, 12
             memory_rows, bare = await _memory_command(pool, embedder, maker)
         with _stage("web pages", spent):
             pages = await _pages(pool, embedder, maker)
-        with _stage("cycle overhead (instant model, 60 cycles)", spent), tempfile.TemporaryDirectory() as tmp:
+        with _stage(f"cycle overhead (instant model, {OVERHEAD_SAMPLES} cycles)", spent), tempfile.TemporaryDirectory() as tmp:
             cycle_rows = await _overhead(pool, embedder, maker, n, tmp)
         with _stage("light tick", spent):
             light_rows, ticks = await _light(pool, embedder)

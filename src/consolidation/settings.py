@@ -111,9 +111,10 @@ class LightSettings(_Section):
     # last stopped (~115 pairs a page: 2,000 pages ~230,000 pairs, a 5M-pair table in 21 ticks)
     co_access_pages: int = Field(2_000, ge=1)
     # queued near-miss suppression (src/recall/mutation.py apply_near_misses): every tick (0),
-    # at most `near_miss_batch` queued retrievals a tick, oldest first (50 a second at 10 s ticks)
+    # at most `near_miss_batch` queued retrievals a tick, oldest first: 20 a second at 10 s
+    # ticks; a backlog of 210 took 330 ms of a 1M store's tick (notes.md "Near misses")
     near_miss_interval_s: float = Field(0.0, ge=0)
-    near_miss_batch: int = Field(500, ge=1)
+    near_miss_batch: int = Field(200, ge=1)
     # contradiction scan: sample recently used memories, check each against its nearest neighbour
     contradiction_interval_s: float = Field(120.0, ge=0)
     contradiction_recent_hours: float = Field(24.0, gt=0)
