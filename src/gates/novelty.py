@@ -65,9 +65,9 @@ async def check_novelty(executor: Executor, vec: np.ndarray | Sequence[float], e
 
 async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np.ndarray, embed_model: str,
                              k: int = 5) -> tuple[list[list[SimilarMemory]], dict[int, np.ndarray]]:
-    """`check_novelty` for many vectors in ONE statement (a LATERAL top-k per vector, each
-    served by the HNSW index and the newest rows, NOVELTY_SQL), plus the neighbours' embeddings, which the exit gate needs
-    to judge opposition — so a flush of 100 items is one query, not 100 + 1."""
+    """`check_novelty` for many vectors in ONE statement (NOVELTY_SQL: a LATERAL top-k per
+    vector from the HNSW index and the newest rows), plus the neighbours' embeddings, which
+    the exit gate needs to judge opposition — so a flush of 100 items is one query, not 100 + 1."""
     queries = []
     for vec in vecs:
         query = query_vector(vec)
