@@ -2,6 +2,7 @@
 
     python -m bench realconv                 # part of `make bench`
     python -m bench.bench_realconv --tune [CONFIG]   # the grid behind runtime.yaml's values (15–25 min)
+    python -m bench.bench_realconv --context         # conversation context: turns and weight
 
 Each conversation is its own store, as one agent's memory of one relationship (the ten
 conversations share people, so one store would mix their lives). Its turns go in through
@@ -36,6 +37,7 @@ separately for the `tune` and `report` conversations, for:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import sys
@@ -57,7 +59,8 @@ from src.consolidation.deep.deep_pass import run_deep_pass
 from src.memory.jsonl import parse_line
 from src.providers.factory import Providers, build_providers
 from src.providers.protocols import Embedder, Reranker
-from src.recall.bulk_import import write_batch
+from src.recall.bulk_import import ImportRecord, write_batch
+from src.recall.conversation import CONTEXT_TURNS, Threads, follow_record
 from src.recall.relevance import SEMANTIC_SIGNALS
 from src.recall.retrieval import Retriever
 from src.recall.search import search_hybrid
@@ -111,12 +114,17 @@ class Store:
     vectors: list[np.ndarray] = field(default_factory=list)
     covers: dict[int, frozenset[str]] = field(default_factory=dict)   # memory id → turn ids it stands for
 
-    async def load(self, turns: Sequence[dict]) -> None:
+    async def load(self, turns: Sequence[dict], context: ContextPlan) -> None:
+        """The turns as the CLI's import stores them: each session a `conversation`, so every
+        turn carries the ones before it (src/recall/conversation.py), `context.turns` of them."""
         lines = (json.dumps({"content": f"{t['speaker']}: {t['text']}", "memory_type": "episodic",
                              "event_time": t["time"], "source_tag": "external_user",
+                             "conversation": f"{t['conv']}/{t['session']}", "turn": n,
                              "metadata": {"turn": t["turn"], "conv": t["conv"], "session": t["session"],
-                                          "speaker": t["speaker"]}}) for t in turns)
-        records = [parse_line(line, n) for n, line in enumerate(lines, start=1)]
+                                          "speaker": t["speaker"]}}) for n, t in enumerate(turns))
+        threads = Threads(turns=context.turns)
+        records = [context.shaped(follow_record(threads, parse_line(line, n)))
+                   for n, line in enumerate(lines, start=1)]
         for start in range(0, len(records), BATCH):
             await write_batch(self.pool, self.embedder, records[start:start + BATCH], {})
         self.vectors = await self.embedder.embed([q["question"] for q in self.questions], "RETRIEVAL_QUERY")
@@ -139,13 +147,15 @@ class Store:
     def covered(self, ranked: Ranked) -> list[list[frozenset[str]]]:
         return [[self.covers.get(mid, frozenset()) for mid in ids] for ids in ranked]
 
-    async def hybrid(self, arms: ArmWeights, k: float, candidates: int, *, vector: bool = True) -> Ranked:
+    async def hybrid(self, arms: ArmWeights, k: float, candidates: int, *, vector: bool = True,
+                     w_context: float = RetrievalSettings().context_weight) -> Ranked:
         out = []
         for q, v in zip(self.questions, self.vectors, strict=True):
             hits = await search_hybrid(self.pool, q["question"], v if vector else None,
                                        embed_model=self.embedder.model_name, limit=20, k=k,
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
-                                       w_recency=arms.w_recency, candidates=candidates, now=self.now)
+                                       w_recency=arms.w_recency, candidates=candidates, now=self.now,
+                                       w_context=w_context)
             out.append([h.id for h in hits])
         return out
 
@@ -173,11 +183,29 @@ class Store:
         return {"insights": row["insights"], "links": row["links"]}
 
 
+@dataclass(frozen=True)
+class ContextPlan:
+    """How a store's turns carry their conversation: `turns` before each as its context
+    (0: none, as before issue 35); `in_vector`: the context embedded with the turn too
+    (as a §4.6 preamble is: `content_contextualized`), not only indexed for full text."""
+
+    turns: int = CONTEXT_TURNS
+    in_vector: bool = False
+
+    def shaped(self, record: ImportRecord) -> ImportRecord:
+        context = record.memory.context
+        if not self.in_vector or context is None:
+            return record
+        return dataclasses.replace(record, content_contextualized=f"{context}\n\n{record.memory.content}")
+
+
 class Evaluation:
     """The stores of the conversations asked for, open for as long as the evaluation runs."""
 
-    def __init__(self, settings: Settings, providers: Providers, stack: AsyncExitStack):
+    def __init__(self, settings: Settings, providers: Providers, stack: AsyncExitStack,
+                 context: ContextPlan = ContextPlan()):
         self.settings, self.providers, self.stack = settings, providers, stack
+        self.context = context
         self.stores: list[Store] = []
 
     async def open(self, splits: Iterable[str]) -> None:
@@ -188,11 +216,12 @@ class Evaluation:
         for n, conv in enumerate(convs):
             mine = [t for t in turns if t["conv"] == conv]
             asked = [q for q in questions if q["conv"] == conv]
-            pool = await self.stack.enter_async_context(bench_pool(f"bench_realconv_{n}"))
+            pool = await self.stack.enter_async_context(bench_pool(f"bench_realconv_{n}_{self.context.turns}"
+                                                                   f"{'v' if self.context.in_vector else ''}"))
             last = max(datetime.fromisoformat(t["time"]) for t in mine)
             store = Store(conv, asked[0]["split"], pool, self.providers.embedder, self.providers.reranker,
                           last + timedelta(days=1), asked)
-            await store.load(mine)
+            await store.load(mine, self.context)
             self.stores.append(store)
 
     def evidence(self, split: str) -> list[frozenset[str]]:
@@ -361,8 +390,43 @@ async def tune(config: str | None = None) -> None:
     await providers.aclose()
 
 
+#: --context: context turns and full-text weights of a context word tried on the tune half.
+GRID_CONTEXT_TURNS = (0, 1, 2, 3, 4)
+GRID_W_CONTEXT = (0.25, 0.5, 0.75, 1.0)
+
+
+async def tune_context() -> None:
+    """Pick the conversation context's turns and weight on the tune conversations by recall@10
+    (full-text arm, bare hybrid, pipeline at the configured weight), and measure the context in
+    the vector as well as in full text. Report is never opened."""
+    settings = load_settings(env={})
+    providers = build_providers(settings.providers, settings.secrets, None, None)
+    base = settings.retrieval
+    arms, k = _arms(base, providers.embedder.model_name)
+    plans = [ContextPlan(n) for n in GRID_CONTEXT_TURNS] + [ContextPlan(CONTEXT_TURNS, in_vector=True)]
+    for plan in plans:
+        async with AsyncExitStack() as stack:
+            ev = Evaluation(settings, providers, stack, plan)
+            await ev.open(["tune"])
+            label = f"turns {plan.turns}{' in the vector too' if plan.in_vector else ''}"
+            vec = await ev.per_question("tune", [
+                lambda s: s.hybrid(ArmWeights(w_vector=1, w_fulltext=0, w_recency=0), k, base.candidates)])
+            print(f"{label:<28} vector arm  recall@10 {vec.mean():.3f}", flush=True)
+            for wc in GRID_W_CONTEXT if plan.turns else (base.context_weight,):
+                ft = await ev.per_question("tune", [lambda s, wc=wc: s.hybrid(
+                    ArmWeights(w_vector=0, w_fulltext=1, w_recency=0), k, base.candidates, vector=False, w_context=wc)])
+                bare = await ev.per_question("tune", [lambda s, wc=wc: s.hybrid(arms, k, base.candidates, w_context=wc)])
+                cfg = base.model_copy(update={"context_weight": wc})
+                pipe = await ev.per_question("tune", ev.pipeline_runs(cfg))
+                print(f"{label:<28} w_context {wc:<4g}  full text {ft.mean():.3f}  bare hybrid {bare.mean():.3f}"
+                      f"  pipeline {pipe.mean():.3f} (± {pipe.std(ddof=1) / np.sqrt(len(pipe)):.3f})", flush=True)
+    await providers.aclose()
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--tune"]:
+    if sys.argv[1:2] == ["--context"]:
+        asyncio.run(tune_context())
+    elif sys.argv[1:2] == ["--tune"]:
         asyncio.run(tune(sys.argv[2] if len(sys.argv) > 2 else None))
     else:
         for row in asyncio.run(run()):

@@ -39,7 +39,7 @@ async def test_import_skips_bad_lines_naming_them_and_stores_the_rest(pool, db_d
         f"{f}:3: 'content' is missing",
         f"{f}:6: unknown memory_type 'dream'; expected one of: episodic, semantic, procedural, preference, "
         "reflection, correction, narrative, tension",
-        f"{f}:7: unknown field(s) 'colour'; known: content, memory_type, event_time, source_tag, metadata "
+        f"{f}:7: unknown field(s) 'colour'; known: content, memory_type, event_time, source_tag, metadata, conversation, turn "
         "(and the export fields)",
         f"{f}:8: 'event_time' is not an ISO 8601 time: 'last tuesday'",
         f"{f}:10: expected a JSON object, got list",

@@ -53,12 +53,19 @@ async def test_null_content_rejected(pool):
             await _insert(conn, content=None)
 
 
-async def test_content_tsv_is_generated_from_contextualized_when_present(pool):
+async def test_content_tsv_holds_the_memory_at_weight_a_and_its_contexts_at_weight_d(pool):
+    """sql/150: the memory's own words are weight A; its conversation context and a model's
+    §4.6 preamble are added at weight D, never instead of the memory's words."""
     async with pool.acquire() as conn:
         mid = await _insert(conn, content="Running marathons in Berlin")
-        assert await conn.fetchval("SELECT content_tsv::text FROM memories WHERE id=$1", mid) == "'berlin':4 'marathon':2 'run':1"
+        assert await conn.fetchval("SELECT content_tsv::text FROM memories WHERE id=$1", mid) == \
+            "'berlin':4A 'marathon':2A 'run':1A"
         await conn.execute("UPDATE memories SET content_contextualized = 'Kyoto gardens' WHERE id=$1", mid)
-        assert await conn.fetchval("SELECT content_tsv::text FROM memories WHERE id=$1", mid) == "'garden':2 'kyoto':1"
+        assert await conn.fetchval("SELECT content_tsv::text FROM memories WHERE id=$1", mid) == \
+            "'berlin':4A 'garden':6 'kyoto':5 'marathon':2A 'run':1A"
+        await conn.execute("UPDATE memories SET conversation_context = 'Mel: any races lately?' WHERE id=$1", mid)
+        assert await conn.fetchval("SELECT content_tsv::text FROM memories WHERE id=$1", mid) == \
+            "'berlin':4A 'garden':10 'kyoto':9 'late':8 'marathon':2A 'mel':5 'race':7 'run':1A"
 
 
 async def test_megabyte_content_is_storable(pool):

@@ -24,6 +24,7 @@ from src.db.sql import Executor
 from src.gates.entry import PREVIEW_CHARS
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import PERSISTING
+from src.gates.scratch import TURN_TAGS, turn_contexts
 from src.gates.settings import ExitGateSettings
 from src.recall.store import (
     EMBEDDING_DIMENSIONS,
@@ -81,6 +82,8 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
     for e, memory_id in zip(keep, ids, strict=True):
         e.memory_id = memory_id
         batch_ids[chunk_index[e.item.id]] = memory_id
+    # a turn of the conversation carries the turns before it, for finding it (issue 35)
+    contexts = await turn_contexts(conn, [e.item.id for e in keep if e.item.source_tag in TURN_TAGS])
     prepared = []
     for e in keep:
         meta = {"scratch_id": e.item.id, "tags": list(e.item.tags),
@@ -96,7 +99,8 @@ async def persist(conn: asyncpg.Connection, evaluations: Sequence[Evaluation], e
         # the store's checks and cleaning apply here too (the LLM's `compressed` line included)
         prepared.append(prepare(NewMemory(
             e.item.content, memory_type, e.item.source_tag, float(e.item.source_confidence),
-            event_time=e.item.created_at, compressed=e.compressed, metadata=meta),
+            event_time=e.item.created_at, compressed=e.compressed, metadata=meta,
+            context=contexts.get(e.item.id)),
             f"scratch item {e.item.id}"))
     metas = [metadata_json(p.item.metadata, f"scratch item {e.item.id}")
              for p, e in zip(prepared, keep, strict=True)]

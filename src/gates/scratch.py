@@ -35,6 +35,8 @@ import asyncpg
 from src.db.pool import DB_ERRORS
 from src.db.sql import Executor
 from src.gates.settings import ScratchSettings
+from src.recall.conversation import CONTEXT_TURNS, SESSION_GAP, Turn, context_text
+from src.recall.speakers import SAID_TAG, speaker_of
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,40 @@ SELECT 'entry', kept.id, $2, left(kept.content, $4), 'pruned', 'buffer',
   FROM kept
 RETURNING scratch_id
 """
+
+
+#: What a conversation's turns are tagged: the user's lines and what the mind said to the user.
+TURN_TAGS = ("external_user", SAID_TAG)
+
+_TURNS_BEFORE = """
+SELECT i.id, p.source_tag, p.metadata, p.content
+FROM unnest($1::bigint[]) AS i(id)
+JOIN scratch_buffer me ON me.id = i.id
+CROSS JOIN LATERAL (
+    SELECT s.id, s.source_tag, s.metadata, s.content FROM scratch_buffer s
+     WHERE s.id < i.id AND s.source_tag = ANY($2::text[])
+       AND s.created_at >= me.created_at - $3::interval
+       AND NOT 'pruned' = ANY(s.tags)
+       AND s.metadata->>'memory_mode' IS DISTINCT FROM 'off'
+     ORDER BY s.id DESC
+     LIMIT $4::int) p
+ORDER BY i.id, p.id
+"""
+
+
+async def turn_contexts(db: Executor, ids: Sequence[int], turns: int = CONTEXT_TURNS,
+                        gap: timedelta = SESSION_GAP) -> dict[int, str]:
+    """Scratch id → the conversation context of that row (src/recall/conversation.py): the
+    `turns` conversation turns buffered before it, within `gap` of it (the user's line gets
+    the mind's reply it answers, a reply the user's line). One statement for all ids; rows
+    that are no turn of a conversation get none (ask only for TURN_TAGS rows)."""
+    if not ids or turns <= 0:
+        return {}
+    before: dict[int, list[Turn]] = {}
+    for r in await db.fetch(_TURNS_BEFORE, list(ids), list(TURN_TAGS), gap, turns):
+        speaker = speaker_of(r["source_tag"], r["metadata"])
+        before.setdefault(r["id"], []).append(Turn(speaker.label if speaker else None, r["content"]))
+    return {i: text for i, t in before.items() if (text := context_text(t)) is not None}
 
 
 async def buffer_pruned(pool: Executor, contents: Sequence[str], source_tag: str,

@@ -3,7 +3,7 @@
 One line per memory in id order, with every column import restores: its weights
 (alpha, beta), flags (immutable, protected), timestamps (event_time, created_at,
 last_accessed), access history (access_count, access_timestamps), metadata,
-compressed and contextualised forms, and the memories it supersedes with the step
+compressed and contextualised forms, the conversation context, and the memories it supersedes with the step
 that linked them (`supersedes`: `{"id", "via"}` from memory_supersedes; without
 `via` a merge came back as an insight). Embeddings are not exported: import embeds
 with the current model. `tests/test_memory_cli_import.py` compares every column of
@@ -28,7 +28,7 @@ from src.memory.session import Session
 _EXPORT = """
 SELECT m.id, m.content, m.memory_type, m.event_time, m.source_tag, m.metadata,
        m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.immutable, m.protected,
-       m.source_confidence, m.compressed, m.content_contextualized, m.created_at, m.access_count,
+       m.source_confidence, m.compressed, m.content_contextualized, m.conversation_context, m.created_at, m.access_count,
        m.last_accessed, m.access_timestamps, m.utility_score, m.embed_model,
        ARRAY(SELECT s.source_id FROM memory_supersedes s WHERE s.insight_id = m.id
              ORDER BY s.source_id) AS supersedes,
@@ -61,7 +61,7 @@ def export_line(row: asyncpg.Record) -> dict[str, Any]:
         "alpha": row["alpha"], "beta": row["beta"], "immutable": row["immutable"],
         "protected": row["protected"], "source_confidence": row["source_confidence"],
         "compressed": row["compressed"], "content_contextualized": row["content_contextualized"],
-        "created_at": _iso(row["created_at"]), "access_count": row["access_count"],
+        "conversation_context": row["conversation_context"], "created_at": _iso(row["created_at"]), "access_count": row["access_count"],
         "last_accessed": _iso(row["last_accessed"]),
         "access_timestamps": [_iso(t) for t in row["access_timestamps"]],
         "utility_score": row["utility_score"],

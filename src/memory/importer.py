@@ -51,6 +51,7 @@ from src.recall.bulk_import import (
     write_batch,
     write_links,
 )
+from src.recall.conversation import Threads, follow_record
 from src.recall.speakers import MAX_NAME_CHARS
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ def rebuild_pays(new_rows: int, existing_rows: int) -> bool:
 class ImportReport:
     lines: int = 0
     bad: int = 0
+    out_of_order: int = 0               # turns that did not rise within their conversation
     totals: BatchResult = field(default_factory=BatchResult)
     index: str = "kept"
 
@@ -174,6 +176,8 @@ class _Import:
         self.links: list[tuple[int, int, str]] = []
         self.batch: list[ImportRecord] = []
         self.seconds = 0.0                          # loading, without the index build
+        self.threads = Threads()                    # conversation context (src/recall/conversation.py)
+        self.last_turn: dict[str, int] = {}
 
     async def read(self) -> None:
         with self.path.open("rb") as f:
@@ -182,7 +186,7 @@ class _Import:
                 if record is None:
                     continue
                 self.report.lines += 1
-                self.batch.append(record)
+                self.batch.append(self._in_context(record))
                 if len(self.batch) >= self.batch_size:
                     await self._flush()
         if self.batch:
@@ -204,6 +208,15 @@ class _Import:
             self.report.bad += 1
             self.s.err.write(f"{self.name}:{number}: {printable(str(exc))}\n")
             return None
+
+    def _in_context(self, record: ImportRecord) -> ImportRecord:
+        """The record with its conversation context (src/recall/conversation.py); a turn
+        that does not rise within its conversation is counted."""
+        if record.conversation is not None and record.turn is not None:
+            if record.turn <= self.last_turn.get(record.conversation, -1):
+                self.report.out_of_order += 1
+            self.last_turn[record.conversation] = record.turn
+        return follow_record(self.threads, record)
 
     async def _flush(self) -> None:
         result = await write_batch(self.s.pool, self.s.providers.embedder, self.batch, self.ref_ids,
@@ -259,4 +272,7 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 f"({t.duplicates} already present, {report.bad} bad lines skipped, "
                 f"{t.unembedded} stored without embedding, {t.links} supersedes links; "
                 f"HNSW index {report.index})\n")
+    if report.out_of_order:
+        s.err.write(f"import: {report.out_of_order} lines came after a later turn of their conversation; "
+                    "each was given the lines before it in the file as its context\n")
     return 0

@@ -1,10 +1,15 @@
 """The JSONL line format of `import` and `export`.
 
-Import reads `{"content", "memory_type", "event_time", "source_tag", "metadata"}`;
-only `content` is required. An export line adds what restores the memory as it
+Import reads `{"content", "memory_type", "event_time", "source_tag", "metadata",
+"conversation", "turn"}`; only `content` is required. `conversation` names the
+conversation (a chat's session) a line is a turn of and `turn` its place in it: the lines
+before it in the same conversation become its context (src/recall/conversation.py;
+without ids, the file is one stream cut where `event_time` jumps). Lines of a conversation
+are read in file order, as an export writes them; a `turn` that does not rise within its
+conversation is counted and said at the end (its context is still the lines before it). An export line adds what restores the memory as it
 was: `id` (its id in the exporting store; supersedes links refer to it), `alpha`,
 `beta`, `immutable`, `protected`, `source_confidence`, `compressed`,
-`content_contextualized`, `created_at`, `access_count`, `last_accessed`,
+`content_contextualized`, `conversation_context` (kept as it was, not recomputed), `created_at`, `access_count`, `last_accessed`,
 `access_timestamps`, `utility_score`, `supersedes` (the memories it consolidated,
 each `{"id", "via"}`; a plain id, as older exports wrote, is via "insight") and,
 for reading only, `embed_model`. Times are ISO 8601; a time without a zone is
@@ -32,9 +37,9 @@ from src.providers.embedding import MEMORY_TYPE_PREFIXES
 from src.recall.bulk_import import ImportRecord
 from src.recall.store import NewMemory
 
-IMPORT_FIELDS = ("content", "memory_type", "event_time", "source_tag", "metadata")
+IMPORT_FIELDS = ("content", "memory_type", "event_time", "source_tag", "metadata", "conversation", "turn")
 EXPORT_FIELDS = ("id", "alpha", "beta", "immutable", "protected", "source_confidence", "compressed",
-                 "content_contextualized", "created_at", "access_count", "last_accessed",
+                 "content_contextualized", "conversation_context", "created_at", "access_count", "last_accessed",
                  "access_timestamps", "utility_score", "supersedes", "embed_model")
 KNOWN_FIELDS = frozenset(IMPORT_FIELDS + EXPORT_FIELDS)
 #: Source tag of imported lines that name none.
@@ -215,7 +220,7 @@ def _memory(data: dict, max_chars: int) -> NewMemory:
         event_time=_time(data.get("event_time"), "event_time"),
         compressed=_text(data, "compressed", None, max_chars), immutable=_flag(data, "immutable"),
         alpha=_number(data, "alpha", 1.0, positive=True), beta=_number(data, "beta", 4.0, positive=True),
-        metadata=metadata,
+        metadata=metadata, context=_text(data, "conversation_context", None, MAX_CONTEXT_EXTRA),
     )
 
 
@@ -240,4 +245,15 @@ def parse_line(text: str, line: int, max_chars: int = DEFAULT_MAX_CHARS) -> Impo
         utility_score=_number(data, "utility_score", 0.0), ref=_int(data, "id"),
         supersedes=_supersedes(data.get("supersedes", [])), protected=_flag(data, "protected"),
         content_contextualized=_text(data, "content_contextualized", None, max_chars + MAX_CONTEXT_EXTRA),
+        conversation=_conversation(data), turn=_int(data, "turn"),
     )
+
+
+def _conversation(data: dict) -> str | None:
+    """The line's conversation id: text, or a number written as one (an id is a name)."""
+    value = data.get("conversation")
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None if value is None else str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise LineError("'conversation' must name a conversation (a non-empty text or a number)")
+    return value

@@ -58,6 +58,8 @@ class ImportRecord:
     supersedes: tuple[tuple[int, str], ...] = ()  # (ref, via) of the memories it consolidated
     protected: bool = False                       # /protect: forgetting skips it
     content_contextualized: str | None = None     # contextual retrieval's text (sql/001)
+    conversation: str | None = None               # the conversation it is a turn of (src/recall/conversation.py)
+    turn: int | None = None                       # its place in that conversation
 
 
 @dataclass(frozen=True)
@@ -94,24 +96,26 @@ CREATE TEMP TABLE IF NOT EXISTS memory_import_stage (
     alpha FLOAT8, beta FLOAT8, immutable BOOL, source_tag TEXT, source_confidence FLOAT8,
     compressed TEXT, event_time TIMESTAMPTZ, metadata JSONB, created_at TIMESTAMPTZ,
     access_count INT, last_accessed TIMESTAMPTZ, access_timestamps TIMESTAMPTZ[],
-    utility_score FLOAT8, import_key TEXT, protected BOOL, content_contextualized TEXT
+    utility_score FLOAT8, import_key TEXT, protected BOOL, content_contextualized TEXT,
+    conversation_context TEXT
 ) ON COMMIT DELETE ROWS
 """
 _STAGE_COLUMNS = (
     "ord", "content", "memory_type", "embedding", "embed_model", "alpha", "beta", "immutable",
     "source_tag", "source_confidence", "compressed", "event_time", "metadata", "created_at",
     "access_count", "last_accessed", "access_timestamps", "utility_score", "import_key", "protected",
-    "content_contextualized",
+    "content_contextualized", "conversation_context",
 )
 _INSERT_STAGED = """
 INSERT INTO memories (content, memory_type, embedding, embed_model, depth_weight_alpha,
                       depth_weight_beta, immutable, source_tag, source_confidence, compressed,
                       event_time, metadata, created_at, access_count, last_accessed,
-                      access_timestamps, utility_score, import_key, protected, content_contextualized)
+                      access_timestamps, utility_score, import_key, protected, content_contextualized,
+                      conversation_context)
 SELECT content, memory_type, embedding, embed_model, alpha, beta, immutable, source_tag,
        source_confidence, compressed, event_time, metadata, COALESCE(created_at, now()),
        access_count, last_accessed, access_timestamps, utility_score, import_key, protected,
-       content_contextualized
+       content_contextualized, conversation_context
 FROM memory_import_stage
 ORDER BY ord
 ON CONFLICT (import_key) WHERE import_key IS NOT NULL DO NOTHING
@@ -154,7 +158,7 @@ def _row(i: int, k: Keyed, vector: HalfVector | None, model: str | None) -> tupl
     return (i, p.content, p.item.memory_type, vector, model, float(p.item.alpha), float(p.item.beta),
             p.item.immutable, p.item.source_tag, float(p.item.source_confidence), p.item.compressed,
             p.item.event_time, k.metadata, r.created_at, r.access_count, r.last_accessed,
-            list(r.access_timestamps), r.utility_score, k.key, r.protected, k.contextualized)
+            list(r.access_timestamps), r.utility_score, k.key, r.protected, k.contextualized, p.item.context)
 
 
 async def _fresh(db: asyncpg.Pool, checked: Sequence[Keyed], result: BatchResult) -> list[Keyed]:

@@ -50,14 +50,14 @@ EMBED_MAX_CHARS = 8000
 _COLUMNS = (
     "id", "content", "memory_type", "embedding", "embed_model", "depth_weight_alpha",
     "depth_weight_beta", "immutable", "source_tag", "source_confidence", "compressed",
-    "event_time", "metadata",
+    "event_time", "metadata", "conversation_context",
 )
 
 _INSERT_ONE = """
 INSERT INTO memories (content, memory_type, embedding, embed_model, depth_weight_alpha,
                       depth_weight_beta, immutable, source_tag, source_confidence,
-                      compressed, event_time, metadata)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
+                      compressed, event_time, metadata, conversation_context)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)
 RETURNING id
 """
 
@@ -81,6 +81,8 @@ class NewMemory:
     alpha: float = 1.0
     beta: float = 4.0
     metadata: Mapping[str, Any] | None = field(default=None)
+    # the turns before it in its conversation, for finding it (sql/150, src/recall/conversation.py)
+    context: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ def prepare(item: NewMemory, where: str) -> Prepared:
         raise InputRejected(f"{where}: source_tag must not be empty")
     if item.compressed is not None:
         item = replace(item, compressed=clean_text(item.compressed).text.strip() or None)
+    if item.context is not None:
+        item = replace(item, context=clean_text(item.context).text.strip() or None)
     return Prepared(cleaned.text, item)
 
 
@@ -172,6 +176,7 @@ class MemoryStore:
         alpha: float = 1.0,
         beta: float = 4.0,
         metadata: Mapping[str, Any] | None = None,
+        context: str | None = None,
     ) -> int:
         """Write one memory and return its id.
 
@@ -179,7 +184,7 @@ class MemoryStore:
         An embedder failure (ProviderError) is logged and the row is written unembedded.
         """
         item = NewMemory(content, memory_type, source_tag, source_confidence, event_time,
-                         compressed, immutable, alpha, beta, metadata)
+                         compressed, immutable, alpha, beta, metadata, context)
         prepared = prepare(item, "memory")
         meta = metadata_json(item.metadata, "memory")
         embedding: np.ndarray | None = None
@@ -195,7 +200,7 @@ class MemoryStore:
             _INSERT_ONE, prepared.content, it.memory_type,
             None if embedding is None else HalfVector(embedding), model, float(it.alpha),
             float(it.beta), it.immutable, it.source_tag, float(it.source_confidence),
-            it.compressed, it.event_time, meta,
+            it.compressed, it.event_time, meta, it.context,
         )
 
     async def store_many(self, items: Sequence[NewMemory]) -> list[int]:
@@ -256,7 +261,7 @@ async def copy_memories(conn: asyncpg.Connection, ids: Sequence[int], prepared: 
         (memory_id, p.content, p.item.memory_type,
          None if vec is None else HalfVector(vec), None if vec is None else embed_model,
          float(p.item.alpha), float(p.item.beta), p.item.immutable, p.item.source_tag,
-         float(p.item.source_confidence), p.item.compressed, p.item.event_time, meta)
+         float(p.item.source_confidence), p.item.compressed, p.item.event_time, meta, p.item.context)
         for memory_id, p, vec, meta in zip(ids, prepared, vectors, metas, strict=True)
     ]
     await conn.copy_records_to_table("memories", records=records, columns=_COLUMNS)
