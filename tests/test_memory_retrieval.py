@@ -222,10 +222,16 @@ async def test_partners_from_context_join_with_their_rows_read_beside_the_search
     # anyway) and asyncio (4). With spread_join 1 the sister joins the candidates. Her row is
     # read beside the search also when the tea is the stronger partner: the read takes
     # spread_join + limit partners (the search may find up to `limit` of them), so no read
-    # is left for after the search.
+    # is left for after the search. The bicycle counts as bearing fully on the question here
+    # (its relevance weight is test_unrelated_context_lends_no_coactivation's subject).
     embedder = HashEmbedder()
     ids = await _seed(pool, embedder, TEA + OTHER)
     bicycle, sister, asyncio_, tea = ids[OTHER[0]], ids[OTHER[1]], ids[OTHER[2]], ids[TEA[0]]
+
+    async def fully_relevant(executor, wanted, query_vec, *, embed_model):
+        return {i: 1.0 for i in wanted}
+
+    monkeypatch.setattr(search, "similarities", fully_relevant)
     for partner, n in ((sister, 8), (tea, tea_strength), (asyncio_, 4)):
         a, b = sorted((bicycle, partner))
         await pool.execute("INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count) "

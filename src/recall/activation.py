@@ -2,8 +2,8 @@
 
 - ``base_level`` B_i = ln(sum_j t_j^-d): memories used often and recently are
   more available. t_j is the age in seconds of presentation j; the presentations
-  are the memory's ``access_timestamps`` plus its origin (``event_time``, falling
-  back to ``created_at``), so a memory never has an empty history.
+  are the memory's ``access_timestamps`` plus the moment this mind took it in
+  (``created_at``; recall, src/recall/scoring.py), so a memory never has an empty history.
 - ``spreading`` S_i: how strongly the current context and the identity layers
   point at the memory, from cosine similarities (defined in its docstring).
 - ``partial_matching`` P_i: a penalty of P per unit of metadata mismatch.

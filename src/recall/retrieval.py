@@ -1,20 +1,22 @@
 """Recall: hybrid search → ACT-R → hybrid relevance + spreading → rerank → mutation.
 
     1. hybrid search (search.py): top-`limit` by RRF of vector and full text + recency
-    2. spreading activation (plan §3.1) from the memories active in context (or, on
-       a cold call, the best three hits) through `memory_co_access`: hop 0 ×1.0,
-       hop 1 ×0.3, hop 2 ×0.1 (DMN); partners that search missed join the candidates
+    2. spreading activation (plan §3.1) from the memories active in context, each as
+       much as it bears on the question (its cosine to it), or, on a cold call, from the
+       best three hits, through `memory_co_access`: hop 0 ×1.0, hop 1 ×0.3, hop 2 ×0.1
+       (DMN); partners that search missed join the candidates
     3. ACT-R (plan §2.7) per candidate: A = B + S + P + ε
     4. hybrid relevance (plan §3.1): five components, Dirichlet-sampled blend whose
        alphas move from the cold-start set to the target set with maturity; the
        semantic component is what search measured (`retrieval.semantic_signal`,
        relevance.semantic_signal), not cosine alone
-    5. weighted = (1 - a)·relevance + a·P(retrieve), P = 1 / (1 + e^{-(A - τ)/s}),
-       a = `activation_share`. Additive and bounded, like recency in search: ACT-R's
-       base level of a memory untouched for a year is about -8, and a multiplier
-       would make old memories unreachable however well they match.
+    5. weighted = relevance · ((1 − a) + a·P(retrieve)), P = 1 / (1 + e^{-(A - τ)/s}),
+       a = `activation_share`, plus the user's own word for a question about the user
+       (scoring.py: the layers re-rank what matches, they do not bury it)
     6. dormant memories (center below `dormant_center`) leave the candidates unless
-       the cue is strong (cosine > `dormant_similarity`, plan §3.8)
+       the cue is strong (cosine > `dormant_similarity`, plan §3.8); immutable ones unless
+       the question matched them (they are in every context); full text's decisive first
+       stays in the top `keep` (scoring.keep_decisive)
     7. rerank top-`limit` → top-`keep`: 0.6·rerank + 0.4·weighted (plan §2.6)
     8. working memory (working.py): unflushed scratch rows matching the query by full
        text, returned beside the memories as not yet consolidated (never mutated)
@@ -43,13 +45,13 @@ import numpy as np
 from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
-from src.recall import activation as actr
 from src.recall import relevance as rel
 from src.recall import search
 from src.recall.co_access import fetch_partners, fetch_two_hops
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.rerank import RerankResult
+from src.recall.scoring import Recalled, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
 from src.recall.working import WorkingHit, recall_working
@@ -57,25 +59,6 @@ from src.text import clean_text
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Recalled:
-    """A candidate after every stage; `final` orders the result."""
-
-    hit: search.SearchHit
-    activation: actr.ActivationResult
-    components: tuple[float, ...]          # rel.COMPONENTS order
-    relevance: float
-    weighted: float
-    spread: float                          # co-activation reached through co-access
-    p_retrieve: float = 0.0                # P(retrieve) = σ((A − τ)/s) from ACT-R
-    rerank: float | None = None
-    final: float = 0.0
-
-    @property
-    def id(self) -> int:
-        return self.hit.id
 
 
 @dataclass
@@ -169,9 +152,10 @@ class Retriever:
             hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now, early_spread)
         with _timed(timings, "score"):
             focus = [query_vec] if query_vec is not None else []
-            top = self._awake_top(_score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                                         spread, blend, want_types, arms.w_recency, self.emotional,
-                                         cold_seeds=[] if active_ids else [h.id for h in hits[:cfg.spread_seeds]]))
+            top = self._awake_top(score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
+                                        spread, blend, want_types, arms.w_recency, self.emotional,
+                                        cold_seeds=[] if active_ids else [h.id for h in hits[:cfg.spread_seeds]],
+                                        query=query))
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
         if mutate and memories:
@@ -211,7 +195,7 @@ class Retriever:
         return await search.search_hybrid(
             self.pool, query, query_vec, embed_model=model, limit=cfg.limit, k=cfg.rrf_k_for(model),
             w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
-            candidates=cfg.candidates, now=now)
+            candidates=cfg.candidates, w_context=cfg.context_weight, now=now)
 
     async def _early_spread(self, active_ids: Sequence[int], hops: int, query_vec: np.ndarray | None,
                             now: datetime) -> Spread:
@@ -220,7 +204,8 @@ class Retriever:
         `limit` hits, so these hold the `spread_join` strongest partners it did not find,
         whatever it finds, and no round trip is left after the search."""
         cfg = self.settings
-        spread = await self._spread(active_ids, hops)
+        weights = await search.similarities(self.pool, active_ids, query_vec, embed_model=self.embedder.model_name)
+        spread = await self._spread(active_ids, hops, weights)
         rows = await self._fetch_partners(_most_activated(spread, (), cfg.spread_join + cfg.limit), query_vec, now)
         return Spread(spread, {h.id: h for h in rows})
 
@@ -253,10 +238,14 @@ class Retriever:
         return rel.sample_blend(rng, evolved_alpha(rel.blend_alpha(maturity), factors))
 
     def _awake_top(self, scored: list[Recalled]) -> list[Recalled]:
-        """Step 6: dormant memories out (unless the cue is strong); the best `limit` by weighted score."""
-        awake = [r for r in scored if not _dormant(r.hit, self.settings)]
+        """Step 6: dormant memories out (unless the cue is strong), and the immutable ones
+        unless the question matched them: they are in every context already (the assembler
+        injects them), so a recall slot for them is one taken from an answer. The best
+        `limit` by weighted score, full text's decisive first kept in the top `keep`."""
+        cfg = self.settings
+        awake = [r for r in scored if not _dormant(r.hit, cfg) and not _unasked_immutable(r.hit, cfg)]
         awake.sort(key=lambda r: (-r.weighted, r.id))
-        return awake[:self.settings.limit]
+        return keep_decisive(awake, cfg.keep)[:cfg.limit]
 
     async def _rerank(self, query: str, top: list[Recalled]) -> tuple[list[Recalled], list[Recalled], RerankResult]:
         """Step 7: top-`limit` → top-`keep` (the retrieved); the rest are the near-misses."""
@@ -270,13 +259,18 @@ class Retriever:
         by_id = {r.id: r for r in done}
         return [by_id[h.hit.id] for h in reranked.hits], [r for r in done if r.id not in kept], reranked
 
-    async def _spread(self, seeds: Sequence[int], hops: int) -> dict[int, float]:
+    async def _spread(self, seeds: Sequence[int], hops: int,
+                      weights: dict[int, float] | None = None) -> dict[int, float]:
         """Co-activation per memory: hop 0 from the seeds, then `hops` further hops (the first
-        two in one query, a third, the DMN's, in another)."""
+        two in one query, a third, the DMN's, in another). `weights`: how relevant each
+        seed is to this focus (cosine to the question, at least 0; a seed without a
+        comparable vector NEUTRAL_SEED): a memory in context spreads as much as it bears on
+        the question, so hubs of the session's context lend nothing to unrelated questions."""
         if not seeds:
             return {}
         k = self.settings.spread_top_k
-        frontier, seed_set = {s: 1.0 for s in seeds}, set(seeds)
+        frontier = {s: 1.0 if weights is None else weights.get(s, NEUTRAL_SEED) for s in seeds}
+        seed_set = set(seeds)
         activated: dict[int, float] = {}
         # hops 0 and 1 (all of normal recall) in one statement; its hop-1 seeds are exactly
         # the frontier hop 0 leaves (the partners that are no seed)
@@ -289,6 +283,10 @@ class Retriever:
                 break
         return activated
 
+
+
+#: The spreading weight of a seed whose relevance to the question cannot be measured.
+NEUTRAL_SEED = 0.5
 
 
 async def _none() -> None:
@@ -309,76 +307,10 @@ def _most_activated(spread: dict[int, float], found: Collection[int], n: int) ->
 
 
 
-def _score(hits: Sequence[search.SearchHit], rng: np.random.Generator, now: datetime,
-           cfg: RetrievalSettings, context_vecs: list[np.ndarray],
-           layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
-           blend: np.ndarray, want_types: Sequence[str], w_recency: float,
-           emotional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-           cold_seeds: Sequence[int] = ()) -> list[Recalled]:
-    """ACT-R and hybrid relevance for every candidate, vectorised."""
-    if not hits:
-        return []
-    a = cfg.act_r
-    presentations = [[h.event_time or h.created_at, *h.access_timestamps] for h in hits]
-    base = actr.base_levels(presentations, now, a.d)
-    usable = np.array([h.embedding is not None and h.similarity is not None for h in hits])
-    vecs = np.stack([h.embedding if h.embedding is not None else np.zeros(768, np.float32) for h in hits])
-    s_i = np.where(usable, actr.spreading_many(vecs, context_vecs, layer_vecs), 0.0)
-    p_i = np.array([a.P * _mismatch(h, want_types) for h in hits])
-    noise = actr.logistic_noise_many(rng, len(hits), a.s)
-    total = base + s_i + p_i + noise
-    p_retrieve = 1.0 / (1.0 + np.exp(-np.clip((total - a.tau) / max(a.s, 1e-9), -50, 50)))
-
-    # The semantic component reflects the match search measured (both arms), not cosine
-    # alone: with a weak embedder cosine throws away what full text found (issue 12).
-    # ACT-R's S_i above keeps pure cosine, as the plan's spreading activation needs.
-    fused = np.array([max(0.0, h.score - w_recency * h.recency) if h.rrf > 0 else 0.0 for h in hits])
-    cosine = np.array([h.similarity if u else np.nan for h, u in zip(hits, usable, strict=True)])
-    semantic = rel.semantic_signal(cfg.semantic_signal, cosine, fused)
-    coact = _coactivation(hits, spread, semantic, cold_seeds)
-    recency = np.array([h.recency for h in hits])
-    emotional = None
-    if emotional_fn is not None:
-        # a memory without a comparable vector stays neutral
-        emotional = np.where(usable, emotional_fn(vecs), rel.NEUTRAL_EMOTION)
-    comps = rel.relevance_components(rng, semantic, coact, emotional, recency)
-    relevance = rel.hybrid_relevance(comps, blend)
-    weighted = (1 - cfg.activation_share) * relevance + cfg.activation_share * p_retrieve
-    return [
-        Recalled(h, actr.ActivationResult(float(base[i]), float(s_i[i]), float(p_i[i]), float(noise[i]),
-                                          float(total[i])),
-                 tuple(float(c) for c in comps[i]), float(relevance[i]), float(weighted[i]),
-                 float(coact[i]), float(p_retrieve[i]))
-        for i, h in enumerate(hits)
-    ]
-
-
-def _coactivation(hits: Sequence[search.SearchHit], spread: dict[int, float], semantic: np.ndarray,
-                  cold_seeds: Sequence[int]) -> np.ndarray:
-    """Each candidate's co-activation: what spreading reached it with. Cold (no context), the
-    best hits stand in for the memories in context, and the seed that matches the cue best
-    (the semantic component) is the memory the cue activates, as co-active as one can be.
-    At 0 (no seed spreads to itself) it trailed the partners the other seeds lent 0.75 to: a
-    fact typed an hour before lost to imported chats co-accessed meanwhile
-    (tests/test_fidelity_process.py). Chosen by rank fusion instead, a weak match in both
-    arms outranked a fact full text alone found."""
-    coact = np.array([spread.get(h.id, 0.0) for h in hits])
-    seeds = set(cold_seeds)
-    seeded = [i for i, h in enumerate(hits) if h.id in seeds]
-    if seeded:
-        coact[max(seeded, key=lambda i: (semantic[i], -i))] = 1.0
-    return coact
-
-
-def _mismatch(hit: search.SearchHit, want_types: Sequence[str]) -> float:
-    """Partial matching (plan §2.7): a wrong memory type is a full mismatch; a vector
-    from another embed model (not comparable yet) half of one."""
-    degree = 0.0
-    if want_types and hit.memory_type not in want_types:
-        degree += 1.0
-    if hit.embedding is not None and hit.similarity is None:
-        degree += 0.5
-    return degree
+def _unasked_immutable(hit: search.SearchHit, cfg: RetrievalSettings) -> bool:
+    """An immutable memory the question did not match: no word of it, no strong cue."""
+    return hit.immutable and hit.fts_rank is None and not (
+        hit.similarity is not None and hit.similarity > cfg.dormant_similarity)
 
 
 def _dormant(hit: search.SearchHit, cfg: RetrievalSettings) -> bool:

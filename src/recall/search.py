@@ -71,6 +71,7 @@ from src.text import clean_text
 __all__ = [
     "Executor", "RankedHit", "RerankResult", "SearchHit",
     "HybridTuning", "fetch_hits", "hybrid_arguments", "normalise_scores", "query_vector", "rerank_hits", "search_hybrid",
+    "similarities",
 ]
 
 log = logging.getLogger(__name__)
@@ -133,14 +134,18 @@ question AS (
 ),
 terms AS MATERIALIZED (
     SELECT (SELECT count(*) FROM (SELECT 1 FROM memories WHERE content_tsv @@ t.q
-                                   LIMIT $11::int) c) AS df, t.q
-    FROM (SELECT ('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS q
-          FROM unnest(tsvector_to_array(to_tsvector('english', left($1::text, 100000)))) AS lexeme) t
+                                   LIMIT $11::int) c) AS df, t.q, t.own
+    -- each lexeme anywhere in the document (q), and in the memory's own text only (own:
+    -- weight A, sql/150)
+    FROM (SELECT (quoted || '''')::tsquery AS q, (quoted || ''':A')::tsquery AS own
+          FROM (SELECT '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') AS quoted
+                FROM unnest(tsvector_to_array(to_tsvector('english', left($1::text, 100000)))) AS lexeme) l
+         ) t
 ),
 weighted AS MATERIALIZED (
-    SELECT q, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
-    FROM (SELECT q, df, GREATEST((SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass),
-                                 max(df) OVER (), 1) AS n
+    SELECT q, own, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
+    FROM (SELECT q, own, df, GREATEST((SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass),
+                                      max(df) OVER (), 1) AS n
           FROM terms) c
 ),
 pool AS MATERIALIZED (
@@ -153,7 +158,10 @@ pool AS MATERIALIZED (
     (SELECT id FROM memories WHERE content_tsv @@ (SELECT tsq FROM question) LIMIT $12::int)
 ),
 fts AS MATERIALIZED (
-    SELECT id, (SELECT sum(w.idf) FROM weighted w WHERE m.content_tsv @@ w.q)::real AS fts_score
+    -- a lexeme of the memory's own text counts fully, one only in its conversation context
+    -- (src/recall/conversation.py) at w_context ($14)
+    SELECT id, (SELECT sum(w.idf * CASE WHEN m.content_tsv @@ w.own THEN 1 ELSE $14::float8 END)
+                  FROM weighted w WHERE m.content_tsv @@ w.q)::real AS fts_score
     FROM pool JOIN memories m USING (id)
     ORDER BY fts_score DESC, id
     LIMIT $4::int
@@ -205,6 +213,22 @@ ORDER BY wanted.ord
 """
 
 
+SIMILARITIES_SQL = """
+SELECT id, GREATEST(1 - (embedding <=> $2::halfvec), 0)::float8 AS cosine
+FROM memories WHERE id = ANY($1::bigint[]) AND embed_model = $3::text
+"""
+
+
+async def similarities(executor: Executor, ids: Sequence[int], query_vec: np.ndarray | Sequence[float] | None,
+                       *, embed_model: str) -> dict[int, float] | None:
+    """Cosine (at least 0) of each memory in `ids` to the question; None without a question
+    vector. Rows without a vector of `embed_model` are left out."""
+    if query_vec is None or not ids:
+        return None
+    rows = await executor.fetch(SIMILARITIES_SQL, list(ids), query_vector(query_vec), embed_model)
+    return {r["id"]: r["cosine"] for r in rows}
+
+
 def query_vector(query_vec: np.ndarray | Sequence[float] | None) -> HalfVector | None:
     if query_vec is None:
         return None
@@ -226,9 +250,12 @@ class HybridTuning:
     w_fulltext: float = 1.0
     w_recency: float = 0.1
     candidates: int = 50
+    # what a question's word found only in a memory's conversation context counts, against
+    # 1 for a word of the memory itself (src/recall/conversation.py)
+    w_context: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("k", "w_vector", "w_fulltext", "w_recency"):
+        for name in ("k", "w_vector", "w_fulltext", "w_recency", "w_context"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -238,7 +265,7 @@ class HybridTuning:
 
 def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
                      embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $13), in order.
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $14), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
     vec = query_vector(query_vec)
@@ -248,7 +275,7 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
                          f"query vector {'given' if vec is not None else 'absent'})")
     text = clean_text(query_text).text
     return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
-            float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP, NEWEST_EXACT)
+            float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP, NEWEST_EXACT, float(t.w_context))
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:

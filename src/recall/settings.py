@@ -62,11 +62,17 @@ class RetrievalSettings(_Section):
     # unflushed scratch rows (what was just said) returned beside the memories (working.py)
     working_k: int = Field(3, ge=0)
     rrf_k: float = Field(60.0, gt=0)
+    # full text: a question's word found only in a memory's conversation context counts this
+    # much of a word of the memory itself (src/recall/conversation.py; bench_realconv --context)
+    context_weight: float = Field(0.5, ge=0, le=1)
     arms: dict[str, ArmWeights] = Field(
         default_factory=lambda: {"default": ArmWeights(), WORDLLAMA: WORDLLAMA_ARMS})
     # No effect measured on real chats (bench_realconv --tune: 0, 0.15 and 0.3 rank alike):
     # a turn heard once days ago has B ≈ -6, so P(retrieve) ≈ 0 for every candidate. Kept.
     activation_share: float = Field(0.3, ge=0, le=1)
+    # a question about the user: what the user stated gets this much over other speakers'
+    # and the mind's words at a similar match (src/recall/scoring.py; bench_paraphrase dev half)
+    user_word: float = Field(0.1, ge=0, le=1)
     # what relevance's semantic component reads: cosine | fused | blend (relevance.py).
     # Real chats' tune half cannot tell blend from fused (48.2% vs 48.5% recall@10, within
     # one paired SE, bench_realconv --tune), so blend stays: on the synthetic set
