@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from src.recall.bulk_import import ImportRecord
-from src.recall.speakers import speaker_of
+from src.recall.speakers import from_label, speaker_of
 from src.text import excerpt
 
 #: Turns before a memory that make its context. Tuned on the tune half of the real
@@ -57,9 +57,15 @@ class Turn:
         return f"{self.speaker}: {text}"
 
 
-def context_text(turns: Sequence[Turn]) -> str | None:
-    """The context column's text for these turns (oldest first); None when there are none."""
+def context_text(turns: Sequence[Turn], speaker: str | None = None) -> str | None:
+    """The context column's text for these turns (oldest first); None when there are none.
+    `speaker`: who said the memory itself, when a person's name (a question names who it
+    asks about, and an imported turn's words do not hold its speaker's name; without it the
+    turn *after* an answer, whose context holds "Jo: …", matched "What did Jo …" and the
+    answer did not)."""
     lines = [t.line() for t in turns if t.text.strip()]
+    if lines and speaker and (who := from_label(speaker)) is not None and who.kind == "person":
+        lines.append(f"({speaker})")
     return "\n".join(lines) or None
 
 
@@ -88,7 +94,7 @@ class Threads:
         else:
             key = conversation
         recent = self._recent.setdefault(key, deque(maxlen=max(self.turns, 1)))
-        context = context_text(list(recent)) if self.turns > 0 else None
+        context = context_text(list(recent), turn.speaker) if self.turns > 0 else None
         recent.append(turn)
         return context
 
