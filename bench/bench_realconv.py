@@ -3,6 +3,7 @@
     python -m bench realconv                 # part of `make bench`
     python -m bench.bench_realconv --tune [CONFIG]   # the grid behind runtime.yaml's values (15–25 min)
     python -m bench.bench_realconv --context         # conversation context: turns and weight
+    python -m bench.bench_realconv --config FILE     # the report with another runtime.yaml
 
 Each conversation is its own store, as one agent's memory of one relationship (the ten
 conversations share people, so one store would mix their lives). Its turns go in through
@@ -37,13 +38,14 @@ separately for the `tune` and `report` conversations, for:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -59,9 +61,10 @@ from src.consolidation.deep.deep_pass import run_deep_pass
 from src.memory.jsonl import parse_line
 from src.providers.factory import Providers, build_providers
 from src.providers.protocols import Embedder, Reranker
+from src.recall import relevance, retrieval, scoring
 from src.recall.bulk_import import ImportRecord, write_batch
 from src.recall.conversation import CONTEXT_TURNS, Threads, follow_record
-from src.recall.relevance import SEMANTIC_SIGNALS
+from src.recall.relevance import COMPONENTS, SEMANTIC_SIGNALS
 from src.recall.retrieval import Retriever
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
@@ -258,16 +261,59 @@ class Evaluation:
         return [lambda s, seed=seed: s.pipeline(cfg, safety, seed) for seed in SEEDS]
 
 
+#: The score components the ablation takes out one at a time (issue 35 item 3).
+ABLATIONS = ("ACT-R", "co-activation", "recency", "noise", "user's word", "decisive full text")
+
+
+@contextlib.contextmanager
+def ablated(name: str, cfg: RetrievalSettings, model: str) -> Iterator[RetrievalSettings]:
+    """The settings without component `name` (and, for the duration, the code paths that
+    carry it patched to a constant: a constant column reorders nothing)."""
+    update: dict = {}
+    constant: dict[int, float] = {}
+    originals = {"coactivation": scoring.coactivation, "components": relevance.relevance_components,
+                 "decisive": retrieval.keep_decisive}
+    if name == "ACT-R":
+        update["activation_share"] = 0.0
+    elif name == "co-activation":
+        scoring.coactivation = lambda hits, *_: np.zeros(len(hits))
+    elif name == "recency":
+        arms = cfg.arm_weights(model).model_copy(update={"w_recency": 0.0})
+        update["arms"] = {**cfg.arms, model: arms}
+        constant[COMPONENTS.index("recency")] = 0.0
+    elif name == "noise":
+        update["act_r"] = cfg.act_r.model_copy(update={"s": 0.0})
+        constant[COMPONENTS.index("noise")] = 0.5
+    elif name == "user's word":
+        update["user_word"] = 0.0
+    elif name == "decisive full text":
+        retrieval.keep_decisive = lambda ranked, keep: ranked
+    if constant:
+        def components(*args, **kwargs):
+            comps = originals["components"](*args, **kwargs)
+            for column, value in constant.items():
+                comps[:, column] = value
+            return comps
+        relevance.relevance_components = components
+    try:
+        yield cfg.model_copy(update=update)
+    finally:
+        scoring.coactivation = originals["coactivation"]
+        relevance.relevance_components = originals["components"]
+        retrieval.keep_decisive = originals["decisive"]
+
+
 def _arms(cfg: RetrievalSettings, model: str) -> tuple[ArmWeights, float]:
     return cfg.arm_weights(model), cfg.rrf_k_for(model)
 
 
-async def run() -> list[dict]:
+async def run(config: str | None = None) -> list[dict]:
+    """Every row of the report; `config`: a runtime.yaml other than ./runtime.yaml."""
     if not (TURNS.exists() and QUESTIONS.exists()):   # not in git: REALTALK has no licence
         return [{"name": "skipped: no bench/data/realconv_*.jsonl (make them: python -m bench.realconv_dataset "
                          "MIRROR, bench/data/README.md)", "value": 0, "unit": "n/a"}]
     started = time.perf_counter()
-    settings = load_settings(env={})
+    settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     cfg = settings.retrieval
     model = providers.embedder.model_name
@@ -293,6 +339,9 @@ async def run() -> list[dict]:
         reranked = "no rerank" if providers.reranker.skipped else "rerank"
         label = f"full pipeline ({reranked}, activation_share {cfg.activation_share:g}; mean of 3 seeds)"
         rows += await ev.rows(label, ev.pipeline_runs(cfg))
+        for name in ABLATIONS:
+            with ablated(name, cfg, model) as variant:
+                rows += await ev.rows(f"  ablation: pipeline without {name}", ev.pipeline_runs(variant))
         for signal in SEMANTIC_SIGNALS:     # the alternatives for the semantic component
             if signal != cfg.semantic_signal:
                 variant = cfg.model_copy(update={"semantic_signal": signal})
@@ -429,5 +478,5 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--tune"]:
         asyncio.run(tune(sys.argv[2] if len(sys.argv) > 2 else None))
     else:
-        for row in asyncio.run(run()):
+        for row in asyncio.run(run(sys.argv[2] if sys.argv[1:2] == ["--config"] else None)):
             print(f"{row['name']}: {row['value']:.1f}" if isinstance(row["value"], float) else row)

@@ -24,6 +24,7 @@ import httpx2
 from src.providers.context_probe import configured_window, window_probe
 from src.providers.context_window import window_of
 from src.providers.costs import CostLedger, MemoryLedger
+from src.providers.embed_minilm import MiniLmEmbedder
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.endpoint_gate import EndpointGate, EndpointGates
 from src.providers.llm import LLMBackend, ResilientLanguageModel
@@ -199,6 +200,8 @@ class _Context:
                                   ledger=self.ledger, model=emb.gemini_model, dimensions=emb.dimensions,
                                   batch_size=emb.batch_size, redactor=self.redactor, clock=self.clock,
                                   max_input_tokens=emb.gemini_max_input_tokens)
+        if choice.kind == "minilm":
+            return MiniLmEmbedder(dimensions=emb.dimensions)
         return WordLlamaEmbedder(config=emb.wordllama_config, dim=emb.wordllama_dim,
                                  dimensions=emb.dimensions, max_tokens=emb.wordllama_max_tokens)
 

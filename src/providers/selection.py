@@ -15,6 +15,9 @@ from typing import Literal
 import httpx2
 
 from src.errors import ConfigError
+from src.providers.embed_minilm import DIM as MINILM_DIM
+from src.providers.embed_minilm import MODEL_NAME as MINILM
+from src.providers.embed_minilm import minilm_files
 from src.providers.embed_wordllama import wordllama_model_name, wordllama_weights
 from src.providers.llm_reflex import NO_LANGUAGE_MODEL
 from src.providers.rerank_fetch import FETCH_HINT
@@ -28,7 +31,7 @@ GEMINI_KEY, ANTHROPIC_KEY = "GEMINI_API_KEY", "ANTHROPIC_API_KEY"
 @dataclass(frozen=True)
 class Choice:
     role: Role
-    kind: str  # gemini | wordllama | flashrank | none | anthropic | openai_compat | reflex
+    kind: str  # gemini | wordllama | minilm | flashrank | none | anthropic | openai_compat | reflex
     model: str | None
     reason: str
     # How to get what is missing: said once at start-up, not with every use of `reason`
@@ -62,6 +65,12 @@ def choose_embeddings(settings: ProvidersSettings, secrets: Secrets) -> Choice:
                           "set it in the environment or use 'auto' or 'wordllama'")
     if emb.provider in ("gemini", "auto") and has_key:
         return Choice("embeddings", "gemini", emb.gemini_model, f"{GEMINI_KEY} found")
+    if emb.provider == "minilm" or (emb.provider == "auto" and emb.offline == "minilm"):
+        files = minilm_files()
+        if isinstance(files, str):
+            raise ConfigError(f"providers.embeddings: the offline MiniLM model cannot be used: {files}")
+        why = "chosen in runtime.yaml" if emb.provider == "minilm" else f"{GEMINI_KEY} not set, offline: minilm"
+        return Choice("embeddings", "minilm", MINILM, f"{why}; offline, {MINILM_DIM}-d zero-padded to {emb.dimensions}")
     weights = wordllama_weights(emb.wordllama_config, emb.wordllama_dim)
     if not weights.is_file():
         raise ConfigError(f"providers.embeddings: wordllama weights missing: {weights}; "
