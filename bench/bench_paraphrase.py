@@ -4,6 +4,7 @@ word with them.
 
     python -m bench paraphrase                 # part of `make bench`
     python -m bench.bench_paraphrase --tune    # the dev half under variants of recall's knobs
+    python -m bench.bench_paraphrase [--tune] --config FILE    # with another runtime.yaml
 
 The labelled set bench/data/paraphrase_facts.jsonl: 200 personal facts a user types (work,
 people, family, pets, health, home, places, travel, plans, tastes, hobbies, money, routine,
@@ -61,6 +62,9 @@ KS = (5, 10, 20)
 SEEDS = (12, 13, 14)
 SPLITS = ("dev", "report")
 RENAMED = {"user": "Sam", "agent": "Alex"}
+#: --tune: arm settings (w_vector, w_recency, rrf_k) to compare; the real conversations'
+#: tune half cannot tell them apart for MiniLM (bench_realconv --tune, notes.md).
+GRID_ARMS = ((0.25, 0.0, 60), (0.5, 0.05, 30), (0.75, 0.1, 30), (1.0, 0.1, 30), (1.0, 0.05, 60), (1.5, 0.1, 30))
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -128,7 +132,8 @@ class Asked:
             hits = await search_hybrid(self.pool, item["question"], vec if vector else None,
                                        embed_model=self.embedder.model_name, limit=20, k=k,
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
-                                       candidates=cfg.candidates, w_context=cfg.context_weight)
+                                       candidates=cfg.candidates, w_context=cfg.context_weight,
+                                       fts_confidence=arms.fts_confidence)
             out.append([h.content for h in hits])
         return out
 
@@ -164,8 +169,9 @@ async def open_store(settings: Settings, embedder: Embedder, items: list[dict], 
     return cm, pool, what, kept
 
 
-async def run() -> list[dict]:
-    settings = load_settings(env={})
+async def run(config: str | None = None) -> list[dict]:
+    """The report's rows; `config`: a runtime.yaml other than ./runtime.yaml."""
+    settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     embedder, cfg = providers.embedder, settings.retrieval
     arms, k = cfg.arm_weights(embedder.model_name), cfg.rrf_k_for(embedder.model_name)
@@ -190,9 +196,9 @@ async def run() -> list[dict]:
     return rows
 
 
-async def tune() -> None:
+async def tune(config: str | None = None) -> None:
     """The dev half under variants of the knobs this set bears on; report is not printed."""
-    settings = load_settings(env={})
+    settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     embedder, base = providers.embedder, settings.retrieval
     items = _jsonl(FACTS)
@@ -201,8 +207,11 @@ async def tune() -> None:
         asked = Asked(pool, embedder, items)
         await asked.prepare()
         print(f"{what}; facts kept {kept} of {len(items)}")
+        model = embedder.model_name
         variants = [("configured", {})] + [(f"user_word {w:g}", {"user_word": w}) for w in (0.0, 0.05, 0.2, 0.3)] + [
-            (f"activation_share {a:g}", {"activation_share": a}) for a in (0.0, 0.15)]
+            (f"activation_share {a:g}", {"activation_share": a}) for a in (0.0, 0.15)] + [
+            (f"arms {wv:g}/{wr:g}/{k:g}", {"arms": {**base.arms, model: ArmWeights(
+                w_vector=wv, w_fulltext=1.0, w_recency=wr, rrf_k=k)}}) for wv, wr, k in GRID_ARMS]
         for label, update in variants:
             cfg = base.model_copy(update=update)
             ranked = [await asked.pipeline(cfg, seed) for seed in SEEDS]
@@ -214,8 +223,9 @@ async def tune() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--tune"]:
-        asyncio.run(tune())
+    config = sys.argv[sys.argv.index("--config") + 1] if "--config" in sys.argv else None
+    if "--tune" in sys.argv:
+        asyncio.run(tune(config))
     else:
-        for row in asyncio.run(run()):
+        for row in asyncio.run(run(config)):
             print(f"{row['name']}: {row['value']:.1f} {row['unit']}")

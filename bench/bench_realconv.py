@@ -8,7 +8,8 @@
 Each conversation is its own store, as one agent's memory of one relationship (the ten
 conversations share people, so one store would mix their lives). Its turns go in through
 the CLI's bulk import path (`write_batch`) with the configured embedder (offline:
-wordllama), one memory per turn:
+MiniLM; `--config` another runtime.yaml), one memory per turn, each session a
+conversation (every turn carries the two before it: src/recall/conversation.py):
 
 - content `"<speaker>: <text>"`: the questions name people ("When did Fahim go for a
   run?"), and in a chat the speaker is who the turn is about; without the name the
@@ -158,7 +159,7 @@ class Store:
                                        embed_model=self.embedder.model_name, limit=20, k=k,
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext,
                                        w_recency=arms.w_recency, candidates=candidates, now=self.now,
-                                       w_context=w_context)
+                                       w_context=w_context, fts_confidence=arms.fts_confidence)
             out.append([h.id for h in hits])
         return out
 

@@ -4,8 +4,9 @@
     python -m bench.bench_recall --tune    # the grid behind runtime.yaml's arms for this model
 
 Imports the 2,395 memories through the CLI's bulk path with the configured embedder
-(offline: wordllama), then asks the 324 questions and reports evidence recall@5/10/20
-(the share of a question's evidence in the top k, averaged) for:
+(offline: MiniLM; `MOLTBOT_CONFIG` names another runtime.yaml), then asks the 324
+questions and reports evidence recall@5/10/20 (the share of a question's evidence in
+the top k, averaged) for:
 
 - the vector arm alone and the full-text arm alone (the hybrid statement with the
   other arm's weight and recency at 0);
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,7 +111,7 @@ class Evaluation:
 
 
 async def run() -> list[dict]:
-    settings = load_settings(env={})
+    settings = load_settings(os.environ.get("MOLTBOT_CONFIG") or None, env={})   # another runtime.yaml
     providers = build_providers(settings.providers, settings.secrets, None, None)
     cfg = settings.retrieval
     async with bench_pool("bench_recall") as pool:
@@ -141,7 +143,7 @@ async def run() -> list[dict]:
 
 async def tune() -> None:
     """Hybrid recall@10 over arm weights and rrf_k on even questions; odd ones held out."""
-    settings = load_settings(env={})
+    settings = load_settings(os.environ.get("MOLTBOT_CONFIG") or None, env={})   # another runtime.yaml
     providers = build_providers(settings.providers, settings.secrets, None, None)
     async with bench_pool("bench_recall_tune") as pool:
         ev = Evaluation(pool, providers.embedder, None, settings.retrieval)

@@ -113,8 +113,9 @@ COMETS = [
 ]
 
 
-@pytest.mark.parametrize(("k", "w_vector", "w_fulltext"), [(60, 1.0, 1.0), (60, 0.7, 1.3), (10, 2.0, 0.5)])
-async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fulltext):
+@pytest.mark.parametrize(("k", "w_vector", "w_fulltext", "confidence"),
+                         [(60, 1.0, 1.0, 0.0), (60, 0.7, 1.3, 0.0), (10, 2.0, 0.5, 0.0), (30, 0.5, 1.0, 0.75)])
+async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fulltext, confidence):
     embedder = HashEmbedder()
     ids = await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in COMETS])
     question = "comet orbit"
@@ -139,15 +140,22 @@ async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fullt
     score = {i: sum(idf[w] for w in has if i in has[w]) for i in set(has["comet"]) | set(has["orbit"])}
     keyword_ids = sorted(score, key=lambda i: (-score[i], i))
     hits = await search_hybrid(pool, question, qvec, embed_model=MODEL, limit=100, k=k,
-                               w_vector=w_vector, w_fulltext=w_fulltext, now=NOW)
+                               w_vector=w_vector, w_fulltext=w_fulltext, now=NOW, fts_confidence=confidence)
     assert [h.id for h in sorted((h for h in hits if h.fts_rank), key=lambda h: h.fts_rank)] == keyword_ids
     assert [h.fts_score for h in sorted((h for h in hits if h.fts_rank), key=lambda h: h.fts_rank)] == \
         pytest.approx([score[i] for i in keyword_ids], rel=1e-6)
     assert len(keyword_ids) == 6
 
+    # full text's evidence: a row's score against `confidence` times a unique word's idf
+    unique = math.log(1 + len(COMETS))
+    evidence = {i: min(1.0, score[i] / (confidence * unique)) for i in score} if confidence else {}
     expected = rrf_fuse({"vector": vector_ids, "keyword": keyword_ids}, k=k,
-                        weights={"vector": w_vector, "keyword": w_fulltext})
-    assert {h.id: h.rrf for h in hits} == expected  # exact, not approximate
+                        weights={"vector": w_vector, "keyword": w_fulltext}, evidence={"keyword": evidence})
+    if confidence:
+        assert min(evidence.values()) < 1.0          # the case tests something
+        assert {h.id: h.rrf for h in hits} == pytest.approx(expected, rel=1e-6)   # fts_score is a real
+    else:
+        assert {h.id: h.rrf for h in hits} == expected  # exact, not approximate
     rrf_max = (w_vector + w_fulltext) / (k + 1)
     for h in hits:
         assert h.score == pytest.approx(h.rrf / rrf_max + 0.1 * h.recency, rel=1e-12)

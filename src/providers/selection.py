@@ -69,7 +69,7 @@ def choose_embeddings(settings: ProvidersSettings, secrets: Secrets) -> Choice:
         files = minilm_files()
         if isinstance(files, str):
             raise ConfigError(f"providers.embeddings: the offline MiniLM model cannot be used: {files}")
-        why = "chosen in runtime.yaml" if emb.provider == "minilm" else f"{GEMINI_KEY} not set, offline: minilm"
+        why = "chosen in runtime.yaml" if emb.provider == "minilm" else f"{GEMINI_KEY} not set"
         return Choice("embeddings", "minilm", MINILM, f"{why}; offline, {MINILM_DIM}-d zero-padded to {emb.dimensions}")
     weights = wordllama_weights(emb.wordllama_config, emb.wordllama_dim)
     if not weights.is_file():

@@ -195,7 +195,7 @@ class Retriever:
         return await search.search_hybrid(
             self.pool, query, query_vec, embed_model=model, limit=cfg.limit, k=cfg.rrf_k_for(model),
             w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
-            candidates=cfg.candidates, w_context=cfg.context_weight, now=now)
+            candidates=cfg.candidates, w_context=cfg.context_weight, fts_confidence=arms.fts_confidence, now=now)
 
     async def _early_spread(self, active_ids: Sequence[int], hops: int, query_vec: np.ndarray | None,
                             now: datetime) -> Spread:

@@ -28,8 +28,13 @@ def rrf_fuse(
     ranked_lists: Mapping[str, Sequence[Id]],
     k: float = RRF_K,
     weights: Mapping[str, float] | None = None,
+    evidence: Mapping[str, Mapping[Id, float]] | None = None,
 ) -> dict[Id, float]:
-    """Fuse ranked lists: score(id) = sum over arms of w_arm / (k + rank), rank from 1.
+    """Fuse ranked lists: score(id) = sum over arms of w_arm · e / (k + rank), rank from 1.
+
+    ``evidence`` (optional) gives an id's factor e in [0, 1] within one arm (missing: 1):
+    the full-text arm's confidence in a row, its score against a share of a unique
+    word's idf (src/recall/search.py, `fts_confidence`).
 
     ``ranked_lists`` maps an arm name ("vector", "keyword") to ids best first.
     ``weights`` defaults to 1.0 per arm; when given it must name every arm in
@@ -55,6 +60,7 @@ def rrf_fuse(
     scores: dict[Id, float] = {}
     for arm, ids in ranked_lists.items():
         w = weights[arm]
+        factors = (evidence or {}).get(arm, {})
         seen: set[Id] = set()
         rank = 0
         for item in ids:
@@ -62,7 +68,7 @@ def rrf_fuse(
                 continue
             seen.add(item)
             rank += 1
-            scores[item] = scores.get(item, 0.0) + w / (k + rank)
+            scores[item] = scores.get(item, 0.0) + w * factors.get(item, 1.0) / (k + rank)
     return dict(sorted(scores.items(), key=lambda kv: -kv[1]))
 
 

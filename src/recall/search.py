@@ -143,7 +143,7 @@ terms AS MATERIALIZED (
          ) t
 ),
 weighted AS MATERIALIZED (
-    SELECT q, own, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
+    SELECT q, own, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf, ln(1 + n) AS idf_unique
     FROM (SELECT q, own, df, GREATEST((SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass),
                                       max(df) OVER (), 1) AS n
           FROM terms) c
@@ -170,9 +170,13 @@ fts_ranked AS (
     SELECT id, fts_score, ROW_NUMBER() OVER (ORDER BY fts_score DESC, id) AS fts_rank FROM fts
 ),
 fused AS (
+    -- a full-text row counts by how strong its evidence is: its score against $15 times the
+    -- idf of a word only one memory holds (1: a rare word; a few common words: less)
     SELECT id, v.vec_rank, f.fts_rank, f.fts_score,
            COALESCE($6::float8 / ($5::float8 + v.vec_rank), 0)
-           + COALESCE($7::float8 / ($5::float8 + f.fts_rank), 0) AS rrf
+           + COALESCE($7::float8
+                      * LEAST(1.0, f.fts_score / NULLIF($15::float8 * (SELECT max(idf_unique) FROM weighted), 0))
+                      / ($5::float8 + f.fts_rank), 0) AS rrf
     FROM vec_ranked v FULL JOIN fts_ranked f USING (id)
 ),
 scored AS (
@@ -253,9 +257,12 @@ class HybridTuning:
     # what a question's word found only in a memory's conversation context counts, against
     # 1 for a word of the memory itself (src/recall/conversation.py)
     w_context: float = 0.5
+    # full text's evidence: a row counts fully in the fusion when its score reaches this share
+    # of the idf of a word only one memory holds, less below it; 0: every row fully
+    fts_confidence: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("k", "w_vector", "w_fulltext", "w_recency", "w_context"):
+        for name in ("k", "w_vector", "w_fulltext", "w_recency", "w_context", "fts_confidence"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -265,7 +272,7 @@ class HybridTuning:
 
 def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
                      embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $14), in order.
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $15), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
     vec = query_vector(query_vec)
@@ -275,7 +282,8 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
                          f"query vector {'given' if vec is not None else 'absent'})")
     text = clean_text(query_text).text
     return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
-            float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP, NEWEST_EXACT, float(t.w_context))
+            float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP, NEWEST_EXACT, float(t.w_context),
+            float(t.fts_confidence))
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:
