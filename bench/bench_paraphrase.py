@@ -32,6 +32,7 @@ import json
 import random
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -122,9 +123,14 @@ class Asked:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, items: list[dict]):
         self.pool, self.embedder, self.items = pool, embedder, items
         self.vectors: list[np.ndarray] = []
+        self.now: datetime | None = None
 
     async def prepare(self) -> None:
+        """The questions' vectors; `now` an hour after the last memory was stored (asked after a
+        restart, not seconds after typing: ACT-R's ages, and so the result, do not depend on
+        how fast the machine ran the bench)."""
         self.vectors = list(await self.embedder.embed([i["question"] for i in self.items], "RETRIEVAL_QUERY"))
+        self.now = await self.pool.fetchval("SELECT max(created_at) FROM memories") + timedelta(hours=1)
 
     async def hybrid(self, arms: ArmWeights, k: float, cfg: RetrievalSettings, vector: bool = True) -> Ranked:
         out = []
@@ -133,7 +139,7 @@ class Asked:
                                        embed_model=self.embedder.model_name, limit=20, k=k,
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
                                        candidates=cfg.candidates, w_context=cfg.context_weight,
-                                       fts_confidence=arms.fts_confidence)
+                                       fts_confidence=arms.fts_confidence, now=self.now)
             out.append([h.content for h in hits])
         return out
 
@@ -143,7 +149,7 @@ class Asked:
         rng = np.random.default_rng(seed)
         out = []
         for item, vec in zip(self.items, self.vectors, strict=True):
-            r = await retriever.retrieve(item["question"], rng=rng, mutate=False, query_vec=vec)
+            r = await retriever.retrieve(item["question"], rng=rng, now=self.now, mutate=False, query_vec=vec)
             out.append([m.hit.content for m in r.memories])
         return out
 

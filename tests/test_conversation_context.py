@@ -44,6 +44,18 @@ def _chat() -> list[dict]:
     return rows
 
 
+async def _found_in_top_5(pool, embedder, seeds: int = 20) -> int:
+    """How many of `seeds` draws of the read-only pipeline (`search`'s path) put the answer in
+    the top 5, asked an hour after the import (ACT-R's ages pinned)."""
+    now = await pool.fetchval("SELECT max(created_at) FROM memories") + timedelta(hours=1)
+    retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings())
+    found = 0
+    for seed in range(seeds):
+        result = await retriever.retrieve(QUESTION, rng=np.random.default_rng(seed), now=now, mutate=False)
+        found += ANSWER in [m.hit.content for m in result.memories]
+    return found
+
+
 async def test_an_imported_answer_is_found_by_the_question_asked_in_the_turn_before_it(pool, db_dsn, tmp_path):
     embedder = HashEmbedder(ignore=STOP_WORDS)
     imported = await cli(db_dsn, "import", str(write_jsonl(tmp_path / "chat.jsonl", _chat())), embedder=embedder)
@@ -52,12 +64,9 @@ async def test_an_imported_answer_is_found_by_the_question_asked_in_the_turn_bef
     assert stored["content"] == ANSWER                      # what is shown stays the turn itself
     assert stored["conversation_context"] == ("Mel: Hey, good to hear from you!\n"
                                              "Mel: What did you get up to last weekend in the Highlands?\n(Jo)")
-    found = 0
-    for seed in range(20):
-        result = await cli(db_dsn, "search", QUESTION, "--k", "5", "--json", "--seed", str(seed), embedder=embedder)
-        assert result.code == 0, result.err
-        found += ANSWER in [r["content"] for r in result.json_lines[0]["results"]]
-    assert found >= 14, result.out           # the pipeline's noise (ACT-R, Dirichlet) moves ranks 4-6
+    assert await _found_in_top_5(pool, embedder) >= 18      # the pipeline's noise may move it once or twice
+    searched = await cli(db_dsn, "search", QUESTION, "--k", "5", "--json", "--seed", "1", embedder=embedder)
+    assert searched.code == 0 and searched.json_lines[0]["results"], searched.err
 
 
 async def test_without_its_context_the_answer_is_not_found(pool, db_dsn, tmp_path):
@@ -66,11 +75,7 @@ async def test_without_its_context_the_answer_is_not_found(pool, db_dsn, tmp_pat
     embedder = HashEmbedder(ignore=STOP_WORDS)
     await cli(db_dsn, "import", str(write_jsonl(tmp_path / "chat.jsonl", _chat())), embedder=embedder)
     await pool.execute("UPDATE memories SET conversation_context = NULL")
-    found = 0
-    for seed in range(20):
-        result = await cli(db_dsn, "search", QUESTION, "--k", "5", "--json", "--seed", str(seed), embedder=embedder)
-        found += ANSWER in [r["content"] for r in result.json_lines[0]["results"]]
-    assert found <= 2
+    assert await _found_in_top_5(pool, embedder) <= 2
 
 
 def test_threads_give_each_turn_the_ones_before_it_in_its_conversation():
