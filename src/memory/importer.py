@@ -274,5 +274,5 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 f"HNSW index {report.index})\n")
     if report.out_of_order:
         s.err.write(f"import: {report.out_of_order} lines came after a later turn of their conversation; "
-                    "each was given the lines before it in the file as its context\n")
+                    "their context is the lines before them in the file\n")
     return 0

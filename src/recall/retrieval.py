@@ -152,10 +152,9 @@ class Retriever:
             hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now, early_spread)
         with _timed(timings, "score"):
             focus = [query_vec] if query_vec is not None else []
-            top = self._awake_top(score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs,
-                                        spread, blend, want_types, arms.w_recency, self.emotional,
-                                        cold_seeds=[] if active_ids else [h.id for h in hits[:cfg.spread_seeds]],
-                                        query=query))
+            seeds = [] if active_ids else [h.id for h in hits[:cfg.spread_seeds]]
+            top = self._awake_top(score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs, spread,
+                                        blend, want_types, arms.w_recency, self.emotional, seeds, query))
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
         if mutate and memories:
