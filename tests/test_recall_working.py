@@ -108,3 +108,28 @@ async def test_the_web_view_shows_what_was_just_said_as_not_consolidated(pool):
         await server.stop()
     assert [(w["scratch_id"], w["consolidated"]) for w in data["working"]] == [(said.scratch_id, False)]
     assert "just said, not yet consolidated" in html and "Captain Biscuit" in html
+
+
+async def test_a_line_flushed_while_recall_runs_comes_back_once(pool, monkeypatch):
+    """Asked right after saying it, the question's own flush may commit the line while recall
+    reads: working memory is read first, so the search after it finds the new memory, and the
+    line comes back once (as the memory), not twice and not lost (a user's try, issue 35)."""
+    from src.recall import search
+    gates = await _gates(pool)
+    await MemoryStore(pool, HashEmbedder()).store_many([NewMemory(f"Someone else's pet story number {i}")
+                                                        for i in range(10)])
+    said = await gates.admit("my neighbour's parrot is called Captain Biscuit", exchange=False)
+    asked = await gates.admit("what is my neighbour's parrot called?", exchange=False)
+    real_search = search.search_hybrid
+
+    async def flush_then_search(*args, **kwargs):
+        await gates.exit.flush(reason="the question's own flush, racing recall")
+        return await real_search(*args, **kwargs)
+
+    monkeypatch.setattr(search, "search_hybrid", flush_then_search)
+    retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
+    result = await retriever.retrieve("what is my neighbour's parrot called?", rng=np.random.default_rng(0),
+                                      exclude_scratch=[asked.scratch_id], mutate=False)
+    found = [m.hit.content for m in result.memories] + [w.content for w in result.working]
+    assert found.count("my neighbour's parrot is called Captain Biscuit") == 1
+    assert said.scratch_id not in [w.scratch_id for w in result.working]     # it is a memory now

@@ -140,10 +140,10 @@ class Retriever:
                 query_vec = await self._embed_query(query, degraded)
         arms = cfg.arm_weights(self.embedder.model_name)
         with _timed(timings, "search"):   # with what does not wait for its hits, side by side
-            hits, early_spread, working, blend = await asyncio.gather(
+            working = await self._working(query, exclude_scratch)
+            hits, early_spread, blend = await asyncio.gather(
                 self._search(query, query_vec, arms, now),
                 self._early_spread(active_ids, hops, query_vec, now) if active_ids else _none(),
-                recall_working(self.pool, query, limit=cfg.working_k, exclude=exclude_scratch),
                 self._blend(rng))
         if searched is not None:
             searched()
@@ -161,7 +161,7 @@ class Retriever:
             await self._mutate(memories, near, now, query if logged_query is None else logged_query, blend,
                                write_behind, timings)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
-                         reranked.reranked, reranked.skipped_reason, degraded, timings, working)
+                         reranked.reranked, reranked.skipped_reason, degraded, timings, _not_recalled(working, memories))
 
     async def _mutate(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
                       blend: np.ndarray, write_behind: WriteBehind | None, timings: dict[str, float]) -> None:
@@ -176,6 +176,12 @@ class Retriever:
             return
         with _timed(timings, "mutation"):
             await mutation()
+
+    async def _working(self, query: str, exclude: Sequence[int]) -> list[WorkingHit]:
+        """Step 8, read before the search, not beside it: a line the exit gate flushes meanwhile
+        is then a memory the later search finds. Side by side, a flush that committed between
+        the two reads lost the line to both (a user asking right after saying it, issue 35)."""
+        return await recall_working(self.pool, query, limit=self.settings.working_k, exclude=exclude)
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         """The query's RETRIEVAL_QUERY vector; None when the embedder fails (full text only,
@@ -297,6 +303,13 @@ class Spread(NamedTuple):
 
     activation: dict[int, float]
     rows: dict[int, search.SearchHit]
+
+
+def _not_recalled(working: list[WorkingHit], memories: list[Recalled]) -> list[WorkingHit]:
+    """Working hits whose words are not a recalled memory's: read first, a line may have been
+    flushed into a memory the search then found."""
+    recalled = {m.hit.content for m in memories}
+    return [w for w in working if w.content not in recalled]
 
 
 def _most_activated(spread: dict[int, float], found: Collection[int], n: int) -> list[int]:
