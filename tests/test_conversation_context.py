@@ -14,6 +14,7 @@ from src.providers.embedding import embed_memories
 from src.recall.conversation import Threads, Turn
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
+from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM, gate_settings
@@ -99,6 +100,7 @@ def test_a_file_without_conversation_ids_is_cut_where_time_jumps():
 async def test_a_live_answer_carries_the_question_the_mind_asked(pool):
     """The user's line carries the mind's reply before it; the mind's reply the user's line."""
     embedder = HashEmbedder()
+    await MemoryStore(pool, embedder).store_many([NewMemory(text) for text in OTHERS])   # something to lose to
     gates = Gates.build(pool, embedder, ScriptedMetaLLM(configured=False), gate_settings(noise_floor=0.0),
                         Safety(), rng=random.Random(3))
     asked = await gates.admit("What do you do for a living?", source_tag="internal_self", exchange=False)
@@ -117,7 +119,7 @@ async def test_a_live_answer_carries_the_question_the_mind_asked(pool):
     assert row["conversation_context"] == "self: What do you do for a living?"
     retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings())
     result = await retriever.retrieve("what do I do for a living?", rng=np.random.default_rng(1), mutate=False)
-    assert row["content"] in [m.hit.content for m in result.memories]
+    assert result.memories[0].hit.content == row["content"]       # found by the question before it
 
 
 async def test_an_exported_context_comes_back_as_it_was(pool, db_dsn, tmp_path):

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from src.errors import MalformedOutput, ProviderUnavailable
-from src.providers.embedding import check_inputs, pad_and_normalise
+from src.errors import ProviderUnavailable
+from src.providers.embedding import check_inputs, offline_vectors
 from src.providers.protocols import TaskType
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,28 @@ def minilm_files() -> tuple[Path, Path] | str:
     return model, tokenizer
 
 
+def mean_pooled(session, tokenizer, texts: Sequence[str], dim: int, output: str | None = None) -> np.ndarray:
+    """(n, dim) sentence vectors from an onnxruntime session of a BERT-style encoder: its last
+    hidden state (`output`, else the first output) averaged over the attention mask, in
+    batches of BATCH sorted by length (a batch pads to similar lengths); input order kept.
+    Also the benchmark's for other ONNX files (bench/bench_embedders.py)."""
+    inputs = {i.name for i in session.get_inputs()}
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), BATCH):
+        rows = order[start:start + BATCH]
+        encodings = tokenizer.encode_batch([texts[i] for i in rows])
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = session.run(None if output is None else [output], feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        out[rows] = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    return out
+
+
 class MiniLmEmbedder:
     """Embedder that runs on the CPU with no network and no key."""
 
@@ -76,7 +98,6 @@ class MiniLmEmbedder:
         self.threads = threads                     # 0: onnxruntime's default (all cores)
         self._session = None
         self._tokenizer = None
-        self._inputs: set[str] = set()
         self._lock = asyncio.Lock()
 
     def _load(self) -> None:
@@ -96,7 +117,6 @@ class MiniLmEmbedder:
         if self.threads:
             options.intra_op_num_threads = self.threads
         self._session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
         log.info("loaded %s", self.model_name)
 
     async def warm_up(self) -> None:
@@ -107,20 +127,7 @@ class MiniLmEmbedder:
                     await asyncio.to_thread(self._load)
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), DIM), dtype=np.float32)
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        for start in range(0, len(texts), BATCH):
-            rows = order[start:start + BATCH]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in rows])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feeds)[0]
-            weights = mask[..., None].astype(np.float32)
-            out[rows] = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return out
+        return mean_pooled(self._session, self._tokenizer, texts, DIM)
 
     async def embed(self, texts: Sequence[str], task_type: TaskType,
                     titles: Sequence[str | None] | None = None) -> np.ndarray:
@@ -129,10 +136,6 @@ class MiniLmEmbedder:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         await self.warm_up()
-        # 256 tokens are rarely more than 2,048 characters: tokenizing a megabyte to keep its
-        # opening is wasted work
-        raw = await asyncio.to_thread(self._run, [t[: MAX_TOKENS * 8] for t in texts])
-        try:
-            return pad_and_normalise(raw, self.dimensions)
-        except ValueError as exc:
-            raise MalformedOutput(f"MiniLM produced an unusable embedding: {exc}", provider=self.provider) from exc
+        # 256 tokens are rarely more than 2,048 characters
+        return await offline_vectors(self._run, texts, max_chars=MAX_TOKENS * 8, dimensions=self.dimensions,
+                                     provider=self.provider)

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from src.errors import MalformedOutput
-from src.providers.embedding import check_inputs, pad_and_normalise
+from src.providers.embedding import check_inputs, offline_vectors
 from src.providers.protocols import TaskType
 
 log = logging.getLogger(__name__)
@@ -82,12 +81,6 @@ class WordLlamaEmbedder:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         await self.warm_up()
-        # tokenizing a megabyte only to keep its first tokens is wasted work: cut the characters
-        # first (a token is rarely longer than 8 characters)
-        cut = [t[: self.max_tokens * 8] for t in texts]
-        raw = await asyncio.to_thread(self._model.embed, cut, norm=False)
-        try:
-            return pad_and_normalise(raw, self.dimensions)
-        except ValueError as exc:
-            raise MalformedOutput(f"wordllama produced an unusable embedding: {exc}",
-                                  provider=self.provider) from exc
+        # a token is rarely longer than 8 characters
+        return await offline_vectors(lambda cut: self._model.embed(cut, norm=False), texts,
+                                     max_chars=self.max_tokens * 8, dimensions=self.dimensions, provider=self.provider)

@@ -7,10 +7,12 @@ SEMANTIC_SIMILARITY; consolidation clustering uses CLUSTERING.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from src.errors import MalformedOutput
 from src.providers.protocols import TASK_TYPES, Embedder
 
 MEMORY_TYPE_PREFIXES: dict[str, str] = {
@@ -99,3 +101,16 @@ def pad_and_normalise(vectors: np.ndarray, dimensions: int) -> np.ndarray:
     if np.any(norms == 0) or not np.all(np.isfinite(norms)):
         raise ValueError("an embedding has zero or non-finite length")
     return out / norms
+
+
+async def offline_vectors(run: Callable[[list[str]], np.ndarray], texts: Sequence[str], *, max_chars: int,
+                          dimensions: int, provider: str) -> np.ndarray:
+    """An in-process model's rows for `texts` (wordllama, MiniLM): each text cut to `max_chars`
+    first (tokenizing a megabyte only to keep its opening tokens is wasted work), `run` in a
+    worker thread (CPU work stays off the event loop), zero-padded to `dimensions` and
+    L2-normalised; an unusable row is MalformedOutput, a provider failure like any other."""
+    raw = await asyncio.to_thread(run, [t[:max_chars] for t in texts])
+    try:
+        return pad_and_normalise(raw, dimensions)
+    except ValueError as exc:
+        raise MalformedOutput(f"{provider} produced an unusable embedding: {exc}", provider=provider) from exc
