@@ -3,6 +3,7 @@
     python -m bench merges                      the rows below (`make bench` runs it too)
     python -m bench.bench_merges --calibrate    the threshold sweep on the calibration half
     python -m bench.bench_merges --show 20      20 random merges of the report half, to read
+    ... --embedder wordllama                    another offline embedder than the default
 
 Data: bench/data/realconv_turns.jsonl (REALTALK: ten pairs of real people messaging for
 21 days; bench/data/README.md says how to make it). Conversations in chat-number order:
@@ -12,7 +13,7 @@ the last five the report half (5,635 turns; only measured).
 Each conversation is its own store, as in bench/bench_realconv.py (one agent's memory of
 one relationship), filled the way `python -m src.memory import` writes: one episodic
 memory per turn, content `"<speaker>: <text>"`, event time the message's, embedded by
-the offline embedder (wordllama). Then one deep pass runs offline (no language model)
+the offline embedder (`--embedder`, default the configured `providers.embeddings.offline`). Then one deep pass runs offline (no language model)
 with every turn a merge candidate (`merge_candidates` = the turns, as enough hourly
 passes would make them).
 
@@ -46,14 +47,14 @@ from datetime import datetime
 import asyncpg
 import numpy as np
 
-from bench.common import bench_pool
+from bench.common import OFFLINE_EMBEDDERS, bench_pool, offline_embedder
 from bench.realconv_dataset import TURNS
 from src.consolidation.clustering import content_words, leader_clusters, words
 from src.consolidation.deep import clusters_repository, memories_repository
 from src.consolidation.deep.deep_pass import run_deep_pass
 from src.consolidation.deep.merge import EMBED_BATCH, PREFILTER_MARGIN, merge_groups
 from src.consolidation.settings import ConsolidationSettings, DeepSettings, SimilarityThresholds
-from src.providers.embed_wordllama import WordLlamaEmbedder
+from src.providers.protocols import Embedder
 from src.recall import hnsw
 from src.recall.bulk_import import ImportRecord, write_batch
 from src.recall.store import NewMemory
@@ -80,7 +81,7 @@ def halves() -> tuple[list[Conversation], list[Conversation]]:
     return convs[:HALF_CONVERSATIONS], convs[HALF_CONVERSATIONS:]
 
 
-async def import_turns(pool: asyncpg.Pool, embedder: WordLlamaEmbedder, turns: Conversation) -> None:
+async def import_turns(pool: asyncpg.Pool, embedder: Embedder, turns: Conversation) -> None:
     """The turns as bench_realconv imports them (index dropped, then rebuilt, as `--index auto`)."""
     await hnsw.drop_index(pool)
     records = [ImportRecord(NewMemory(f"{t['speaker']}: {t['text']}", event_time=datetime.fromisoformat(t["time"]),
@@ -107,7 +108,7 @@ class Candidates:
         return [i for i, mid in enumerate(self.ids) if mid in keep]
 
 
-async def candidates(pool: asyncpg.Pool, embedder: WordLlamaEmbedder, n: int, loosest: float) -> Candidates:
+async def candidates(pool: asyncpg.Pool, embedder: Embedder, n: int, loosest: float) -> Candidates:
     """The merge phase's reads (merge.find_clusters) at the loosest threshold to be tried."""
     rows = await clusters_repository.merge_candidates(pool, embedder.model_name, n, DeepSettings().merge_neighbours,
                                              loosest - PREFILTER_MARGIN)
@@ -174,7 +175,7 @@ class Half:
     merged: list[tuple[str, list[str]]] = field(default_factory=list)   # (merged text, sources)
 
 
-async def measure(name: str, convs: list[Conversation], embedder: WordLlamaEmbedder) -> Half:
+async def measure(name: str, convs: list[Conversation], embedder: Embedder) -> Half:
     """One offline deep pass per conversation of a half; the before rule on the same candidates."""
     half = Half()
     for n, turns in enumerate(convs):
@@ -209,19 +210,19 @@ def rows_of(name: str, half: Half, after: SimilarityThresholds) -> list[dict]:
     return rows
 
 
-async def run() -> list[dict]:
+async def run(embedder_name: str | None = None) -> list[dict]:
     if not TURNS.exists():      # `make bench` goes on without it (REALTALK is not committed)
         return [{"name": f"skipped: {TURNS.name} missing (bench/data/README.md)", "value": 0, "unit": ""}]
-    embedder = WordLlamaEmbedder()
+    embedder = offline_embedder(embedder_name)
     after = ConsolidationSettings().thresholds_for(embedder.model_name)
     calibration, report = halves()
     return (rows_of("calibration", await measure("calibration", calibration, embedder), after)
             + rows_of("report", await measure("report", report, embedder), after))
 
 
-async def calibrate() -> None:
+async def calibrate(embedder_name: str | None = None) -> None:
     """Print the sweep's merges, superseded turns and false merges on the calibration half."""
-    embedder = WordLlamaEmbedder()
+    embedder = offline_embedder(embedder_name)
     convs, _ = halves()
     found = []
     for n, turns in enumerate(convs):
@@ -239,10 +240,10 @@ async def calibrate() -> None:
                   f"{100.0 * o.false / total:7.2f}")
 
 
-async def show(n: int) -> None:
+async def show(n: int, embedder_name: str | None = None) -> None:
     """Print `n` random merges of the report half: the merged text, then each source."""
     _, convs = halves()
-    half = await measure("show", convs, WordLlamaEmbedder())
+    half = await measure("show", convs, offline_embedder(embedder_name))
     for merged, sources in random.Random(22).sample(half.merged, min(n, len(half.merged))):
         print(f"MERGED: {merged}")
         for s in sources:
@@ -253,13 +254,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_merges", description=__doc__.splitlines()[0])
     parser.add_argument("--calibrate", action="store_true", help="the threshold sweep on the calibration half")
     parser.add_argument("--show", type=int, metavar="N", help="print N random merges of the report half")
+    parser.add_argument("--embedder", choices=OFFLINE_EMBEDDERS,
+                        help="the offline embedder (default: providers.embeddings.offline's default)")
     args = parser.parse_args(argv)
     if args.calibrate:
-        asyncio.run(calibrate())
+        asyncio.run(calibrate(args.embedder))
     elif args.show:
-        asyncio.run(show(args.show))
+        asyncio.run(show(args.show, args.embedder))
     else:
-        for row in asyncio.run(run()):
+        for row in asyncio.run(run(args.embedder)):
             print(row)
     return 0
 

@@ -2,12 +2,13 @@
 of chatter dropped, of questions left unstored — through the real gates.
 
     python -m bench user_facts
+    python -m bench.bench_user_facts --embedder wordllama
 
 The labelled set bench/data/utterances.jsonl (367 lines a user types: fact, chatter,
 question; written apart from src/gates/utterance.py, split dev / report: the word
 lists were adjusted on dev only) goes through the entry gate one line at a time
 (`Gates.admit`, as the loop does: a short line may be skipped there) and one exit
-flush, with the offline embedder (wordllama), no language model, the shipped noise
+flush, with the offline embedder (the configured one; `--embedder wordllama|minilm`), no language model, the shipped noise
 floor (5%, seeded) and the shipped thresholds, into two stores:
 
 - a mature store: 1,500 memories of other people's chat (bench/data/recall_memories.jsonl),
@@ -21,19 +22,21 @@ attends to a line; here each line's own embedding, as the loop's winner embeddin
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import random
 import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.common import bench_pool
+from bench.common import OFFLINE_EMBEDDERS, bench_pool, offline_embedder
 from src.config import load_settings
 from src.gates.memory_gate import Gates
 from src.memory.jsonl import parse_line
-from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.embedding import embed_memories
 from src.providers.llm_reflex import ReflexLanguageModel
+from src.providers.protocols import Embedder
 from src.recall.bulk_import import write_batch
 from src.weights.safety import Safety
 
@@ -43,7 +46,7 @@ CHAT = DATA / "recall_memories.jsonl"
 KEPT = {"persist", "persist_flag", "reinforce"}
 
 
-async def _one_store(size: int, rows: list[dict], embedder: WordLlamaEmbedder) -> Counter:
+async def _one_store(size: int, rows: list[dict], embedder: Embedder) -> Counter:
     settings = load_settings()
     async with bench_pool(f"bench_user_facts_{size}") as pool:
         lines = CHAT.read_text(encoding="utf-8").splitlines()[:size]
@@ -82,9 +85,9 @@ async def _one_store(size: int, rows: list[dict], embedder: WordLlamaEmbedder) -
         return out
 
 
-async def run() -> list[dict]:
+async def run(embedder_name: str | None = None) -> list[dict]:
     rows = [json.loads(line) for line in UTTERANCES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    embedder = WordLlamaEmbedder()
+    embedder = offline_embedder(embedder_name)
     out = []
     for size, name in ((1500, "mature (1,500)"), (100, "young (100)")):
         counts = await _one_store(size, rows, embedder)
@@ -96,3 +99,16 @@ async def run() -> list[dict]:
                 out.append({"name": f"{name} {split}: {label} {what}", "value": round(100 * share, 1),
                             "unit": f"% of {n}"})
     return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_user_facts", description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", choices=OFFLINE_EMBEDDERS,
+                        help="the offline embedder (default: providers.embeddings.offline's default)")
+    for row in asyncio.run(run(parser.parse_args(argv).embedder)):
+        print(f"{row['name']:<40} {row['value']:>6} {row['unit']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -15,8 +15,14 @@ import asyncpg
 from src.db.embedded import start_embedded
 from src.db.migrations import apply_migrations
 from src.db.pool import create_pool
+from src.providers.embed_minilm import MiniLmEmbedder
+from src.providers.embed_wordllama import WordLlamaEmbedder
+from src.providers.protocols import Embedder
+from src.providers.settings import EmbeddingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
+#: `--embedder` choices of the benchmarks that take one.
+OFFLINE_EMBEDDERS = ("wordllama", "minilm")
 HNSW_DDL = ("CREATE INDEX idx_memories_embedding ON memories "
             "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 128)")
 
@@ -89,3 +95,10 @@ async def durable_pool(prefix: str, *, max_size: int = 4) -> AsyncIterator[async
         if pool is not None:
             await pool.close()
         server.cleanup()
+
+
+def offline_embedder(name: str | None = None) -> Embedder:
+    """The offline embedder `name` (wordllama | minilm), by default the shipped
+    `providers.embeddings.offline`."""
+    name = name or EmbeddingSettings().offline
+    return MiniLmEmbedder() if name == "minilm" else WordLlamaEmbedder()

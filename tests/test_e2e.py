@@ -66,8 +66,14 @@ async def test_twenty_message_conversation_leaves_an_inspectable_mind(db_dsn, tm
         kept = await conn.fetchval("SELECT count(*) FROM memories WHERE source_tag = 'external_user'")
         assert kept >= 15                       # the permissive newborn gate keeps what the user says
         assert await conn.fetchval("SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL") == 0
+        # later turns bring back what earlier turns said: from the store once the flush has
+        # written it, from working memory (the unflushed scratch) until then — which of the
+        # two depends on how far the background flush got while the burst was answered
         recalled = await conn.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'")
-        assert recalled > 0                     # later questions recalled earlier memories
+        said_before = [[m for m in CONVERSATION if m in "\n".join(r["attention_focus"] for r in cycles[:i])]
+                       for i in range(len(cycles))]
+        brought_back = [m for i, r in enumerate(cycles) for m in said_before[i] if f"  - {m}" in r["output"]]
+        assert recalled > 0 or brought_back, [r["output"] for r in cycles]
         decisions = await conn.fetchval("SELECT count(*) FROM gate_decisions")
         assert decisions >= 20
     finally:

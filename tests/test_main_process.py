@@ -16,8 +16,8 @@ async def test_help_and_quit(db_dsn):
     assert result.returncode == 0, result.stderr.decode()
     lines = out.splitlines()
     assert lines[0].startswith("database: PostgreSQL at postgresql://postgres:***@/")
-    assert lines[1] == ("embeddings: wordllama wordllama-l2-supercat-256 "
-                        "(GEMINI_API_KEY not set; offline, 256-d zero-padded to 768)")
+    assert lines[1] == ("embeddings: minilm minilm-l6-v2-int8 "
+                        "(GEMINI_API_KEY not set; offline, 384-d zero-padded to 768)")
     assert lines[2].startswith("reranker: none (model folder missing: ")
     assert lines[3] == ("system1: reflex (no language model is configured: "
                         "GEMINI_API_KEY not set, llm.base_url not set)")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from tests.proc import ROOT, agent_env, noiseless_config
 from tests.test_fidelity_process import _memory_cli, _say_one_at_a_time
 
@@ -38,18 +36,8 @@ def _other_peoples_chat(path: Path, n: int) -> Path:
     return path
 
 
-def _minilm_config(tmp_path: Path) -> Path:
-    """The shipped settings (noise floor 0: tests/proc.noiseless_config) with the offline
-    embedder that reads sentences, MiniLM."""
-    path = noiseless_config(tmp_path)
-    runtime = yaml.safe_load(path.read_text(encoding="utf-8"))
-    runtime["providers"]["embeddings"]["offline"] = "minilm"
-    path.write_text(yaml.safe_dump(runtime), encoding="utf-8")
-    return path
-
-
 async def test_ten_facts_are_found_by_questions_in_other_words_after_a_restart(db_dsn, tmp_path: Path):
-    config = _minilm_config(tmp_path)
+    config = noiseless_config(tmp_path)     # the shipped settings: the offline embedder MiniLM
     env = agent_env(DATABASE_URL=db_dsn, MOLTBOT_CONFIG=str(config))
     imported = _memory_cli(env, "import", str(_other_peoples_chat(tmp_path / "chat.jsonl", 1500)))
     assert imported.returncode == 0, imported.stderr.decode()[-2000:]

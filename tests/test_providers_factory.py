@@ -54,7 +54,7 @@ def test_an_empty_providers_section_is_valid():
 
 def test_report_without_any_key():
     assert describe_providers(settings(), Secrets()) == [
-        "embeddings: wordllama wordllama-l2-supercat-256 (GEMINI_API_KEY not set; offline, 256-d "
+        "embeddings: minilm minilm-l6-v2-int8 (GEMINI_API_KEY not set; offline, 384-d "
         "zero-padded to 768)",
         f"reranker: none ({MISSING_MODEL}; rerank stage skipped; "
         "`make models` fetches it once, where there is network access)",
@@ -110,7 +110,7 @@ def test_impossible_explicit_choices_are_config_errors(sections, message):
 
 def test_build_without_keys_is_fully_offline():
     providers = build_providers(settings(), Secrets(), None, "s1")
-    assert isinstance(providers.embedder, WordLlamaEmbedder)
+    assert isinstance(providers.embedder, MiniLmEmbedder)
     assert isinstance(providers.reranker, SkippedReranker)
     assert providers.reranker.skip_reason == f"{MISSING_MODEL}; rerank stage skipped"
     assert isinstance(providers.system1, ReflexLanguageModel) and providers.system1.configured is False
@@ -118,13 +118,19 @@ def test_build_without_keys_is_fully_offline():
     assert providers.report == describe_providers(settings(), Secrets())
 
 
-@pytest.mark.parametrize("sections", [{"embeddings": {"offline": "minilm"}},
-                                      {"embeddings": {"provider": "minilm"}}])
-def test_the_offline_sentence_embedder_is_chosen_by_setting(sections):
+@pytest.mark.parametrize("sections", [{"embeddings": {"offline": "wordllama"}},
+                                      {"embeddings": {"provider": "wordllama"}}])
+def test_the_static_word_embedder_is_chosen_by_setting(sections):
     providers = build_providers(settings(**sections), Secrets(), None, "s1")
+    assert isinstance(providers.embedder, WordLlamaEmbedder)
+    assert providers.report[0].startswith("embeddings: wordllama wordllama-l2-supercat-256 (")
+    assert "offline, 256-d zero-padded to 768" in providers.report[0]
+
+
+def test_the_sentence_embedder_is_chosen_by_name_with_a_key_set():
+    providers = build_providers(settings(embeddings={"provider": "minilm"}), BOTH, None, "s1")
     assert isinstance(providers.embedder, MiniLmEmbedder)
     assert providers.report[0].startswith("embeddings: minilm minilm-l6-v2-int8 (")
-    assert "offline, 384-d zero-padded to 768" in providers.report[0]
 
 
 async def test_minilm_embeds_offline_with_unit_rows_and_reads_sentences():

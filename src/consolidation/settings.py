@@ -194,8 +194,23 @@ WORDLLAMA = "wordllama-l2-supercat-256"
 WORDLLAMA_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.6, insight_citation=0.1)
 
 
+#: The sentence embedder's `embed_model` (src/providers/embed_minilm.py).
+MINILM = "minilm-l6-v2-int8"
+#: Measured the same way on the same calibration half (`bench_merges --calibrate --embedder
+#: minilm`; the rest ad hoc, notes.md "Thresholds per embedder"). Merge 0.8 / overlap 0.8 as
+#: wordllama's: 90 turns superseded, 17 false (0.51%); 0.75 finds 6 more, 2 of them false.
+#: Theme 0.65: 96.4% of a theme's members share a content word with its centre, as wordllama's
+#: at 0.6 (96.2%); MiniLM at 0.6: 95.2% with 60% more members. contradiction_pair 0.75: the
+#: negation pairs' CLUSTERING cosines run higher than wordllama's (p25 0.80 vs 0.68), so 0.75
+#: keeps nearly all of them, scanning 28% of the turns (wordllama at 0.7: 21%). insight_citation
+#: 0.15: an evidence turn at or above it 87.5%, another turn of its conversation 19.2%
+#: (wordllama at 0.1: 89.7% / 22.6%).
+MINILM_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.65, contradiction_pair=0.75,
+                                         insight_citation=0.15)
+
+
 def _default_thresholds() -> dict[str, SimilarityThresholds]:
-    return {DEFAULT_MODEL_KEY: SimilarityThresholds(), WORDLLAMA: WORDLLAMA_THRESHOLDS}
+    return {DEFAULT_MODEL_KEY: SimilarityThresholds(), WORDLLAMA: WORDLLAMA_THRESHOLDS, MINILM: MINILM_THRESHOLDS}
 
 
 class ConsolidationSettings(_Section):

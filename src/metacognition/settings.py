@@ -52,9 +52,12 @@ class ReflectionSettings(BaseModel):
 
     k: int = Field(3, ge=1, le=20)
     # Cosine floor per embed model ("default" for any other); depends on the model.
-    # wordllama-l2-supercat-256 measured: related focus 0.43–0.54, unrelated <= 0.24. Measure
-    # gemini-embedding-001 before trusting "default" with it (its cosines run higher).
-    min_similarity: dict[str, float] = Field(default_factory=lambda: {"default": 0.35})
+    # wordllama-l2-supercat-256 measured: related focus 0.43–0.54, unrelated <= 0.24. MiniLM
+    # 0.4: a question's best match in another conversation passes it as often (29%) as
+    # wordllama's passes 0.35 (28%; REALTALK, ad hoc: notes.md "Thresholds per embedder").
+    # Measure gemini-embedding-001 before trusting "default" with it (its cosines run higher).
+    min_similarity: dict[str, float] = Field(
+        default_factory=lambda: {"default": 0.35, "minilm-l6-v2-int8": 0.4})
     block_field_chars: int = Field(300, ge=40)     # per field in the injected block
     source_confidence: float = Field(0.8, ge=0, le=1)
 

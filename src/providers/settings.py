@@ -18,10 +18,10 @@ class _Section(BaseModel):
 
 class EmbeddingSettings(_Section):
     provider: Literal["auto", "gemini", "wordllama", "minilm"] = "auto"
-    # what `auto` uses without GEMINI_API_KEY: wordllama (static word vectors, thousands of
-    # texts a second) or minilm (a small sentence transformer: finds facts asked in other
-    # words, ~100 texts a second; src/providers/embed_minilm.py, notes.md)
-    offline: Literal["wordllama", "minilm"] = "wordllama"
+    # what `auto` uses without GEMINI_API_KEY: minilm (a small sentence transformer: finds
+    # facts asked in other words, ~100 texts a second; src/providers/embed_minilm.py) or
+    # wordllama (static word vectors, thousands of texts a second, weak on paraphrase; notes.md)
+    offline: Literal["wordllama", "minilm"] = "minilm"
     gemini_model: str = "gemini-embedding-001"
     # Width of the `halfvec(768)` column (sql/001); smaller embeddings are zero-padded to it.
     # Fixed: another width would store every memory without a vector. Changing it is a
