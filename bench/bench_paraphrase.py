@@ -49,6 +49,7 @@ from src.providers.protocols import Embedder
 from src.recall.bulk_import import write_batch
 from src.recall.conversation import Threads, follow_record
 from src.recall.retrieval import Retriever
+from src.recall.scoring import about_user
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
 from src.weights.safety import Safety
@@ -139,7 +140,8 @@ class Asked:
                                        embed_model=self.embedder.model_name, limit=20, k=k,
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
                                        candidates=cfg.candidates, w_context=cfg.context_weight,
-                                       fts_confidence=arms.fts_confidence, now=self.now)
+                                       fts_confidence=arms.fts_confidence,
+                                       w_own=arms.w_own if about_user(item["question"]) else 0.0, now=self.now)
             out.append([h.content for h in hits])
         return out
 
@@ -214,7 +216,10 @@ async def tune(config: str | None = None) -> None:
         await asked.prepare()
         print(f"{what}; facts kept {kept} of {len(items)}")
         model = embedder.model_name
-        variants = [("configured", {})] + [(f"user_word {w:g}", {"user_word": w}) for w in (0.0, 0.05, 0.2, 0.3)] + [
+        arms = base.arm_weights(model)
+        variants = [("configured", {})] + [(f"w_own {w:g}", {"arms": {**base.arms, model: arms.model_copy(
+            update={"w_own": w})}}) for w in (0.0, 0.25, 0.5, 1.0)] + [
+            (f"user_word {w:g}", {"user_word": w}) for w in (0.0, 0.05, 0.2, 0.3)] + [
             (f"activation_share {a:g}", {"activation_share": a}) for a in (0.0, 0.15)] + [
             (f"arms {wv:g}/{wr:g}/{k:g}", {"arms": {**base.arms, model: ArmWeights(
                 w_vector=wv, w_fulltext=1.0, w_recency=wr, rrf_k=k)}}) for wv, wr, k in GRID_ARMS]

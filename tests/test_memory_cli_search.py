@@ -53,7 +53,7 @@ async def test_search_json_has_every_component_and_changes_nothing(pool, db_dsn,
     assert list(top) == SEARCH_KEYS
     assert top["content"] == FACTS[0] and top["metadata"] == {"n": 0}
     assert list(top["search"]) == ["score", "rrf", "vector_rank", "cosine", "fulltext_rank", "fulltext_score",
-                                   "recency"]
+                                   "own_rank", "recency"]
     assert list(top["act_r"]) == ["B", "S", "P", "noise", "A", "p_retrieve"]
     assert top["search"]["fulltext_rank"] == 1 and top["search"]["vector_rank"] == 1
     a = top["act_r"]

@@ -502,3 +502,55 @@ async def test_check_novelty_returns_the_nearest_memories_of_the_same_model(pool
     assert near[0].similarity >= near[1].similarity >= near[2].similarity
     assert set(m.id for m in near) <= set(ids)  # the old model's identical text is never compared
     assert await check_novelty(pool, vec, "no-such-model") == []
+
+
+# --- the own arm: the user's statements, for a question about the user (issue 35) -----------
+
+async def test_the_own_arm_ranks_the_users_statements_apart_from_other_speakers(pool):
+    """Other people's imported lines and the mind's own crowd the vector arm's candidates;
+    the own arm ranks the user's statements among themselves (speaker_of's rule: a
+    `metadata.speaker` string names the speaker, "user" in any case is the user, else the
+    source tag), and its rank enters the fusion at `w_own`, and rrf_max with it."""
+    embedder = HashEmbedder()
+    store = MemoryStore(pool, embedder)
+    await store.store_many([NewMemory(f"garden bees garden bees note {i}", metadata={"speaker": "Sam"})
+                            for i in range(12)])
+    said = await store.store("garden bees garden bees I told you", source_tag="internal_self")
+    fact = await store.store("my garden has bees and a pond")
+    labelled = await store.store("the bees swarmed over the garden wall", metadata={"speaker": " User "})
+    unrelated = await store.store("I like strong tea in the morning")
+    question = "garden bees"
+    qvec = await _query_vec(embedder, question)
+    tuning = {"embed_model": MODEL, "now": NOW, "limit": 5, "candidates": 5, "k": 60, "w_fulltext": 0.0,
+              "w_recency": 0.0}
+
+    off = await search_hybrid(pool, question, qvec, **tuning)
+    assert fact not in [h.id for h in off] and all(h.own_rank is None for h in off)
+
+    hits = await search_hybrid(pool, question, qvec, w_own=1.0, **tuning | {"limit": 30})
+    own = sorted((h for h in hits if h.own_rank is not None), key=lambda h: h.own_rank)
+    assert {h.id for h in own} == {fact, labelled, unrelated}       # not Sam's lines, not the mind's
+    assert said not in {h.id for h in own}
+    by_id = {h.id: h for h in hits}
+    for h in own:
+        expected = 1.0 / (60 + h.own_rank) + (1.0 / (60 + h.vec_rank) if h.vec_rank else 0.0)
+        assert h.rrf == pytest.approx(expected, rel=1e-12)
+        assert h.score == pytest.approx(h.rrf / (2.0 / 61), rel=1e-12)   # rrf_max: both arms that ran
+    assert by_id[unrelated].own_rank == 3
+    top5 = await search_hybrid(pool, question, qvec, w_own=1.0, **tuning)
+    assert fact in [h.id for h in top5]
+
+
+async def test_the_own_arm_reads_the_partial_index_of_the_users_lines(pool):
+    """sql/151's predicate and the search's are the same: the planner can use the index."""
+    embedder = HashEmbedder()
+    await MemoryStore(pool, embedder).store_many([NewMemory(f"line {i}") for i in range(30)])
+    args = hybrid_arguments("what do I grow", await _query_vec(embedder, "what do I grow"),
+                            embed_model=MODEL, w_own=1.0)
+    async with pool.acquire() as conn:
+        await conn.execute("SET enable_seqscan = off")
+        try:
+            plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {HYBRID_SQL}", *args))
+        finally:
+            await conn.execute("RESET ALL")
+    assert "idx_memories_user_stated" in plan

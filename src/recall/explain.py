@@ -26,7 +26,7 @@ def result_json(r: Recalled) -> dict[str, Any]:
         "center": _num(h.alpha / (h.alpha + h.beta)), "alpha": h.alpha, "beta": h.beta,
         "search": {"score": _num(h.score), "rrf": _num(h.rrf, 6), "vector_rank": h.vec_rank,
                    "cosine": _num(h.similarity), "fulltext_rank": h.fts_rank,
-                   "fulltext_score": _num(h.fts_score, 6), "recency": _num(h.recency)},
+                   "fulltext_score": _num(h.fts_score, 6), "own_rank": h.own_rank, "recency": _num(h.recency)},
         "act_r": {"B": _num(a.B), "S": _num(a.S), "P": _num(a.P), "noise": _num(a.noise),
                   "A": _num(a.total), "p_retrieve": _num(r.p_retrieve)},
         "relevance": {"components": {c: _num(v) for c, v in zip(rel.COMPONENTS, r.components, strict=True)},

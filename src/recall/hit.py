@@ -38,4 +38,5 @@ class SearchHit:
     rrf: float
     recency: float
     score: float                      # rrf / rrf_max + w_recency * recency
+    own_rank: int | None = None       # rank among the user's own statements (a question about the user)
 

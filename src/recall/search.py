@@ -28,6 +28,10 @@ exit gate's novelty lookup is src/gates/novelty.py.
   `&|!()` in a question cannot change the query's shape. A question of stop words
   only gives a NULL tsquery: the arm returns nothing, with no error and no NOTICE
   (to_tsquery would print one). Rows of every embed model are found here;
+* own arm (a question about the user, `w_own` > 0): the user's own statements (sql/151),
+  the newest OWN_EXACT of them compared exactly. Among thousands of imported chat lines and
+  the mind's own, a fact the user stated and later asks about in other words is rarely in
+  the vector arm's candidates; among the user's own lines it is near the top;
 * fusion: RRF, w_arm / (k + rank), summed over the arms a row appears in: exactly
   src/recall/rrf.rrf_fuse, which the tests hold the SQL against;
 * recency: EXP(-0.693 * age / 604800.0), a 7-day half-life, age measured from
@@ -98,6 +102,16 @@ COMMON_ROWS_CAP = 2000
 #: iterative scan) held none of them; one was 45th for its own vector. What the user said
 #: last is what they expect back first. Cost at 100k: +2.1 ms a search (+1.5 for 500).
 NEWEST_EXACT = 1000
+#: The user's newest statements the own arm compares exactly (a question about the user):
+#: the facts a person states are a small share of their lines, and every line of theirs up
+#: to this many is a candidate. Older ones are still found by the other two arms.
+OWN_EXACT = 2000
+#: Whether a row is the user's own line: src/recall/speakers.speaker_of in SQL, word for word
+#: the predicate of sql/151's partial index (so the planner can use it).
+USER_STATED = """CASE WHEN jsonb_typeof(metadata -> 'speaker') = 'string'
+                    AND btrim(metadata ->> 'speaker', E' \t\n\r') <> ''
+               THEN lower(btrim(metadata ->> 'speaker', E' \t\n\r')) = 'user'
+               ELSE source_tag = 'external_user' END"""
 
 _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weight_alpha AS alpha,
            m.depth_weight_beta AS beta, m.immutable, m.source_tag, m.source_confidence,
@@ -169,21 +183,36 @@ fts AS MATERIALIZED (
 fts_ranked AS (
     SELECT id, fts_score, ROW_NUMBER() OVER (ORDER BY fts_score DESC, id) AS fts_rank FROM fts
 ),
+own AS MATERIALIZED (
+    -- the user's own statements (OWN_EXACT): only for a question about the user ($16 > 0)
+    SELECT id, embedding <=> $2::halfvec AS distance
+    FROM (SELECT id, embedding FROM memories
+           WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND """ + USER_STATED + r"""
+             AND embed_model = $3::text
+           ORDER BY id DESC
+           LIMIT $17::int) newest
+    ORDER BY 2, 1
+    LIMIT $4::int
+),
+own_ranked AS (
+    SELECT id, ROW_NUMBER() OVER (ORDER BY distance, id) AS own_rank FROM own
+),
 fused AS (
     -- a full-text row counts by how strong its evidence is: its score against $15 times the
     -- idf of a word only one memory holds (1: a rare word; a few common words: less)
-    SELECT id, v.vec_rank, f.fts_rank, f.fts_score,
+    SELECT id, v.vec_rank, f.fts_rank, f.fts_score, o.own_rank,
            COALESCE($6::float8 / ($5::float8 + v.vec_rank), 0)
            + COALESCE($7::float8
                       * LEAST(1.0, f.fts_score / NULLIF($15::float8 * (SELECT max(idf_unique) FROM weighted), 0))
-                      / ($5::float8 + f.fts_rank), 0) AS rrf
-    FROM vec_ranked v FULL JOIN fts_ranked f USING (id)
+                      / ($5::float8 + f.fts_rank), 0)
+           + COALESCE($16::float8 / ($5::float8 + o.own_rank), 0) AS rrf
+    FROM vec_ranked v FULL JOIN fts_ranked f USING (id) FULL JOIN own_ranked o USING (id)
 ),
 scored AS (
     SELECT """ + _MEMORY_COLUMNS + r""",
            CASE WHEN m.embed_model = $3::text THEN 1 - (m.embedding <=> $2::halfvec) END
                AS similarity,
-           u.vec_rank, u.fts_rank, u.fts_score, u.rrf,
+           u.vec_rank, u.fts_rank, u.fts_score, u.own_rank, u.rrf,
            EXP(-0.693 * GREATEST(EXTRACT(EPOCH FROM
                    COALESCE($9::timestamptz, now())
                    - COALESCE(m.last_accessed, m.event_time, m.created_at))::float8, 0)
@@ -194,7 +223,9 @@ SELECT s.*,
        -- rrf_max: what a row ranked first by every arm that ran would get
        COALESCE(s.rrf / NULLIF((CASE WHEN $2::halfvec IS NULL THEN 0 ELSE $6::float8 END
                                 + CASE WHEN (SELECT tsq FROM question) IS NULL THEN 0
-                                       ELSE $7::float8 END) / ($5::float8 + 1), 0), 0)
+                                       ELSE $7::float8 END
+                                + CASE WHEN EXISTS (SELECT 1 FROM own) THEN $16::float8 ELSE 0 END)
+                               / ($5::float8 + 1), 0), 0)
        + $8::float8 * s.recency AS score
 FROM scored s
 ORDER BY score DESC, rrf DESC, id
@@ -205,7 +236,7 @@ FETCH_SQL = """
 SELECT """ + _MEMORY_COLUMNS + """,
        CASE WHEN m.embed_model = $3::text THEN 1 - (m.embedding <=> $2::halfvec) END AS similarity,
        NULL::bigint AS vec_rank, NULL::bigint AS fts_rank, NULL::real AS fts_score,
-       0::float8 AS rrf, r.recency, 0::float8 AS score
+       NULL::bigint AS own_rank, 0::float8 AS rrf, r.recency, 0::float8 AS score
 FROM unnest($1::bigint[]) WITH ORDINALITY AS wanted(id, ord)
 JOIN memories m USING (id)
 CROSS JOIN LATERAL (
@@ -260,9 +291,12 @@ class HybridTuning:
     # full text's evidence: a row counts fully in the fusion when its score reaches this share
     # of the idf of a word only one memory holds, less below it; 0: every row fully
     fts_confidence: float = 0.0
+    # the own arm's weight: the user's own statements, for a question about the user (the
+    # caller decides: src/recall/scoring.about_user); 0: the arm does not run
+    w_own: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("k", "w_vector", "w_fulltext", "w_recency", "w_context", "fts_confidence"):
+        for name in ("k", "w_vector", "w_fulltext", "w_recency", "w_context", "fts_confidence", "w_own"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -272,7 +306,7 @@ class HybridTuning:
 
 def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[float] | None, *,
                      embed_model: str, now: datetime | None = None, **tuning: Any) -> tuple[Any, ...]:
-    """Check the arguments and return HYBRID_SQL's parameters ($1 … $15), in order.
+    """Check the arguments and return HYBRID_SQL's parameters ($1 … $17), in order.
     `tuning`: the fields of HybridTuning."""
     t = HybridTuning(**tuning)
     vec = query_vector(query_vec)
@@ -283,7 +317,7 @@ def hybrid_arguments(query_text: str | bytes, query_vec: np.ndarray | Sequence[f
     text = clean_text(query_text).text
     return (text, vec, embed_model, t.candidates, float(t.k), float(t.w_vector), float(t.w_fulltext),
             float(t.w_recency), now, t.limit, DF_COUNT_CAP, COMMON_ROWS_CAP, NEWEST_EXACT, float(t.w_context),
-            float(t.fts_confidence))
+            float(t.fts_confidence), float(t.w_own), OWN_EXACT)
 
 
 def _hit(row: asyncpg.Record) -> SearchHit:
@@ -300,7 +334,7 @@ def _hit(row: asyncpg.Record) -> SearchHit:
         embedding=None if embedding is None else embedding.to_numpy().astype(np.float32),
         embed_model=row["embed_model"], similarity=row["similarity"],
         vec_rank=row["vec_rank"], fts_rank=row["fts_rank"], fts_score=row["fts_score"],
-        rrf=row["rrf"], recency=row["recency"], score=row["score"],
+        own_rank=row["own_rank"], rrf=row["rrf"], recency=row["recency"], score=row["score"],
     )
 
 

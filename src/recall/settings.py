@@ -44,6 +44,9 @@ class ArmWeights(_Section):
     # full text's evidence (src/recall/search.py): a row counts fully in the fusion when its
     # score reaches this share of a unique word's idf; 0: every full-text row fully
     fts_confidence: float = Field(0.0, ge=0)
+    # the user's own statements as a third arm, for a question about the user (src/recall/
+    # search.py's own arm); 0: off
+    w_own: float = Field(0.0, ge=0)
 
 
 #: The offline embedder's `embed_model` (src/providers/embed_wordllama.wordllama_model_name).
@@ -56,8 +59,11 @@ WORDLLAMA = "wordllama-l2-supercat-256"
 #: over 1.0 (paired over the 344 tune questions); rrf_k 30 came with it (+0.4 ± 0.4 over 60);
 #: w_recency 0.1 ties 0.2 for best and stays. fts_confidence 0.75 (issue 35, as MINILM_ARMS):
 #: real chats' tune half the same (bare 0.505 → 0.509, pipeline 0.516 → 0.518 recall@10), the
-#: paraphrases' dev half 8% → 37% in the top 5 (its vector arm alone: 17%).
-WORDLLAMA_ARMS = ArmWeights(w_vector=0.25, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75)
+#: paraphrases' dev half 8% → 37% in the top 5 (its vector arm alone: 17%). w_own 1.0 (session
+#: 11, as MINILM_ARMS): the paraphrases' dev half 19.7 → 46.3% in the top 5, 23 → 70% in the
+#: top 20 (0.5: 44.0 / 63.0).
+WORDLLAMA_ARMS = ArmWeights(w_vector=0.25, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75,
+                            w_own=1.0)
 
 #: The sentence embedder's `embed_model` (src/providers/embed_minilm.py).
 MINILM = "minilm-l6-v2-int8"
@@ -70,7 +76,10 @@ MINILM = "minilm-l6-v2-int8"
 #: score reaches 0.75 of a unique word's idf): at w_vector 0.5, 75% of the paraphrases in the
 #: top 5 and real chats within one paired SE of the best (0.525 bare, 0.517 pipeline vs 0.529,
 #: 0.526); 1.0 gains paraphrases 6 more points for 1.4 of real chats' (notes.md).
-MINILM_ARMS = ArmWeights(w_vector=0.5, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75)
+#: w_own 0.5 (the user's own statements as a third arm for a question about the user, session
+#: 11): the paraphrases' dev half 79.0 → 86.7% in the top 5, 82 → 93% in the top 20 (0.25:
+#: 85.7 / 90; 1.0: 86.3 / 95); real chats hold no line of the user's, so the arm is idle there.
+MINILM_ARMS = ArmWeights(w_vector=0.5, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75, w_own=0.5)
 
 
 class RetrievalSettings(_Section):
