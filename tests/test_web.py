@@ -214,7 +214,7 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
                                                              "recency"}
             assert set(first["act_r"]) == {"B", "S", "P", "noise", "A", "p_retrieve"}
             assert set(first["search"]) == {"score", "rrf", "vector_rank", "cosine", "fulltext_rank",
-                                            "fulltext_score", "recency"}
+                                            "fulltext_score", "own_rank", "recency"}
             assert (first["rank"], first["near_miss"]) == (1, False)
             conn = await asyncpg.connect(db_dsn)
             try:

@@ -81,7 +81,7 @@ def format_text(result: Retrieval) -> str:
             f"{n}. #{r.id}  final {r.final:.4f}  [{r.hit.memory_type}, {printable(r.hit.source_tag)}, "
             f"center {j['center']}]",
             f"   search: score {se['score']}  rrf {se['rrf']}  vector {vec}  full-text {fts}  "
-            f"recency {se['recency']}",
+            f"own {'#' + str(se['own_rank']) if se['own_rank'] else '—'}  recency {se['recency']}",
             f"   act-r: B {ar['B']}  S {ar['S']}  P {ar['P']}  ε {ar['noise']}  A {ar['A']}  "
             f"P(retrieve) {ar['p_retrieve']}",
             f"   relevance {j['relevance']['value']} from {comps}",

@@ -96,7 +96,8 @@ def _components(r: Mapping[str, Any]) -> str:
     """How the final score came about, as one wrapping paragraph under the result."""
     se, ar, rel = r["search"], r["act_r"], r["relevance"]
     parts = [f"search {se['score']} (vector #{se['vector_rank'] or '—'} cos {se['cosine']}, full text "
-             f"#{se['fulltext_rank'] or '—'}, rrf {se['rrf']}, recency {se['recency']})",
+             f"#{se['fulltext_rank'] or '—'}, the user's own #{se['own_rank'] or '—'}, rrf {se['rrf']}, "
+             f"recency {se['recency']})",
              f"ACT-R B {ar['B']} + S {ar['S']} + P {ar['P']} + ε {ar['noise']} = A {ar['A']}, "
              f"P(retrieve) {ar['p_retrieve']}",
              "relevance " + str(rel["value"]) + " = " + ", ".join(f"{k} {v}" for k, v in rel["components"].items()),
