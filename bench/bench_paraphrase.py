@@ -181,7 +181,7 @@ async def run(config: str | None = None) -> list[dict]:
     """The report's rows; `config`: a runtime.yaml other than ./runtime.yaml."""
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
-    embedder, cfg = providers.embedder, settings.retrieval
+    embedder, cfg = providers.embedder, settings.recall.retrieval
     arms, k = cfg.arm_weights(embedder.model_name), cfg.rrf_k_for(embedder.model_name)
     items = _jsonl(FACTS)
     cm, pool, what, kept = await open_store(settings, embedder, items, "bench_paraphrase")
@@ -208,7 +208,7 @@ async def tune(config: str | None = None) -> None:
     """The dev half under variants of the knobs this set bears on; report is not printed."""
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
-    embedder, base = providers.embedder, settings.retrieval
+    embedder, base = providers.embedder, settings.recall.retrieval
     items = _jsonl(FACTS)
     cm, pool, what, kept = await open_store(settings, embedder, items, "bench_paraphrase_tune")
     try:

@@ -177,7 +177,7 @@ class Store:
     async def deep_pass(self, settings: Settings, providers: Providers) -> dict[str, int]:
         """One offline deep pass at `now`; the new covers; what merge did."""
         report = await run_deep_pass(self.pool, embedder=providers.embedder, llm=None,
-                                     safety=Safety(settings.safety), settings=settings.consolidation,
+                                     safety=Safety(settings.weights.safety), settings=settings.consolidation,
                                      trigger="manual", now=self.now)
         if report is None or report.status != "done":
             raise RuntimeError(f"{self.conv}: the deep pass did not finish ({report and report.status})")
@@ -258,7 +258,7 @@ class Evaluation:
         return out
 
     def pipeline_runs(self, cfg: RetrievalSettings) -> list[Run]:
-        safety = Safety(self.settings.safety)
+        safety = Safety(self.settings.weights.safety)
         return [lambda s, seed=seed: s.pipeline(cfg, safety, seed) for seed in SEEDS]
 
 
@@ -316,7 +316,7 @@ async def run(config: str | None = None) -> list[dict]:
     started = time.perf_counter()
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
-    cfg = settings.retrieval
+    cfg = settings.recall.retrieval
     model = providers.embedder.model_name
     arms, k = _arms(cfg, model)
     async with AsyncExitStack() as stack:
@@ -411,7 +411,7 @@ async def tune(config: str | None = None) -> None:
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     model = providers.embedder.model_name
-    base = settings.retrieval
+    base = settings.recall.retrieval
     configured_arms, configured_k = _arms(base, model)
     configured = Trial(np.zeros(1), configured_arms.model_copy(update={"rrf_k": configured_k}),
                        base.activation_share, base.semantic_signal)
@@ -451,7 +451,7 @@ async def tune_context() -> None:
     the vector as well as in full text. Report is never opened."""
     settings = load_settings(env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
-    base = settings.retrieval
+    base = settings.recall.retrieval
     arms, k = _arms(base, providers.embedder.model_name)
     plans = [ContextPlan(n) for n in GRID_CONTEXT_TURNS] + [ContextPlan(CONTEXT_TURNS, in_vector=True)]
     for plan in plans:

@@ -113,7 +113,7 @@ class Evaluation:
 async def run() -> list[dict]:
     settings = load_settings(os.environ.get("MOLTBOT_CONFIG") or None, env={})   # another runtime.yaml
     providers = build_providers(settings.providers, settings.secrets, None, None)
-    cfg = settings.retrieval
+    cfg = settings.recall.retrieval
     async with bench_pool("bench_recall") as pool:
         ev = Evaluation(pool, providers.embedder, providers.reranker, cfg)
         await ev.setup()
@@ -146,7 +146,7 @@ async def tune() -> None:
     settings = load_settings(os.environ.get("MOLTBOT_CONFIG") or None, env={})   # another runtime.yaml
     providers = build_providers(settings.providers, settings.secrets, None, None)
     async with bench_pool("bench_recall_tune") as pool:
-        ev = Evaluation(pool, providers.embedder, None, settings.retrieval)
+        ev = Evaluation(pool, providers.embedder, None, settings.recall.retrieval)
         await ev.setup()
         tune_idx = [i for i in range(len(ev.questions)) if i % 2 == 0]
         held = [i for i in range(len(ev.questions)) if i % 2 == 1]

@@ -6,7 +6,7 @@ Own database on the embedded test server, dropped at the end. Synthetic rows and
 stand-in embedder come from bench_memory_store (Zipf vocabulary, word-sum vectors).
 Reported, p50 / p95 over the same questions in the same run:
 
-- the bare hybrid SQL statement (`search_hybrid`);
+- the bare hybrid SQL statement (`search_hybrid`), and with the own arm (a question about the user);
 - the read-only pipeline without rerank: query embedding + hybrid + 1-hop spreading +
   ACT-R + Dirichlet relevance (`Retriever.retrieve(mutate=False)`, no reranker);
 - the same with rerank (FlashRank with the tiny test ONNX model);
@@ -73,6 +73,11 @@ async def _measure(pool, embedder, reranker, maker: TextMaker, n: int) -> list[d
     bare = await _time(lambda q, v: search_hybrid(pool, q, v, embed_model=embedder.model_name),
                        list(zip(questions, vectors, strict=True)))
     rows += _rows(f"{n // 1000}k: bare hybrid statement", bare)
+    # a question about the user adds the own arm; every synthetic row is the user's, so it
+    # compares the full OWN_EXACT newest rows: its most expensive case
+    own = await _time(lambda q, v: search_hybrid(pool, q, v, embed_model=embedder.model_name, w_own=0.5),
+                      list(zip(questions, vectors, strict=True)))
+    rows += _rows(f"{n // 1000}k: bare hybrid statement with the own arm", own)
     pipeline = await _time(lambda q: plain.retrieve(q, rng=rng, now=now, mutate=False), [(q,) for q in questions])
     rows += _rows(f"{n // 1000}k: read-only pipeline, no rerank", pipeline)
     rows.append({"name": f"{n // 1000}k: pipeline / bare statement (p50)",

@@ -20,22 +20,43 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from src.bootstrap.settings import BootstrapSettings
 from src.consolidation.settings import ConsolidationSettings
-from src.context.settings import ContextSettings, FifoSettings
+from src.context.settings import ContextSettings
 from src.db.settings import DatabaseSettings
 from src.dmn.settings import DmnSettings
 from src.errors import ConfigError
-from src.gates.settings import GateSettings, MemorySettings
+from src.gates.settings import GateSettings
 from src.gut.settings import GutSettings
-from src.loop.settings import AttentionSettings, LoopSettings
-from src.metacognition.settings import EscalationSettings, MetacognitionSettings
-from src.providers.settings import BudgetSettings, ProvidersSettings, Secrets
-from src.recall.settings import MATURITY_MEMORIES, LayerSettings, RetrievalSettings
+from src.loop.settings import LoopSettings
+from src.metacognition.settings import MetacognitionSettings
+from src.outcomes.settings import OutcomeSettings
+from src.providers.settings import ProvidersSettings, Secrets
+from src.recall.settings import MATURITY_MEMORIES, RecallSettings
 from src.skills.settings import SkillsSettings
-from src.tools.settings import DocsToolSettings
+from src.tools.settings import ToolsSettings
 from src.web.settings import WebSettings
-from src.weights.settings import SafetySettings
+from src.weights.settings import WeightsSettings
 
 DEFAULT_CONFIG_PATH = Path("runtime.yaml")
+#: Settings fields that are not keys of the file (the environment's and the loader's).
+NOT_IN_FILE = frozenset({"secrets", "config_path", "notices"})
+
+#: Keys that moved when the settings tree came to follow the code tree (issue 36): the old
+#: dotted path → the new one. A file with an old key still loads (one notice at start says
+#: the new name); a file with both is refused.
+MOVED = {
+    "retrieval": "recall.retrieval",
+    "layers": "recall.layers",
+    "safety": "weights.safety",
+    "budget": "providers.budget",
+    "memory": "gates.memory",
+    "fifo": "context.fifo",
+    "escalation": "metacognition.escalation",
+    "attention": "loop.attention",
+    "docs_tool": "tools.docs",
+    "bootstrap.outcome_lookback_s": "outcomes.lookback_s",
+    "bootstrap.outcome_max_links": "outcomes.max_links",
+    "bootstrap.use": "outcomes.use",
+}
 
 
 class _Section(BaseModel):
@@ -71,31 +92,32 @@ class AgentSettings(_Section):
 
 
 class Settings(_Section):
+    """The whole runtime.yaml. Each section is the settings of the package of src/ it names
+    (`recall:` is src/recall/settings.py), in the order of the layers (docs/architecture.md);
+    `agent:` and `logging:` belong to the process itself (this module)."""
+
     database: DatabaseSettings = DatabaseSettings()
     logging: LoggingSettings = LoggingSettings()
     agent: AgentSettings = AgentSettings()
     providers: ProvidersSettings = ProvidersSettings()
-    budget: BudgetSettings = BudgetSettings()
-    safety: SafetySettings = SafetySettings()
-    retrieval: RetrievalSettings = RetrievalSettings()
+    weights: WeightsSettings = WeightsSettings()
+    recall: RecallSettings = RecallSettings()
     gates: GateSettings = GateSettings()
-    memory: MemorySettings = MemorySettings()
-    skills: SkillsSettings = SkillsSettings()
-    attention: AttentionSettings = AttentionSettings()
-    metacognition: MetacognitionSettings = MetacognitionSettings()
-    escalation: EscalationSettings = EscalationSettings()
     context: ContextSettings = ContextSettings()
-    fifo: FifoSettings = FifoSettings()
-    loop: LoopSettings = LoopSettings()
-    docs_tool: DocsToolSettings = DocsToolSettings()
-    layers: LayerSettings = LayerSettings()
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    outcomes: OutcomeSettings = OutcomeSettings()
+    metacognition: MetacognitionSettings = MetacognitionSettings()
+    skills: SkillsSettings = SkillsSettings()
+    tools: ToolsSettings = ToolsSettings()
     gut: GutSettings = GutSettings()
     dmn: DmnSettings = DmnSettings()
-    bootstrap: BootstrapSettings = BootstrapSettings()
     consolidation: ConsolidationSettings = ConsolidationSettings()
+    loop: LoopSettings = LoopSettings()
     web: WebSettings = WebSettings()
     secrets: Secrets = Secrets()
     config_path: Path | None = None
+    # what loading said about the file (a key under its old name): logged at start
+    notices: tuple[str, ...] = ()
 
 
 def _format_validation_error(path: Path | None, err: ValidationError) -> str:
@@ -192,6 +214,29 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _moved(path: Path, data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`data` with every key of MOVED at its new path, and a notice for each."""
+    notices = []
+    for old, new in MOVED.items():
+        *old_parents, old_key = old.split(".")
+        holder = data
+        for part in old_parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict) or old_key not in holder:
+            continue
+        *new_parents, new_key = new.split(".")
+        target = data
+        for part in new_parents:
+            if not isinstance(target.get(part, {}), dict):
+                raise ConfigError(f"{path}: '{part}' must be a mapping (it holds '{new}')")
+            target = target.setdefault(part, {})
+        if new_key in target:
+            raise ConfigError(f"{path}: '{old}' and '{new}' are the same setting; keep only '{new}'")
+        target[new_key] = holder.pop(old_key)
+        notices.append(f"{path}: '{old}' is now '{new}' (read as such; rename it in the file)")
+    return data, tuple(notices)
+
+
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
@@ -215,7 +260,7 @@ def load_settings(
         path = Path(named or DEFAULT_CONFIG_PATH)
     path = Path(path)
     data = _read_yaml(path) if path.exists() or named else {}
-    for forbidden in ("secrets", "config_path"):
+    for forbidden in sorted(NOT_IN_FILE):
         if forbidden in data:
             raise ConfigError(f"{path}: '{forbidden}' cannot be set in the file; "
                               "put API keys in the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY)")
@@ -228,8 +273,29 @@ def load_settings(
     data = _deep_merge(data, _env_overrides(env))
     if overrides:
         data = _deep_merge(data, overrides)
+    data, notices = _moved(path, data)
     data["config_path"] = str(path) if path.exists() else None
+    data["notices"] = notices
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(path, exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m src.config reference`: print the configuration reference (docs/configuration.md)."""
+    import sys
+
+    import src.config as named  # run as __main__, this module's classes would say "__main__"
+    from src.config_reference import reference
+
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["reference"]:
+        print("usage: python -m src.config reference   (prints docs/configuration.md)", file=sys.stderr)
+        return 2
+    sys.stdout.write(reference(named.Settings, named.NOT_IN_FILE))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

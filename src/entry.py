@@ -8,6 +8,7 @@ error reads the same everywhere and never arrives as a traceback.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from src.config import Settings, load_settings
 from src.errors import ConfigError, StartupError
 from src.logging_setup import configure_logging
+
+log = logging.getLogger(__name__)
 
 
 def run_entry(run: Callable[[Settings], Awaitable[int]], *, config: str | None = None,
@@ -26,6 +29,8 @@ def run_entry(run: Callable[[Settings], Awaitable[int]], *, config: str | None =
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.logging)
+    for notice in settings.notices:
+        log.warning("configuration: %s", notice)
     try:
         return asyncio.run(run(settings))
     except ConfigError as exc:   # e.g. an explicit provider choice that cannot be honoured

@@ -125,7 +125,7 @@ class Agent:
         return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
 
     async def _feedback(self, args: str, *, good: bool) -> str:
-        return await feedback_command(self.db.pool, args, good=good, settings=self.settings.bootstrap,
+        return await feedback_command(self.db.pool, args, good=good, settings=self.settings.outcomes,
                                       now=datetime.now(UTC))
 
     async def _help(self, _: str) -> str:

@@ -145,14 +145,14 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     settings = settings.model_copy(update={"context": settings.context.model_copy(
         update={"budget": budget_for(settings.context.budget, providers.system1)})})
     budget = await _background_budget(settings, pool, providers)
-    safety = Safety(settings.safety)
+    safety = Safety(settings.weights.safety)
     store = MemoryStore(pool, providers.embedder)
-    layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
-                             goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
+    layers = LayerEmbeddings(providers.embedder, values_path=settings.recall.layers.values_path,
+                             goals_path=settings.recall.layers.goals_path, cache_dir=settings.recall.layers.cache_dir)
     layer_vecs, goal_vecs = await identity_vectors(layers)
     maturity = settings.agent.maturity_memories
     # queued near-miss suppression needs the light ticker to apply it (src/recall/mutation.py)
-    recall_cfg = settings.retrieval if settings.consolidation.light.enabled else settings.retrieval.model_copy(
+    recall_cfg = settings.recall.retrieval if settings.consolidation.light.enabled else settings.recall.retrieval.model_copy(
         update={"near_miss_deferred": False})
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, recall_cfg,
                           layer_vecs=layer_vecs, maturity_memories=maturity)
@@ -161,16 +161,16 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         return retriever.layer_vecs     # the loop refreshes them every cycle
 
     gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
-                        mode=MemoryMode(settings.memory.mode), maturity_memories=maturity)
+                        mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity)
     assembler = ContextAssembler(pool, settings.context, broadening=safety.sampling_evidence_cap)
-    threshold = EscalationThreshold(pool, refresh_s=settings.escalation.threshold_refresh_s,
-                                    identity_center=settings.escalation.identity_center,
+    threshold = EscalationThreshold(pool, refresh_s=settings.metacognition.escalation.threshold_refresh_s,
+                                    identity_center=settings.metacognition.escalation.identity_center,
                                     maturity_memories=maturity)
     gut, inner = await _inner_life(settings, pool, providers, store, retriever, gates, layers,
                                    session_id=session_id)
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
-                      assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.attention),
-                      layers=layers, docs=DocsTool(settings.docs_tool), manifest=manifest, goal_vecs=goal_vecs,
+                      assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.loop.attention),
+                      layers=layers, docs=DocsTool(settings.tools.docs), manifest=manifest, goal_vecs=goal_vecs,
                       inner=inner, skills=SkillRecall(pool, settings.skills))
     loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
     # gut signals and goal reflections enter like everything else, while the background budget lasts
@@ -195,7 +195,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
 
 async def _background_budget(settings: Settings, pool, providers) -> BackgroundBudget:
     """The background budget, seeded from the ledger's last 24 hours and told of every call."""
-    budget = BackgroundBudget(settings.budget)
+    budget = BackgroundBudget(settings.providers.budget)
     try:
         await budget.seed(pool)
     except DB_ERRORS as exc:   # counts from zero: at worst one more window's spend
@@ -227,7 +227,8 @@ async def _inner_life(settings: Settings, pool, providers, store, retriever, gat
         await gut.recompute_l2(pool, providers.embedder.model_name)
         retriever.emotional = gut.alignment
         gates.exit.gut = gut
-    inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap)
+    inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap,
+                      outcomes=settings.outcomes)
     gates.exit.on_persisted = inner.on_persisted
     await inner.refresh_layers(layers)
     return gut, inner

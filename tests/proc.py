@@ -26,6 +26,22 @@ def agent_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def set_key(runtime: dict, dotted: str, value: object) -> dict:
+    """`runtime` with `dotted` (e.g. "gates.exit.noise_floor") set to `value`, making the
+    sections on the way: the shipped runtime.yaml names only what a guardian sets."""
+    *parents, key = dotted.split(".")
+    holder = runtime
+    for part in parents:
+        holder = holder.setdefault(part, {})
+    holder[key] = value
+    return runtime
+
+
+def shipped_config() -> dict:
+    """The shipped runtime.yaml as a dict."""
+    return yaml.safe_load((ROOT / "runtime.yaml").read_text(encoding="utf-8")) or {}
+
+
 def noiseless_config(tmp_path: Path) -> Path:
     """The shipped runtime.yaml with the exit gate's noise floor at 0, written under `tmp_path`.
 
@@ -34,8 +50,7 @@ def noiseless_config(tmp_path: Path) -> Path:
     memory would then fail ~5% of runs. With the floor at 0 the gate's decision is the
     matrix cell alone; everything else is what the operator runs.
     """
-    runtime = yaml.safe_load((ROOT / "runtime.yaml").read_text(encoding="utf-8"))
-    runtime["gates"]["exit"]["noise_floor"] = 0.0
+    runtime = set_key(shipped_config(), "gates.exit.noise_floor", 0.0)
     path = tmp_path / "runtime.yaml"
     path.write_text(yaml.safe_dump(runtime), encoding="utf-8")
     return path

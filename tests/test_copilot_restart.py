@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import yaml
 
-from tests.proc import ROOT, agent_env, read_until, spawn_agent, wait_ready
+from tests.proc import agent_env, read_until, set_key, shipped_config, spawn_agent, wait_ready
 from tests.test_memory_modes import TOPICS
 
 QUESTION = "Keep these? (y/n/numbers)"
@@ -24,11 +24,10 @@ QUESTION = "Keep these? (y/n/numbers)"
 def _config(tmp_path: Path, mode: str) -> Path:
     """The shipped runtime.yaml, with every item landing in the exit gate's buffer cell
     (peripheral, novel: "undecided"), no noise floor, no web view, and `mode`."""
-    runtime = yaml.safe_load((ROOT / "runtime.yaml").read_text(encoding="utf-8"))
-    runtime["gates"]["exit"]["noise_floor"] = 0.0
-    runtime["gates"]["exit"]["thresholds"]["default"].update(
-        core=0.99, peripheral=0.0, confirming=0.99, novel=0.98, contradicting=0.995)
-    runtime["memory"]["mode"] = mode
+    runtime = set_key(shipped_config(), "gates.exit.noise_floor", 0.0)
+    set_key(runtime, "gates.exit.thresholds.default",
+            {"core": 0.99, "peripheral": 0.0, "confirming": 0.99, "novel": 0.98, "contradicting": 0.995})
+    set_key(runtime, "gates.memory.mode", mode)
     runtime["web"] = {"enabled": False}
     path = tmp_path / f"{mode}.yaml"
     path.write_text(yaml.safe_dump(runtime), encoding="utf-8")

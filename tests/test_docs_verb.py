@@ -86,7 +86,7 @@ def test_without_a_docs_tool_the_verb_is_never_offered_and_refuses():
     for docs in (None, DocsTool(DocsToolSettings(enabled=False))):
         verb = read_doc_verb(docs)
         assert not verb.offered("What does your README say?")
-        assert verb.handler("README.md") == "error: the docs tool is disabled (docs_tool.enabled: false)"
+        assert verb.handler("README.md") == "error: the docs tool is disabled (tools.docs.enabled: false)"
 
 
 def test_list_docs_lists_what_read_doc_may_read(tmp_path: Path):
@@ -106,4 +106,4 @@ def test_list_docs_lists_what_read_doc_may_read(tmp_path: Path):
     assert [v.verb for v in docs_verbs(docs)] == ["READ_DOC", "LIST_DOCS"]
     assert [v.kind for v in docs_verbs(None)] == ["read_doc", "read_doc"]
     assert not list_docs_verb(None).offered("What does your README say?")
-    assert list_docs_verb(None).handler(".") == "error: the docs tool is disabled (docs_tool.enabled: false)"
+    assert list_docs_verb(None).handler(".") == "error: the docs tool is disabled (tools.docs.enabled: false)"

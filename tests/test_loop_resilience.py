@@ -70,7 +70,7 @@ async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_
 
 
 async def test_user_messages_waiting_together_are_one_turn_and_impulses_are_dropped_first(pool, tmp_path):
-    mind, delivered = await _mind(pool, tmp_path, overrides={"attention": {"queue_max": 2}})
+    mind, delivered = await _mind(pool, tmp_path, overrides={"loop": {"attention": {"queue_max": 2}}})
     said = ["I moved to Porto in March for work", "my sister Marta visits next month",
             "we plan to walk along the Douro river"]
     for text in said:

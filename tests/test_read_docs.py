@@ -139,7 +139,7 @@ def test_call_dispatches_on_the_real_project():
     assert tool.call("read_doc", {"path": "pyproject.toml"}).startswith(
         "error: 'pyproject.toml' is outside the readable documents")
     assert DocsTool(DocsToolSettings(enabled=False)).call("read_doc", {"path": "notes.md"}) == (
-        "error: the docs tool is disabled (docs_tool.enabled: false)")
+        "error: the docs tool is disabled (tools.docs.enabled: false)")
 
 
 def test_readable_names_the_roots_relative_to_the_project(project, tmp_path):

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import asyncpg
 import yaml
 
-from tests.proc import agent_env, noiseless_config, read_until, spawn_agent, wait_ready
+from tests.proc import agent_env, noiseless_config, read_until, set_key, spawn_agent, wait_ready
 
 REPLY = "Nice to meet you, Priya. Confidence: 0.95"
 # every structured answer the mind may ask for here: feeling of knowing, contradiction
@@ -76,13 +76,13 @@ def _config(tmp_path, port: int):
     runtime = yaml.safe_load(noiseless_config(tmp_path).read_text(encoding="utf-8"))
     runtime["providers"]["llm"] |= {"provider": "openai_compat", "base_url": f"http://127.0.0.1:{port}/v1",
                                     "openai_model": "fake-local", "request_logprobs": False}
-    runtime["loop"]["cycle_deadline_s"] = 600          # a hung call would hold the cycle for minutes
-    runtime["gates"]["scratch"]["flush_every"] = 1     # the message becomes a memory the DMN can wander to
+    set_key(runtime, "loop.cycle_deadline_s", 600)          # a hung call would hold the cycle for minutes
+    set_key(runtime, "gates.scratch.flush_every", 1)        # the message becomes a memory the DMN can wander to
     runtime["dmn"] = {"interval_s": 0.2, "rest_factor": 1.0, "quiet_after_user_s": 0, "idle_tau_s": 0.001}
-    runtime["consolidation"]["deep"]["enabled"] = False
+    set_key(runtime, "consolidation.deep.enabled", False)
     runtime["web"] = {"enabled": False}
-    runtime["layers"] = {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
-                         "cache_dir": str(tmp_path / "cache")}
+    set_key(runtime, "recall.layers", {"values_path": str(tmp_path / "v.json"),
+                                       "goals_path": str(tmp_path / "g.json"), "cache_dir": str(tmp_path / "cache")})
     path = tmp_path / "runtime.yaml"
     path.write_text(yaml.safe_dump(runtime), encoding="utf-8")
     return path

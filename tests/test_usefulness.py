@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.bootstrap.settings import UseSettings
 from src.consolidation.evolution.dirichlet_evolution import run_outcomes
 from src.consolidation.evolution.settings import EvolutionSettings
+from src.outcomes.settings import UseSettings
 from src.outcomes.use import reflection, reflections, words
 from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import _mind

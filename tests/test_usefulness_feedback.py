@@ -8,15 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.bootstrap.settings import BootstrapSettings
 from src.config import load_settings
 from src.consolidation.evolution.dirichlet_evolution import run_outcomes
 from src.consolidation.evolution.settings import EvolutionSettings
 from src.main import Agent
 from src.outcomes.feedback import feedback_command, parse_ids
+from src.outcomes.settings import OutcomeSettings
 from tests.evolution_helpers import NOW, add_memory
 
-SETTINGS = BootstrapSettings()
+SETTINGS = OutcomeSettings()
 
 
 async def _answer_row(pool, cycle: int, ids: dict, *, session: str = "s1", source: str = "user") -> None:

@@ -39,11 +39,11 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             print(await weight_history_text(db.pool, args.memory_id))
             return 0
         if args.command in ("pending", "approve", "reject"):
-            return await approvals.cli(db.pool, Safety(settings.safety), settings.consolidation.evolution,
+            return await approvals.cli(db.pool, Safety(settings.weights.safety), settings.consolidation.evolution,
                                        args.command, getattr(args, "approval_id", ""))
         providers = build_providers(settings.providers, settings.secrets, db.pool, f"consolidation-{uuid.uuid4().hex[:6]}")
         try:
-            safety = Safety(settings.safety)
+            safety = Safety(settings.weights.safety)
             if args.deep:
                 report = await run_deep_pass(db.pool, embedder=providers.embedder, llm=providers.meta,
                                              safety=safety, settings=settings.consolidation, trigger="manual")

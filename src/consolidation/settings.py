@@ -62,12 +62,14 @@ def _default_tables() -> dict[str, TableRetention]:
 class RetentionSettings(_Section):
     """Bounded history (issue 24): what the light ticker trims, in small batches."""
 
+    # into history_daily (cost totals live in llm_calls_daily, never lost)
     enabled: bool = True
     interval_s: float = Field(300.0, ge=0)
     batch: int = Field(5000, ge=1)          # rows per DELETE statement
     # statements per table per round: 20,000 rows a table every 5 minutes (5.8M a day) is
     # far above any table's inflow; 20 statements held a 1M store's tick at 1.2 s
     max_batches: int = Field(4, ge=1)
+    # days and/or max_rows per table; a table named here replaces its default
     tables: dict[str, TableRetention] = Field(default_factory=_default_tables)
 
     @field_validator("tables", mode="before")
@@ -95,6 +97,7 @@ class LightSettings(_Section):
     # decay tick: memories not retrieved for `unused_after_days` get contradict(decay_amount),
     # at most once per `decay_period_hours` each, at most `decay_batch` per tick
     decay_interval_s: float = Field(60.0, ge=0)
+    # unused_after_days, once per decay_period_hours each, decay_batch per tick
     unused_after_days: float = Field(7.0, gt=0)
     decay_period_hours: float = Field(24.0, gt=0)
     decay_amount: float = Field(0.01, gt=0)
@@ -102,6 +105,7 @@ class LightSettings(_Section):
     # co-access upkeep: a pair idle for `co_access_idle_days` halves its count (once per idle
     # period); pairs whose count falls below `co_access_prune_below` are deleted
     co_access_interval_s: float = Field(300.0, ge=0)
+    # co_access_prune_below are deleted
     co_access_idle_days: float = Field(7.0, gt=0)
     co_access_prune_below: int = Field(1, ge=1)
     # pairs halved or pruned per tick: 20,000 every 5 minutes covers 5M pairs (a 1M store)
@@ -111,9 +115,9 @@ class LightSettings(_Section):
     # last stopped (~115 pairs a page: 2,000 pages ~230,000 pairs, a 5M-pair table in 21 ticks)
     co_access_pages: int = Field(2_000, ge=1)
     # queued near-miss suppression (src/recall/mutation.py apply_near_misses): every tick (0),
-    # at most `near_miss_batch` queued retrievals a tick, oldest first: 20 a second at 10 s
-    # ticks; a backlog of 210 took 330 ms of a 1M store's tick (notes.md "Near misses")
+    # at most `near_miss_batch` queued retrievals a tick, oldest first (notes.md "Near misses")
     near_miss_interval_s: float = Field(0.0, ge=0)
+    # queued retrievals per tick (20 a second at 10 s ticks)
     near_miss_batch: int = Field(200, ge=1)
     # contradiction scan: sample recently used memories, check each against its nearest neighbour
     contradiction_interval_s: float = Field(120.0, ge=0)
@@ -125,8 +129,9 @@ class LightSettings(_Section):
     pattern_recent: int = Field(200, ge=2)
     pattern_min_size: int = Field(3, ge=2)
     # Phase C monitors once per consolidation cycle: every tick (0; they read the center
-    # summary of sql/080, a few ms at any size) and after every deep pass
+    # summary of sql/080, whatever the store's size) and after every deep pass
     monitors: bool = True
+    # every tick (0) and after every deep pass
     monitors_interval_s: float = Field(0.0, ge=0)
     # bounded history: each history table's window, trimmed every retention.interval_s
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
@@ -141,6 +146,7 @@ class DeepSettings(_Section):
     # Cumulative importance of what the exit gate wrote since the last pass (see notes.md):
     # sum over persist / persist_flag / reinforce decisions of relevance * (1 + charge).
     importance_threshold: float = Field(30.0, gt=0)
+    # per pass, repairs included
     max_llm_calls: int = Field(15, ge=0)
     recent_memories: int = Field(100, ge=1)           # Phase 1 reads this many
     questions: int = Field(3, ge=1)
@@ -165,46 +171,31 @@ class DeepSettings(_Section):
     # `boundary_subject_overlap`); one that restates a memory it cites (Jaccard at least
     # `insight_copy_overlap`, the merge's near-duplicate word share) adds nothing
     boundary_subject_overlap: float = Field(0.25, gt=0.0, le=1.0)
+    # an insight restating a memory it cites (Jaccard) is refused
     insight_copy_overlap: float = Field(0.8, gt=0.0, le=1.0)
     # A failed pass (a phase raised) is resumed at the failed phase after
     # retry_base_s * 2^(failures - 1), at most retry_max_s; a phase that fails
     # `phase_max_failures` times in a row is skipped (a consolidation_failures row, a WARNING)
     retry_base_s: float = Field(300.0, gt=0)
+    # ...at most this long
     retry_max_s: float = Field(14400.0, gt=0)
+    # a phase failing this many times in a row is skipped (consolidation_failures row)
     phase_max_failures: int = Field(3, ge=1)
     lock_key: int = 0x6D6F6C74646565              # pg advisory lock: one deep pass at a time
 
 
 #: The offline embedder's `embed_model` (src/providers/embed_wordllama.wordllama_model_name).
 WORDLLAMA = "wordllama-l2-supercat-256"
-#: Measured by `python -m bench.bench_merges --calibrate` on REALTALK's first five
-#: conversations (3,309 real turns, "<speaker>: <text>", one offline deep pass each; a
-#: false merge is a superseded turn whose content words no other source of its merge has).
-#: Cosine alone at the default 0.85 falsely merged 5.9% of the turns: a short turn's
-#: vector is mostly its speaker's name ("Vanessa: I guess lol" joined "Vanessa: What are
-#: you going to make?"). Overlap 0.8 lets one content word in ten differ; below it every
-#: added merge was a false one. At 0.8 overlap, cosine 0.8 finds every true duplicate
-#: 0.75 does (79 turns; 77 at 0.85, 75 at 0.9) with 13 false merges (0.39%), read by
-#: hand all paraphrases but one pair. The last five conversations, held out: 10.9% → 0.23%.
-#: Theme stays 0.6: on the bare texts (CLUSTERING vectors carry no type prefix) 99% of a
-#: theme's members share a content word with its centre (97% at 0.5, 100% from 0.7).
-#: insight_citation 0.1: on REALTALK (706 questions, bare turns, CLUSTERING vectors) a
-#: question with its answer stands for an insight; 84% of its evidence turns are at or
-#: above 0.1, 20% of other turns of the same conversation (0.2: 68% / 5%). Ad hoc, see notes.md.
+#: Chosen by `python -m bench.bench_merges --calibrate` on REALTALK's calibration half (a false merge
+#: is a superseded turn whose content words no other source of its merge has) and ad hoc for
+#: theme and insight_citation: the numbers are in notes.md ("Settings: the numbers behind them").
 WORDLLAMA_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.6, insight_citation=0.1)
 
 
 #: The sentence embedder's `embed_model` (src/providers/embed_minilm.py).
 MINILM = "minilm-l6-v2-int8"
-#: Measured the same way on the same calibration half (`bench_merges --calibrate --embedder
-#: minilm`; the rest ad hoc, notes.md "Thresholds per embedder"). Merge 0.8 / overlap 0.8 as
-#: wordllama's: 90 turns superseded, 17 false (0.51%); 0.75 finds 6 more, 2 of them false.
-#: Theme 0.65: 96.4% of a theme's members share a content word with its centre, as wordllama's
-#: at 0.6 (96.2%); MiniLM at 0.6: 95.2% with 60% more members. contradiction_pair 0.75: the
-#: negation pairs' CLUSTERING cosines run higher than wordllama's (p25 0.80 vs 0.68), so 0.75
-#: keeps nearly all of them, scanning 28% of the turns (wordllama at 0.7: 21%). insight_citation
-#: 0.15: an evidence turn at or above it 87.5%, another turn of its conversation 19.2%
-#: (wordllama at 0.1: 89.7% / 22.6%).
+#: Each value gives wordllama's measured trade-off on the same calibration half (notes.md
+#: "Thresholds per embedder").
 MINILM_THRESHOLDS = SimilarityThresholds(merge=0.8, merge_overlap=0.8, theme=0.65, contradiction_pair=0.75,
                                          insight_citation=0.15)
 
@@ -216,6 +207,7 @@ def _default_thresholds() -> dict[str, SimilarityThresholds]:
 class ConsolidationSettings(_Section):
     light: LightSettings = LightSettings()
     deep: DeepSettings = DeepSettings()
+    # cosine on CLUSTERING embeddings, per embed model; merge_overlap: the
     thresholds: dict[str, SimilarityThresholds] = Field(default_factory=_default_thresholds)
     # part 2 (plan §4.3–§4.6): promotion, decay, reconsolidation, tuning, contextual retrieval
     evolution: EvolutionSettings = EvolutionSettings()

@@ -1,4 +1,4 @@
-"""Settings of context assembly and the adaptive FIFO (runtime.yaml `context:`, `fifo:`;
+"""Settings of context assembly and the adaptive FIFO (runtime.yaml `context:`, `context.fifo:`;
 plan §3.2, §3.3): pure pydantic, imported by config."""
 
 from __future__ import annotations
@@ -59,13 +59,16 @@ class ContextBudget(_Section):
     """
 
     context_window: int | None = Field(None, ge=1)
+    # of a larger window only this much is used (every call pays for the history it carries)
     window_max: int | None = Field(UNSTATED_WINDOW, ge=1)
     output_reserve: int | None = Field(None, ge=0)
+    # tokens; a part is a number of tokens or {share, floor, cap}
     immutable: Share | Tokens = 100
     identity_expected: Share | Tokens = Share(share=0.05, floor=100, cap=1500)
     identity_cap: Share | Tokens = Share(share=0.10, floor=200, cap=3000)
     situational: Share | Tokens = Share(share=0.15, floor=200, cap=2000)
     cognitive_state: Share | Tokens = Share(share=0.05, floor=100, cap=200)
+    # below it (a tiny window) every part gives way in proportion
     conversation_min: int = Field(256, ge=1)
 
     @model_validator(mode="after")
@@ -113,29 +116,8 @@ class ContextBudget(_Section):
                                    + b.cognitive_state + b.output_reserve)
 
 
-class ContextSettings(_Section):
-    """`context:` in runtime.yaml."""
-
-    budget: ContextBudget = ContextBudget()
-    identity_top_n: int = Field(20, ge=0)
-    # 0 = the plan's rule. In a young store every memory is Beta(1, 4) (center 0.2) and the
-    # "top 20" are simply the oldest 20; 0.5 would admit only memories with at least as
-    # much evidence for as against.
-    identity_min_center: float = Field(0.0, ge=0, le=1)
-    identity_threshold: float = Field(0.6, ge=0, le=1)
-    identity_refresh_cycles: int = Field(20, ge=1)
-    full_text_ratio: float = Field(0.5, ge=0, le=1)
-    compressed_max_chars: int = Field(200, ge=20)
-    min_injection_score: float = Field(0.0, ge=0, le=1)
-    big_shift: float = Field(0.7, ge=0, le=2)
-    inertia_after_big_shift: float = Field(0.05, ge=0, lt=1)
-    inertia: float = Field(0.3, ge=0, lt=1)
-    record_co_access: bool = True
-
-
-
 class FifoSettings(BaseModel):
-    """`fifo:` in runtime.yaml."""
+    """`context.fifo:` in runtime.yaml: how the conversation window is pruned (plan §2.10)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -164,3 +146,23 @@ class FifoSettings(BaseModel):
             raise ValueError("at least one intensity weight must be > 0")
         return self
 
+
+class ContextSettings(_Section):
+    """`context:` in runtime.yaml."""
+
+    budget: ContextBudget = ContextBudget()
+    identity_top_n: int = Field(20, ge=0)
+    # 0 = the plan's rule. In a young store every memory is Beta(1, 4) (center 0.2) and the
+    # "top 20" are simply the oldest 20; 0.5 would admit only memories with at least as
+    # much evidence for as against.
+    identity_min_center: float = Field(0.0, ge=0, le=1)
+    identity_threshold: float = Field(0.6, ge=0, le=1)
+    identity_refresh_cycles: int = Field(20, ge=1)
+    full_text_ratio: float = Field(0.5, ge=0, le=1)
+    compressed_max_chars: int = Field(200, ge=20)
+    min_injection_score: float = Field(0.0, ge=0, le=1)
+    big_shift: float = Field(0.7, ge=0, le=2)
+    inertia_after_big_shift: float = Field(0.05, ge=0, lt=1)
+    inertia: float = Field(0.3, ge=0, lt=1)
+    record_co_access: bool = True
+    fifo: FifoSettings = FifoSettings()   # the conversation window's pruning (src/context/fifo.py)

@@ -16,13 +16,14 @@ class DatabaseSettings(BaseModel):
 
     # A secret (it may carry a password); filled from DATABASE_URL only.
     url: SecretStr | None = None
+    # embedded PostgreSQL, used when DATABASE_URL is unset
     data_dir: Path = Path("./data/pg")
     # Keep the embedded server running after exit: the next start takes milliseconds.
     stop_embedded_on_exit: bool = False
     # The embedded server's shared_buffers: "auto" (a quarter of this machine's memory,
-    # 128MB to 2GB), a size ("512MB", "1GB"), or "" to leave the server's own. PostgreSQL's
-    # default of 128MB holds a fifth of a 100k-memory store: every search copied its pages in
-    # again (notes.md "Measured"). A change restarts the server once, at the mind's start.
+    # 128MB to 2GB), a size ("512MB", "1GB"), or "" to leave the server's own: PostgreSQL's
+    # default is too small for a large store (notes.md "Measured"). A change restarts the
+    # server once, at the mind's start.
     shared_buffers: str = Field("auto", pattern=r"^(auto|[1-9][0-9]{0,6}(MB|GB)|)$")
     pool_min: int = Field(1, ge=1)
     pool_max: int = Field(8, ge=1)

@@ -39,6 +39,7 @@ class DmnSettings(BaseModel):
     # but the mind's own idle ones) the interval grows by `rest_factor` per tick up to
     # `rest_max_s`; anything new resets it to `interval_s`
     rest_factor: float = Field(2.0, ge=1)
+    # each tick waits this factor longer, up to rest_max_s; news resets it
     rest_max_s: float = Field(960.0, gt=0)
     pool_size: int = Field(400, ge=2)              # memories pre-sampled uniformly per tick
     samples_per_tick: int = Field(3, ge=1)
@@ -59,5 +60,6 @@ class DmnSettings(BaseModel):
     # every item ends somewhere: one nothing consumed within this many days is marked expired
     # by the tick, at most `expire_batch` a tick (channels 2 and 3 wait for a deep pass)
     item_ttl_days: float = Field(7.0, gt=0)
+    # what nothing consumed in item_ttl_days is marked expired, this many a tick
     expire_batch: int = Field(500, ge=1)
     entropy: EntropyGuard = EntropyGuard()

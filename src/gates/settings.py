@@ -80,6 +80,7 @@ def _default_thresholds() -> dict[str, GateThresholds]:
 class ExitGateSettings(_Section):
     """The 3×3 matrix, its noise floor, and the bootstrap relevance floor (plan §2.8)."""
 
+    # per embed model; "default" covers any other model
     thresholds: dict[str, GateThresholds] = Field(default_factory=_default_thresholds)
     # Probability, in every cell, that the gate takes the cell's alternative action.
     noise_floor: float = Field(0.05, ge=0.0, le=1.0)
@@ -101,9 +102,8 @@ class ExitGateSettings(_Section):
     reinforce_amount: float = Field(0.5, gt=0)
     contradict_amount: float = Field(0.5, gt=0)
     # Neighbours above the contradicting threshold that are screened for opposition,
-    # most similar first. Measured with wordllama on 100 antonym items against 200
-    # stored statements: screening the nearest only, 11 were flagged against a memory
-    # they do not contradict; screening the 2 or 3 nearest, 31 and 35.
+    # most similar first. Screening more than the nearest flagged far more items against a
+    # memory they do not contradict (notes.md "Settings: the numbers behind them").
     contradiction_candidates: int = Field(1, ge=1)
     # Layer 3 of contradiction detection: at most this many LLM micro-calls per item.
     llm_pairs_per_item: int = Field(1, ge=0)
@@ -125,18 +125,8 @@ class ExitGateSettings(_Section):
         return self.thresholds.get(embed_model, self.thresholds[DEFAULT_MODEL_KEY])
 
 
-class GateSettings(_Section):
-    """`gates:` in runtime.yaml."""
-
-    entry: EntryGateSettings = EntryGateSettings()
-    scratch: ScratchSettings = ScratchSettings()
-    exit: ExitGateSettings = ExitGateSettings()
-    # Seed of the gates' random generator; None draws one from the OS (tests fix it).
-    seed: int | None = None
-
-
 class MemorySettings(_Section):
-    """`memory:` in runtime.yaml — how eagerly the mind writes (issue 17).
+    """`gates.memory:` — how eagerly the mind writes (issue 17).
 
     autopilot: the gates decide alone (the plan's behaviour). copilot: what the exit
     gate is unsure of waits for the guardian's confirmation, asked after an answer.
@@ -144,4 +134,16 @@ class MemorySettings(_Section):
     it for the running session.
     """
 
+    # autopilot | copilot (unsure items wait for "Keep these? (y/n/numbers)") | off
     mode: Literal["autopilot", "copilot", "off"] = "autopilot"
+
+
+class GateSettings(_Section):
+    """`gates:` in runtime.yaml."""
+
+    entry: EntryGateSettings = EntryGateSettings()
+    scratch: ScratchSettings = ScratchSettings()
+    exit: ExitGateSettings = ExitGateSettings()
+    memory: MemorySettings = MemorySettings()     # how eagerly the mind writes (src/gates/modes.py)
+    # Seed of the gates' random generator; None draws one from the OS (tests fix it).
+    seed: int | None = None

@@ -42,6 +42,7 @@ class LayerEvolution(BaseModel):
     min_z: float = Field(2.0, ge=0)              # Fisher z of |r|: chance correlations do not move it
     max_step: float = Field(0.05, gt=0, le=1)
     floor: float = Field(0.1, ge=0, lt=1)
+    # moves them toward the layer whose pull preceded good outcomes (src/gut/layers.py)
     cap: float = Field(0.7, gt=0, le=1)
 
     @model_validator(mode="after")

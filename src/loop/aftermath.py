@@ -93,7 +93,7 @@ class Aftermath:
         # which memories the answer drew on (§5.3, src/outcomes/use.py) is independent of the
         # gate and the window: it runs beside them (its words while the gate's row is written)
         uses = None if self.inner is None else asyncio.ensure_future(use.after_answer(
-            self.inner.pool, self.inner.settings.use, self.inner.session_id, record, prompt.assembled,
+            self.inner.pool, self.inner.outcomes.use, self.inner.session_id, record, prompt.assembled,
             modelled=answered_in_words(record, thought), now=now))
         try:
             answer_kept = await self._gate_answer(record, thought)

@@ -84,7 +84,7 @@ class CognitiveLoop:
         self.tools = _tool_protocol(parts, settings.loop.max_tool_calls)
         self.conversation = Conversation(
             AdaptiveFifo(settings.context.budget.conversation_tokens, partial(gate_pruned, parts.gates),
-                         settings.fifo), recent_limit=settings.loop.recent_context)
+                         settings.context.fifo), recent_limit=settings.loop.recent_context)
         self.intake = Intake(parts.attention, parts.gates, parts.providers.embedder, self.outage)
         self.attending = Attending(self.intake, self.conversation, parts.gates, parts.retriever,
                                    layers=parts.layers, inner=parts.inner, goal_vecs=parts.goal_vecs,
@@ -94,17 +94,17 @@ class CognitiveLoop:
         self.recalling = Recalling(parts.retriever, parts.assembler, self.conversation, rng=rng,
                                    dmn_hops=settings.loop.dmn_hops, write_behind=self.write_behind)
         self.prompting = Prompting(parts.assembler, self.conversation, agent_name=settings.agent.name,
-                                   budget=settings.context.budget, reflection=settings.escalation.reflection,
+                                   budget=settings.context.budget, reflection=settings.metacognition.escalation.reflection,
                                    cost_line_refresh_s=settings.loop.cost_line_refresh_s, pool=parts.pool,
                                    providers=parts.providers, rng=rng, skills=parts.skills, inner=parts.inner,
                                    manifest=parts.manifest, write_behind=self.write_behind)
-        self.thinking = Thinking(parts.providers, loop=settings.loop, escalation=settings.escalation,
+        self.thinking = Thinking(parts.providers, loop=settings.loop, escalation=settings.metacognition.escalation,
                                  metacognition=settings.metacognition, threshold=parts.threshold,
                                  store=parts.store, mode=parts.gates.mode, tools=self.tools, policy=self.actions,
                                  user_waiting=self.intake.user_messages_waiting, write_behind=self.write_behind)
         self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
                              unprompted=settings.loop.unprompted)
-        self.aftermath = Aftermath(parts.gates, self.conversation, settings.fifo, say=self._say,
+        self.aftermath = Aftermath(parts.gates, self.conversation, settings.context.fifo, say=self._say,
                                    skills=parts.skills, inner=parts.inner)
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner)
         self.db_wait = DatabaseWait(parts.pool, self.outage, first_s=settings.loop.retry_backoff_s)

@@ -35,6 +35,7 @@ from src.gut.gut import Gut
 from src.loop.prompts import GOAL_ACHIEVED_WHEN
 from src.outcomes import alignment, goals
 from src.outcomes.prompts import goal_reflection_prompt
+from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.tools.verbs import ToolVerb
 
@@ -53,13 +54,14 @@ class _Reflection:
 
 class InnerLife:
     def __init__(self, pool, embedder, *, gut: Gut | None, session_id: str,
-                 settings: BootstrapSettings | None = None,
+                 settings: BootstrapSettings | None = None, outcomes: OutcomeSettings | None = None,
                  submit: Callable[..., Awaitable[object]] | None = None):
         self.pool = pool
         self.embedder = embedder
         self.gut = gut
         self.session_id = session_id
         self.settings = settings or BootstrapSettings()
+        self.outcomes = outcomes or OutcomeSettings()
         self.submit = submit
         self.goal_layer: list[tuple[str, np.ndarray]] = []
         self._reached: set[int] | None = None
@@ -166,15 +168,15 @@ class InnerLife:
             await self.milestone(1, {"memory_ids": memory_ids[:10], "path": "entry → scratch → exit → persist"})
 
     async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
-        cfg = self.settings
-        lookback = timedelta(seconds=cfg.outcome_lookback_s)
+        cfg = self.outcomes
+        lookback = timedelta(seconds=cfg.lookback_s)
         # a journaled turn's delta is written with its row before the reply (src/loop/backlog.py):
         # the window links it; any other row is written after this, linking `_delta_outcomes`
         if correction_id is not None:
             self._delta_outcomes.append(await record_outcome(
                 self.pool, kind="correction", description="System 2 corrected System 1",
                 at=now, evidence={"correction_id": correction_id},
-                subjects=[("memory", correction_id)], lookback=lookback, max_links=cfg.outcome_max_links))
+                subjects=[("memory", correction_id)], lookback=lookback, max_links=cfg.max_links))
         if winner.source == "user":
             valence = explicit_feedback(winner.text)
             if valence is not None:
@@ -182,7 +184,7 @@ class InnerLife:
                 self._delta_outcomes.append(await record_outcome(
                     self.pool, kind="feedback", valence=valence, at=now,
                     description=f"user feedback: {winner.record_text[:200]}", lookback=lookback,
-                    max_links=cfg.outcome_max_links))
+                    max_links=cfg.max_links))
 
     async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
         """Milestone 9 once the reflection prompt of an achieved goal got an answer."""
@@ -216,8 +218,8 @@ class InnerLife:
         subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
         oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",
                                    evidence={"declared": text, "cycle": cycle, "similarity": round(match.similarity, 4)},
-                                   subjects=subjects, lookback=timedelta(seconds=self.settings.outcome_lookback_s),
-                                   max_links=self.settings.outcome_max_links)
+                                   subjects=subjects, lookback=timedelta(seconds=self.outcomes.lookback_s),
+                                   max_links=self.outcomes.max_links)
         prompt = goal_reflection_prompt(match.text)
         self._reflections[prompt] = _Reflection(match.text, oid, cycle)
         if self.submit is not None:

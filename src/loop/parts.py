@@ -15,11 +15,11 @@ import asyncpg
 import numpy as np
 
 from src.context.assembly import ContextAssembler
-from src.context.settings import ContextSettings, FifoSettings
+from src.context.settings import ContextSettings
 from src.gates.memory_gate import Gates
 from src.loop.attention import AttentionQueue
 from src.loop.settings import LoopSettings
-from src.metacognition.settings import EscalationSettings, MetacognitionSettings
+from src.metacognition.settings import MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold
 from src.recall.layers import LayerEmbeddings
 from src.recall.retrieval import Retriever
@@ -48,10 +48,6 @@ class LoopSections(Protocol):
     def loop(self) -> LoopSettings: ...
     @property
     def context(self) -> ContextSettings: ...
-    @property
-    def fifo(self) -> FifoSettings: ...
-    @property
-    def escalation(self) -> EscalationSettings: ...
     @property
     def metacognition(self) -> MetacognitionSettings: ...
 

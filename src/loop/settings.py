@@ -1,4 +1,4 @@
-"""Settings of the loop and of attention allocation (runtime.yaml `loop:`, `attention:`;
+"""Settings of the loop and of attention allocation (runtime.yaml `loop:`, `loop.attention:`;
 plan §3.4, §3.10): pure pydantic, imported by config."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class SalienceWeights(_Section):
 
 
 class AttentionSettings(_Section):
-    """The `attention:` section of runtime.yaml."""
+    """`loop.attention:` in runtime.yaml: the attention queue's salience (plan §3.4)."""
 
     weights: SalienceWeights = SalienceWeights()
     urgency: dict[Source, float] = Field(default_factory=lambda: dict(DEFAULT_URGENCY))
@@ -98,6 +98,7 @@ class LoopSettings(_Section):
     combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
     cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
     retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle
+    attention: AttentionSettings = AttentionSettings()   # the attention queue (src/loop/attention.py)
     retry_backoff_max_s: float = Field(10.0, gt=0)
     # §3.6 always-escalate triggers (src/loop/triggers.py): how close the input must be to
     # an identity or goal memory to touch it, and the center that makes a memory identity-tier

@@ -99,11 +99,11 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     if args.k < 1:
         s.err.write("search: --k must be at least 1\n")
         return 2
-    cfg = s.settings.retrieval
+    cfg = s.settings.recall.retrieval
     # --mutate applies everything now: no light ticker runs in the CLI to apply queued near misses
     cfg = cfg.model_copy(update={"keep": args.k, "limit": max(cfg.limit, args.k), "near_miss_deferred": False})
     retriever = Retriever(s.pool, s.providers.embedder, s.providers.reranker,
-                          Safety(s.settings.safety), cfg)
+                          Safety(s.settings.weights.safety), cfg)
     rng = np.random.default_rng(args.seed)
     if args.batch is not None:
         if not args.batch.is_file():

@@ -60,7 +60,7 @@ def _size(n: int) -> str:
 async def collect(s: Session) -> dict:
     """Every figure `stats` prints, as one dict."""
     db = s.pool
-    w = await db.fetchrow(_WEIGHTS, CONTESTED_MIN, UNINFORMED_MAX, s.settings.retrieval.dormant_center)
+    w = await db.fetchrow(_WEIGHTS, CONTESTED_MIN, UNINFORMED_MAX, s.settings.recall.retrieval.dormant_center)
     deciles = list(w["deciles"]) if w["deciles"] is not None else [None, None, None]
     return {
         "memories": w["n"],

@@ -32,30 +32,15 @@ class HeuristicWeights(_Section):
     length: float = Field(0.15, ge=0)
 
 
-class MetacognitionSettings(_Section):
-    """The `metacognition:` section of runtime.yaml."""
-
-    weights: ConfidenceWeights = ConfidenceWeights()
-    heuristics: HeuristicWeights = HeuristicWeights()
-    heuristic_ceiling: float = Field(0.9, gt=0, le=1)
-    logprob_share: float = Field(0.7, ge=0, le=1)
-    # |ln(words / expected)| reaching ln(this) is a full length anomaly (4× too long or short).
-    length_anomaly_ratio: float = Field(4.0, gt=1)
-    fok_max_tokens: int = Field(200, ge=20)
-
-
-
 class ReflectionSettings(BaseModel):
-    """`escalation.reflection` in runtime.yaml."""
+    """`metacognition.escalation.reflection` in runtime.yaml."""
 
     model_config = ConfigDict(extra="forbid")
 
     k: int = Field(3, ge=1, le=20)
-    # Cosine floor per embed model ("default" for any other); depends on the model.
-    # wordllama-l2-supercat-256 measured: related focus 0.43–0.54, unrelated <= 0.24. MiniLM
-    # 0.4: a question's best match in another conversation passes it as often (29%) as
-    # wordllama's passes 0.35 (28%; REALTALK, ad hoc: notes.md "Thresholds per embedder").
-    # Measure gemini-embedding-001 before trusting "default" with it (its cosines run higher).
+    # Cosine floor per embed model ("default" for any other): an unrelated focus brings back
+    # nothing. Each offline model's is measured (notes.md "Thresholds per embedder"); measure
+    # gemini-embedding-001 before trusting "default" with it (its cosines run higher).
     min_similarity: dict[str, float] = Field(
         default_factory=lambda: {"default": 0.35, "minilm-l6-v2-int8": 0.4})
     block_field_chars: int = Field(300, ge=40)     # per field in the injected block
@@ -67,7 +52,7 @@ class ReflectionSettings(BaseModel):
 
 
 class EscalationSettings(BaseModel):
-    """The `escalation:` section of runtime.yaml."""
+    """`metacognition.escalation:` in runtime.yaml: when and how System 2 takes over."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -77,3 +62,15 @@ class EscalationSettings(BaseModel):
     system2_max_tokens: int = Field(2048, ge=64)
     reflection: ReflectionSettings = ReflectionSettings()
 
+
+class MetacognitionSettings(_Section):
+    """The `metacognition:` section of runtime.yaml."""
+
+    weights: ConfidenceWeights = ConfidenceWeights()
+    heuristics: HeuristicWeights = HeuristicWeights()
+    heuristic_ceiling: float = Field(0.9, gt=0, le=1)
+    logprob_share: float = Field(0.7, ge=0, le=1)
+    # |ln(words / expected)| reaching ln(this) is a full length anomaly (4× too long or short).
+    length_anomaly_ratio: float = Field(4.0, gt=1)
+    fok_max_tokens: int = Field(200, ge=20)
+    escalation: EscalationSettings = EscalationSettings()   # System 2 (src/metacognition/escalation.py)

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from src.bootstrap.settings import BootstrapSettings
 from src.outcomes import uses_repository as repo
+from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import record_outcome
 from src.outcomes.use import uses_for
 from src.text import excerpt
@@ -43,7 +43,7 @@ def parse_ids(args: str) -> list[int] | None:
     return sorted({int(m.group(1)) for m in matched if m is not None})
 
 
-async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, settings: BootstrapSettings,
+async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, settings: OutcomeSettings,
                            now: datetime) -> str:
     """Run `/good` or `/bad`; the reply says what was recorded (or why nothing was)."""
     command = "good" if good else "bad"
@@ -64,15 +64,15 @@ async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, setting
     oid = await record_outcome(
         pool, kind="feedback", valence=valence, at=now, evidence={**evidence, "memory_ids": target},
         description=f"guardian /{command} on memories {', '.join(f'#{i}' for i in target)}",
-        subjects=[("memory", i) for i in target], lookback=timedelta(seconds=settings.outcome_lookback_s),
-        max_links=settings.outcome_max_links)
+        subjects=[("memory", i) for i in target], lookback=timedelta(seconds=settings.lookback_s),
+        max_links=settings.max_links)
     listed = "; ".join(f"#{i} '{excerpt(texts[i], PREVIEW_CHARS)}'" for i in target)
     return (f"recorded /{command} for {how}: {listed} (outcome #{oid}; it counts in their utility "
             f"at the next deep pass)")
 
 
 async def _target(pool: asyncpg.Pool, ids: list[int],
-                  settings: BootstrapSettings) -> tuple[list[int] | str, dict, str]:
+                  settings: OutcomeSettings) -> tuple[list[int] | str, dict, str]:
     """(memory ids, evidence, how to name them) — or a reply saying why there are none."""
     if ids:
         return ids, {}, "memory" if len(ids) == 1 else "memories"

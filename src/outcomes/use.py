@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from src.bootstrap.settings import UseSettings
 from src.db.sql import Executor
 from src.gates.utterance import content_words
 from src.outcomes import uses_repository as repo
+from src.outcomes.settings import UseSettings
 from src.outcomes.tracking import explicit_feedback
 
 #: Words of the speaker label a context line carries ("The user said: …", src/recall/speakers.py).

@@ -17,6 +17,7 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
+    # auto | gemini | wordllama | minilm  (auto: gemini when GEMINI_API_KEY is set, else `offline`)
     provider: Literal["auto", "gemini", "wordllama", "minilm"] = "auto"
     # what `auto` uses without GEMINI_API_KEY: minilm (a small sentence transformer: finds
     # facts asked in other words, ~100 texts a second; src/providers/embed_minilm.py) or
@@ -41,6 +42,7 @@ class EmbeddingSettings(_Section):
 
 
 class RerankSettings(_Section):
+    # auto | flashrank | none  (auto: flashrank when the model folder exists)
     provider: Literal["auto", "flashrank", "none"] = "auto"
     model: str = "ms-marco-MiniLM-L-12-v2"
     # FlashRank reads <cache_dir>/<model>/; it is never downloaded at run time.
@@ -49,9 +51,8 @@ class RerankSettings(_Section):
 
 
 LLMKind = Literal["gemini", "anthropic", "openai_compat"]
-# Measured (notes.md "timings"): Gemini Flash Lite and Claude answer in 1-10 s; Qwen2.5 1.5B
-# Q4 under llama.cpp on 2 cores reads ~33 tok/s and writes 6-14 tok/s, so a 4,096-token
-# prompt and a long answer take ~5 minutes.
+# One attempt's timeout per provider kind: a cloud model answers in seconds, a small local
+# model on a CPU can take minutes for a full window and a long answer (notes.md "timings").
 DEFAULT_LLM_TIMEOUT_S: dict[str, float] = {"gemini": 30.0, "anthropic": 60.0, "openai_compat": 300.0}
 # A local server with more slots splits its context between them (llama.cpp: HTTP 500
 # "Context size has been exceeded" with 4 slots and parallel requests, issue 27).
@@ -75,12 +76,16 @@ class ContextWindows(_Section):
 
 
 class LLMSettings(_Section):
+    """The language models (plan §2.1): System 1 answers every turn, System 2 takes over when
+    metacognition escalates (src/providers/selection.py says which provider fills each role)."""
+
+    # auto (the API keys that are set; reflex without any) | cloud | openai_compat | reflex
     provider: Literal["auto", "cloud", "openai_compat", "reflex"] = "auto"
-    system1_model: str = "gemini-2.5-flash-lite"
-    system2_model: str = "claude-sonnet-4-5"
+    system1_model: str = "gemini-2.5-flash-lite"   # the fast model of every turn (Gemini with a key)
+    system2_model: str = "claude-sonnet-4-5"       # the careful model of an escalation (Anthropic with a key)
     # OpenAI-compatible chat endpoint (Ollama, llama.cpp, vLLM), e.g. http://localhost:11434/v1
     base_url: str | None = None
-    openai_model: str | None = None
+    openai_model: str | None = None   # the model name that endpoint serves (Ollama: its tag)
     # At most a quarter of the model's context window (capped at start).
     max_output_tokens: int = Field(1024, ge=1)
     context_window: ContextWindows = ContextWindows()
@@ -145,11 +150,13 @@ def _default_prices() -> dict[str, ModelPrice]:
 
 
 class ResilienceSettings(_Section):
+    # embeddings; language models: llm.timeout_s
     timeout_s: float = Field(30.0, gt=0)
     max_attempts: int = Field(4, ge=1, le=10)
     backoff_base_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(20.0, ge=0)
     breaker_failures: int = Field(5, ge=1)
+    # then one trial call (half-open)
     breaker_reset_s: float = Field(30.0, gt=0)
 
 
@@ -168,12 +175,34 @@ class Secrets(_Section):
     openai_api_key: SecretStr | None = None
 
 
+class BudgetSettings(_Section):
+    """What the mind's own work may spend on models (runtime.yaml `providers.budget:`; issue 24).
+
+    Internal work is the DMN's and the gut's impulses ("idle thought") and consolidation
+    (passes, the light ticker, the cycles its announcements cause). Both limits are rolling
+    windows; the user's turns never wait for them. Defaults and their reasoning: notes.md
+    ("background budget"): an idle night of 8 hours spends at most 8 × `hourly_calls`
+    calls (about 3.5 conversations of 20 turns) and never more than `daily_cost_usd`.
+    """
+
+    # false: internal work is not limited (the user's turns never wait for it either way)
+    enabled: bool = True
+    # model calls (embedding rows not counted) by internal work in the last hour
+    hourly_calls: int = Field(20, ge=0)
+    # the share of those idle thought may take, so the DMN never starves consolidation
+    idle_share: float = Field(0.5, ge=0, le=1)
+    # US dollars internal work may spend in the last 24 hours (embeddings included)
+    daily_cost_usd: float = Field(0.25, ge=0)
+
+
 class ProvidersSettings(_Section):
     embeddings: EmbeddingSettings = EmbeddingSettings()
     rerank: RerankSettings = RerankSettings()
     llm: LLMSettings = LLMSettings()
     resilience: ResilienceSettings = ResilienceSettings()
     ledger: LedgerSettings = LedgerSettings()
+    budget: BudgetSettings = BudgetSettings()   # what the mind's own work may spend (src/providers/budget.py)
+    # USD per million tokens; entries here are merged over the defaults
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
 
     @field_validator("prices", mode="before")
@@ -183,22 +212,3 @@ class ProvidersSettings(_Section):
         if isinstance(value, dict):
             return {**_default_prices(), **value}
         return value
-
-
-class BudgetSettings(_Section):
-    """What the mind's own work may spend on models (runtime.yaml `budget:`; issue 24).
-
-    Internal work is the DMN's and the gut's impulses ("idle thought") and consolidation
-    (passes, the light ticker, the cycles its announcements cause). Both limits are rolling
-    windows; the user's turns never wait for them. Defaults and their reasoning: notes.md
-    ("background budget"): an idle night of 8 hours spends at most 8 × `hourly_calls`
-    calls (about 3.5 conversations of 20 turns) and never more than `daily_cost_usd`.
-    """
-
-    enabled: bool = True
-    # model calls (embedding rows not counted) by internal work in the last hour
-    hourly_calls: int = Field(20, ge=0)
-    # the share of those idle thought may take, so the DMN never starves consolidation
-    idle_share: float = Field(0.5, ge=0, le=1)
-    # US dollars internal work may spend in the last 24 hours (embeddings included)
-    daily_cost_usd: float = Field(0.25, ge=0)

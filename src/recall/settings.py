@@ -1,4 +1,4 @@
-"""Recall's settings (runtime.yaml `retrieval:` and `layers:`): pure pydantic, imported by config.
+"""Recall's settings (runtime.yaml `recall:`, its `retrieval:` and `layers:`): pure pydantic, imported by config.
 
 The plan's constants live here so that the pure math (src/recall/activation.py,
 relevance.py) and the settings share one value without config importing the math.
@@ -53,32 +53,19 @@ class ArmWeights(_Section):
 WORDLLAMA = "wordllama-l2-supercat-256"
 
 #: wordllama's arms, chosen on the tune conversations of real human chats (bench/bench_realconv.py
-#: --tune; REALTALK, bench/data/README.md): wordllama's vectors are weak on chat turns (vector
-#: arm alone 36.7% recall@10, full text 46.5%), and at equal weights their ranks pulled full
-#: text's best matches down. w_vector 0.25 gains 3.6 ± 1.1 points of bare-hybrid recall@10
-#: over 1.0 (paired over the 344 tune questions); rrf_k 30 came with it (+0.4 ± 0.4 over 60);
-#: w_recency 0.1 ties 0.2 for best and stays. fts_confidence 0.75 (issue 35, as MINILM_ARMS):
-#: real chats' tune half the same (bare 0.505 → 0.509, pipeline 0.516 → 0.518 recall@10), the
-#: paraphrases' dev half 8% → 37% in the top 5 (its vector arm alone: 17%). w_own 1.0 (session
-#: 11, as MINILM_ARMS): the paraphrases' dev half 19.7 → 46.3% in the top 5, 23 → 70% in the
-#: top 20 (0.5: 44.0 / 63.0).
+#: --tune) and the paraphrases' dev half (bench/bench_paraphrase.py --tune): its vectors are weak
+#: on chat turns, so the vector arm weighs less than full text (notes.md "Settings: the numbers
+#: behind them").
 WORDLLAMA_ARMS = ArmWeights(w_vector=0.25, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75,
                             w_own=1.0)
 
 #: The sentence embedder's `embed_model` (src/providers/embed_minilm.py).
 MINILM = "minilm-l6-v2-int8"
 
-#: MiniLM's arms (issue 35): on the real chats' tune half every w_vector from 0.25 to 0.75 ties
-#: (bare hybrid recall@10 0.52-0.53); on the paraphrase set's dev half (bench_paraphrase) full
-#: text's matches of common words ("called", "home") filled the 20 candidates unless the vector
-#: arm weighed more (w_vector 0.5: 34% of facts in the top 5, 1.5: 81%), which cost real chats
-#: 4 points. fts_confidence lets a full-text row count fully only when it holds a rarer word (its
-#: score reaches 0.75 of a unique word's idf): at w_vector 0.5, 75% of the paraphrases in the
-#: top 5 and real chats within one paired SE of the best (0.525 bare, 0.517 pipeline vs 0.529,
-#: 0.526); 1.0 gains paraphrases 6 more points for 1.4 of real chats' (notes.md).
-#: w_own 0.5 (the user's own statements as a third arm for a question about the user, session
-#: 11): the paraphrases' dev half 79.0 → 86.7% in the top 5, 82 → 93% in the top 20 (0.25:
-#: 85.7 / 90; 1.0: 86.3 / 95); real chats hold no line of the user's, so the arm is idle there.
+#: MiniLM's arms (issue 35), chosen on the same two tuning halves: the vector arm weighs more so
+#: that full text's matches of common words do not fill the candidates; fts_confidence lets a
+#: full-text row count fully only when it holds a rarer word; w_own ranks the user's own lines
+#: (notes.md "Settings: the numbers behind them").
 MINILM_ARMS = ArmWeights(w_vector=0.5, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75, w_own=0.5)
 
 
@@ -92,20 +79,18 @@ class RetrievalSettings(_Section):
     # full text: a question's word found only in a memory's conversation context counts this
     # much of a word of the memory itself (src/recall/conversation.py; bench_realconv --context)
     context_weight: float = Field(0.5, ge=0, le=1)
+    # per embed model; "default" for any other; rrf_k per model overrides rrf_k
     arms: dict[str, ArmWeights] = Field(
         default_factory=lambda: {"default": ArmWeights(), WORDLLAMA: WORDLLAMA_ARMS, MINILM: MINILM_ARMS})
     # The share of a memory's relevance that ACT-R's P(retrieve) scales (src/recall/scoring.py):
-    # real chats' tune half ranks 0, 0.15 and 0.3 alike (bench_realconv --tune); the test of
-    # tests/test_recall_scoring.py holds what it does to equal matches. Kept at the plan's 0.3.
+    # the test of tests/test_recall_scoring.py holds what it does to equal matches; kept at the
+    # plan's 0.3 (real chats cannot tell the values apart: notes.md)
     activation_share: float = Field(0.3, ge=0, le=1)
     # a question about the user: what the user stated gets this much over other speakers'
     # and the mind's words at a similar match (src/recall/scoring.py; bench_paraphrase dev half)
-    # dev half: 0 → 59% in the top 5, 0.1 → 77%, 0.3 → 78%; real chats neutral (notes.md)
     user_word: float = Field(0.3, ge=0, le=1)
     # what relevance's semantic component reads: cosine | fused | blend (relevance.py).
-    # Real chats' tune half cannot tell blend from fused (48.2% vs 48.5% recall@10, within
-    # one paired SE, bench_realconv --tune), so blend stays: on the synthetic set
-    # (bench_recall) it is 10 points ahead at @10. cosine loses on both (44.3% there).
+    # blend: real chats cannot tell it from fused and the synthetic set prefers it (notes.md)
     semantic_signal: Literal["cosine", "fused", "blend"] = "blend"
     reinforce_retrieved: float = Field(0.1, ge=0)
     contradict_near_miss: float = Field(0.05, ge=0)
@@ -113,14 +98,15 @@ class RetrievalSettings(_Section):
     # memory (src/recall/mutation.py); false: applied at retrieval (the mind sets it so when
     # the light ticker is off)
     near_miss_deferred: bool = True
+    # below this center a memory needs a strong cue...
     dormant_center: float = Field(0.15, ge=0, le=1)
+    # ...cosine above this
     dormant_similarity: float = Field(0.9, ge=0, le=1)
     spread_top_k: int = Field(3, ge=1)
     spread_seeds: int = Field(3, ge=1)       # best hits used as seeds when nothing is active
     # Memories reached only by spreading that join the candidates, the most activated first
-    # (plan §3.1: "cap ... to prevent noise"). A mature co-access graph reaches ~150 per
-    # cycle at one hop; fetching and scoring them all cost ~8 ms a cycle at 100k, and
-    # the weakly activated ones never made the top `limit`. Spread still lifts every
+    # (plan §3.1: "cap ... to prevent noise"). A mature co-access graph reaches far more than
+    # fit the top `limit`, and the weakly activated ones never made it. Spread still lifts every
     # search hit it reaches.
     spread_join: int = Field(20, ge=0)
     act_r: ActRSettings = ActRSettings()
@@ -141,3 +127,11 @@ class LayerSettings(_Section):
     values_path: Path = Path("./data/layers/values.json")
     goals_path: Path = Path("./data/layers/goals.json")
     cache_dir: Path = Path("./data/layers/cache")
+
+
+class RecallSettings(_Section):
+    """`recall:` in runtime.yaml: hybrid search and its layers (src/recall/retrieval.py), and
+    the value and goal layers recall and attention read (src/recall/layers.py)."""
+
+    retrieval: RetrievalSettings = RetrievalSettings()
+    layers: LayerSettings = LayerSettings()

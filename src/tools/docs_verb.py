@@ -49,7 +49,7 @@ def read_doc_verb(docs: DocsTool | None) -> ToolVerb:
     With no docs tool (or a disabled one) the verb is never offered and refuses."""
     if docs is None or not docs.settings.enabled:
         return ToolVerb(verb="READ_DOC", usage="READ_DOC: <relative path>", when="", kind="read_doc",
-                        handler=lambda _path: "error: the docs tool is disabled (docs_tool.enabled: false)",
+                        handler=lambda _path: "error: the docs tool is disabled (tools.docs.enabled: false)",
                         offered=lambda _focus: False)
     readable = ", ".join(docs.readable())
     return ToolVerb(
@@ -67,7 +67,7 @@ def list_docs_verb(docs: DocsTool | None) -> ToolVerb:
     usage = "LIST_DOCS: <relative directory, or . for all>"
     if docs is None or not docs.settings.enabled:
         return ToolVerb(verb="LIST_DOCS", usage=usage, when="", kind="read_doc",
-                        handler=lambda _dir: "error: the docs tool is disabled (docs_tool.enabled: false)",
+                        handler=lambda _dir: "error: the docs tool is disabled (tools.docs.enabled: false)",
                         offered=lambda _focus: False)
     return ToolVerb(
         verb="LIST_DOCS",

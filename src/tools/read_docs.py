@@ -203,7 +203,7 @@ class DocsTool:
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> str:
         """Dispatch a model's tool call; bad names or arguments come back as ``error:`` lines."""
         if not self.settings.enabled:
-            return _error("the docs tool is disabled (docs_tool.enabled: false)")
+            return _error("the docs tool is disabled (tools.docs.enabled: false)")
         args = dict(arguments or {})
         try:
             if name == "read_doc":

@@ -40,7 +40,7 @@ def _dsn(settings: Settings) -> tuple[str, str]:
 def _budget_from_ledger(settings: Settings, pool):
     """The background budget as the ledger tells it (the mind's running count is not here)."""
     async def left() -> BudgetLeft:
-        budget = BackgroundBudget(settings.budget)
+        budget = BackgroundBudget(settings.providers.budget)
         await budget.seed(pool)
         return budget.left()
     return left
@@ -58,11 +58,11 @@ async def serve(settings: Settings, *, announce=print) -> int:
             raise StartupError(f"no mind in {description}: the tables are missing; "
                                "run python -m src.main once to create them")
         providers = build_providers(settings.providers, settings.secrets, pool, session_id)
-        layers = LayerEmbeddings(providers.embedder, values_path=settings.layers.values_path,
-                                 goals_path=settings.layers.goals_path, cache_dir=settings.layers.cache_dir)
+        layers = LayerEmbeddings(providers.embedder, values_path=settings.recall.layers.values_path,
+                                 goals_path=settings.recall.layers.goals_path, cache_dir=settings.recall.layers.cache_dir)
         layer_vecs, _ = await identity_vectors(layers)
-        safety = Safety(settings.safety)
-        retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.retrieval,
+        safety = Safety(settings.weights.safety)
+        retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.recall.retrieval,
                               layer_vecs=layer_vecs)
         view = View(pool=pool, settings=settings.web, mode="standalone viewer (the mind is not run here)",
                     session_id=None, providers_report=providers.report, safety_modes=safety.phase_modes(),

@@ -9,6 +9,7 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    # a non-loopback host needs MOLTBOT_WEB_TOKEN; env MOLTBOT_WEB_HOST overrides (Docker: 0.0.0.0)
     host: str = "127.0.0.1"
     # 0 picks a free port (tests); the start-up line prints the one bound.
     port: int = Field(8765, ge=0, le=65535)
@@ -21,9 +22,12 @@ class WebSettings(BaseModel):
     # The view's own pool (issue 24): its connections, so polling clients never take the
     # mind's, and the longest a page's statement may run (the server's statement_timeout).
     pool_size: int = Field(2, ge=1, le=16)
+    # the longest one page statement may run (server statement_timeout)
     statement_timeout_s: float = Field(5.0, gt=0)
     # Pages started per second, whoever asks (src/web/pace.py): `burst` at once, then this
     # rate; a request that would wait longer than `max_wait_s` is answered 503.
     max_requests_per_s: float = Field(5.0, gt=0)
+    # (a guardian opening a few pages never waits); a request that would wait
     burst: int = Field(20, ge=1)
+    # longer than max_wait_s is answered 503
     max_wait_s: float = Field(30.0, gt=0)
