@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -28,8 +29,8 @@ from src.db.manifest import record_start
 from src.entry import run_entry
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
-from src.loop.outage import DB_ERRORS, describe
-from src.mind import Mind, build_mind, shut_down
+from src.loop.outage import DB_ERRORS, Outage, describe
+from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.outcomes.feedback import feedback_command
 from src.providers.costs import format_cost_table
 from src.providers.endpoint_gate import user_turn
@@ -43,21 +44,33 @@ from src.weights.protection import protect_command
 log = logging.getLogger("src.main")
 
 
+@dataclass(frozen=True)
+class Running:
+    """What one run is made of before its prompt opens: the mind, the durable input it marks
+    answered turns in, and the guardian's window (src/web) when enabled."""
+
+    mind: Mind
+    journal: InputJournal | None = None
+    web: Stoppable | None = None
+
+
 class Agent:
     """The process around one mind: its prompt, commands and shutdown."""
 
     def __init__(self, settings: Settings, db: Database, providers: Providers, session_id: str,
-                 out: TextIO):
+                 out: TextIO, *, running: Running | None = None, stop: asyncio.Event | None = None,
+                 screen: Screen | None = None):
         self.settings = settings
         self.db = db
         self.providers = providers
         self.out = out
-        self.screen = Screen(out)       # replies, command output, notices; the prompt at a terminal
+        # replies, command output, notices; the prompt at a terminal
+        self.screen = screen if screen is not None else Screen(out)
         self.session_id = session_id
-        self.mind: Mind | None = None
-        self.journal: InputJournal | None = None
-        self.web = None                 # the guardian's window (src/web), when enabled
-        self.stop = asyncio.Event()
+        self.mind: Mind | None = running.mind if running is not None else None
+        self.journal: InputJournal | None = running.journal if running is not None else None
+        self.web = running.web if running is not None else None
+        self.stop = stop if stop is not None else asyncio.Event()   # SIGTERM/SIGINT set it
         self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
         self.commands = CommandRegistry()
@@ -292,11 +305,13 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     except BaseException:
         await db.close()
         raise
-    agent = Agent(settings, db, providers, session_id, out)
-    screen = agent.screen
+    screen = Screen(out)
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.stop.set)
+        loop.add_signal_handler(sig, stop.set)
+    mind: Mind | None = None
+    web: Stoppable | None = None
     try:
         manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
         await providers.probe_context_windows()      # before the report says each model's window
@@ -304,26 +319,27 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                    + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
             screen.say(line)
-        agent.mind = await build_mind(settings, db.pool, providers, session_id=session_id,
-                                      manifest=manifest, deliver=screen.say,
-                                      progress=lambda bar: log.info("%s", bar))
-        if agent.mind.stale_at_start:
-            screen.say(f"{agent.mind.stale_at_start} memories need re-embedding with "
-                f"{providers.embedder.model_name}; running in the background "
+        journal = InputJournal(db.pool, session_id, settings.agent.spill_dir, outage=Outage(), notify=screen.say)
+        mind = await build_mind(settings, db.pool, providers, session_id=session_id, manifest=manifest,
+                                deliver=screen.say, journal=journal)
+        if mind.stale_at_start:
+            screen.say(f"{mind.stale_at_start} memories need re-embedding with "
+                       f"{providers.embedder.model_name}; running in the background "
                        "(until then only keyword search finds them)")
+        web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn)
+        agent = Agent(settings, db, providers, session_id, out, running=Running(mind, journal, web), stop=stop,
+                      screen=screen)
         await _recover_scratch(agent, screen)
         await _open_journal(agent, screen)
-        agent.web, web_line = await start_beside_mind(settings, agent.mind, session_id, dsn=db.dsn)
         if web_line:
             screen.say(web_line)
-        screen.say(f"{settings.agent.name} session {agent.session_id}: age {manifest.age_days:.2f} days, "
+        screen.say(f"{settings.agent.name} session {session_id}: age {manifest.age_days:.2f} days, "
                    f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
         await agent.serve()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await shut_down(agent.db, agent.providers, agent.mind, agent.web, agent.session_id,
-                        timeout_s=settings.agent.shutdown_timeout_s)
+        await shut_down(db, providers, mind, web, session_id, timeout_s=settings.agent.shutdown_timeout_s)
         if db.left_running:   # after "shutting down": the server outlives us on purpose
             screen.say(db.left_running)
     return 0
@@ -354,11 +370,7 @@ async def _recover_scratch(agent: Agent, screen: Screen) -> None:
 
 async def _open_journal(agent: Agent, screen: Screen) -> None:
     """Durable input; messages earlier runs never answered go back to the loop first."""
-    loop = agent.mind.loop
-    agent.journal = InputJournal(agent.db.pool, agent.session_id, agent.settings.agent.spill_dir,
-                                 outage=loop.outage, notify=screen.say)
     replay = await agent.journal.open()
-    loop.on_answered = agent.journal.answered
     for line in replay:
         await agent.handle_message(line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
     if replay:

@@ -30,11 +30,13 @@ from src.db.pool import DB_ERRORS
 from src.dmn.generator import DmnGenerator
 from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
+from src.gates.persist_hooks import PersistHooks
 from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
 from src.loop.attention import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
 from src.loop.inner_life import InnerLife
+from src.loop.input_journal import InputJournal
 from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.budget import BackgroundBudget
@@ -138,8 +140,9 @@ class Stoppable(Protocol):
 
 async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Providers, *, session_id: str,
                      manifest: Manifest, deliver: Callable[[str], Awaitable[None] | None],
-                     progress: Callable[[str], None] | None = None,
-                     rng: np.random.Generator | None = None) -> Mind:
+                     journal: InputJournal | None = None, rng: np.random.Generator | None = None) -> Mind:
+    """Every part of the mind, each given what it needs when it is made. `journal`: the
+    durable input the loop marks answered turns in (the service's; a test may go without)."""
     rng = rng or np.random.default_rng()
     # the context budget in System 1's tokens: its window, as configured or probed (issue 27)
     settings = settings.model_copy(update={"context": settings.context.model_copy(
@@ -154,41 +157,38 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     # queued near-miss suppression needs the light ticker to apply it (src/recall/mutation.py)
     recall_cfg = settings.recall.retrieval if settings.consolidation.light.enabled else settings.recall.retrieval.model_copy(
         update={"near_miss_deferred": False})
+    gut, inner = await _inner_life(settings, pool, providers, store, layers, session_id=session_id)
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, recall_cfg,
-                          layer_vecs=layer_vecs, maturity_memories=maturity)
+                          layer_vecs=layer_vecs, maturity_memories=maturity,
+                          emotional=gut.alignment if gut is not None else None)
 
     async def layer_source():
         return retriever.layer_vecs     # the loop refreshes them every cycle
 
     gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
-                        mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity)
+                        mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity,
+                        hooks=PersistHooks(gut=gut, on_persisted=inner.on_persisted))
     assembler = ContextAssembler(pool, settings.context, broadening=safety.sampling_evidence_cap)
     threshold = EscalationThreshold(pool, refresh_s=settings.metacognition.escalation.threshold_refresh_s,
                                     identity_center=settings.metacognition.escalation.identity_center,
                                     maturity_memories=maturity)
-    gut, inner = await _inner_life(settings, pool, providers, store, retriever, gates, layers,
-                                   session_id=session_id)
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
                       assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.loop.attention),
                       layers=layers, docs=DocsTool(settings.tools.docs), manifest=manifest, goal_vecs=goal_vecs,
-                      inner=inner, skills=SkillRecall(pool, settings.skills))
-    loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng)
-    # gut signals and goal reflections enter like everything else, while the background budget lasts
-    inner.submit = budget.gate(loop.submit)
+                      inner=inner, skills=SkillRecall(pool, settings.skills), impulse_gate=budget.gate)
+    loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng, journal=journal)
     dmn = _dmn(settings, pool, providers, loop, layers, budget, safety) if settings.dmn.enabled else None
 
     def on_progress(done: int, total: int, rate: float) -> None:
-        if progress is not None:
-            progress(progress_bar(done, total, rate))
+        log.info("%s", progress_bar(done, total, rate))
 
     stale, worker = await check_embed_model(pool, providers.embedder, start=True, on_progress=on_progress)
     # insights and tensions compete for attention like everything else (plan §3.4); after each
     # pass the gut rebuilds its subconscious centroid and finds its axes (plan §5.1)
     consolidation = Consolidation(
         pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
-        submit=budget.gate(loop.submit), recompute_centroid=_after_pass_centroids(pool, providers, gates, gut))
-    consolidation.use_budget(budget)
-    consolidation.after = [*consolidation.after, consolidation_milestone_hook(pool)]
+        submit=budget.gate(loop.submit), recompute_centroid=_after_pass_centroids(pool, providers, gates, gut),
+        budget=budget, after=[consolidation_milestone_hook(pool)])
     return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
                 consolidation, gut, dmn, budget)
 
@@ -216,20 +216,18 @@ def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
     return recompute
 
 
-async def _inner_life(settings: Settings, pool, providers, store, retriever, gates, layers, *,
+async def _inner_life(settings: Settings, pool, providers, store, layers, *,
                       session_id: str) -> tuple[Gut | None, InnerLife]:
-    """Seed the immutable boundaries (once), build the gut, hook gut/outcomes/readiness in."""
+    """Seed the immutable boundaries (once), build the gut and the inner life (gut, outcomes,
+    readiness): recall and the exit gate are built with them."""
     if settings.bootstrap.seed_boundaries:
         await seed_boundaries(store, settings.bootstrap.boundaries_path)
     gut = None
     if settings.gut.enabled:
         gut = Gut(settings.gut)
         await gut.recompute_l2(pool, providers.embedder.model_name)
-        retriever.emotional = gut.alignment
-        gates.exit.gut = gut
     inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap,
                       outcomes=settings.outcomes)
-    gates.exit.on_persisted = inner.on_persisted
     await inner.refresh_layers(layers)
     return gut, inner
 

@@ -103,7 +103,7 @@ async def test_a_spent_budget_stops_the_dmn_and_the_users_turns_still_run(pool, 
                              "this hour)")
     assert await pool.fetchval("SELECT count(*) FROM dmn_items") == items
     assert mind.loop.queue.counts()["dmn"] == 0
-    assert await mind.loop.inner.submit("gut", "something feels unsettled", now=now) is None   # held back
+    assert await mind.loop.submit_inner("gut", "something feels unsettled", now=now) is None   # held back
     assert len(backend.requests) == requests                 # nothing internal reached the model
 
     await mind.loop.submit("user", "What tea do I drink in the morning?", now=now)

@@ -117,8 +117,7 @@ async def test_a_failed_phase_fails_the_pass_which_backs_off_and_resumes_there(p
     # the scheduler (clock injected) starts nothing early, then resumes the same pass at the failed phase
     clock = [first.retry_after - timedelta(seconds=60)]
     service = Consolidation(pool, embedder=embedder, llm=None, safety=Safety(), settings=SETTINGS,
-                            phases=phases, clock=lambda: clock[0])
-    service.after = [announce_hook(_collect(announced))]
+                            phases=phases, clock=lambda: clock[0], after=[announce_hook(_collect(announced))])
     await service._check_triggers()
     assert await pool.fetchval("SELECT count(*) FROM consolidation_passes") == 1 and flaky.runs == 1
     clock[0] = first.retry_after

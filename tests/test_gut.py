@@ -12,6 +12,7 @@ from pgvector import HalfVector
 
 from src.gates.emotion import emotional_charge
 from src.gates.memory_gate import Gates
+from src.gates.persist_hooks import PersistHooks
 from src.gut import centroids as c
 from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
@@ -115,19 +116,18 @@ async def test_exit_gate_uses_the_gut_charge_instead_of_v01(pool):
     store = MemoryStore(pool, embedder)
     await store.store_many([NewMemory(t) for t in ["quiet rain on the roof", "warm tea in the morning",
                                                     "the garden needs water"]])
-    gates = Gates.build(pool, embedder, ScriptedMetaLLM(verdict=lambda a, b: False),
-                        gate_settings(noise_floor=0.0, bootstrap_floor=0.0), Safety(), rng=random.Random(1))
     gut = Gut()
     await gut.recompute_l2(pool, embedder.model_name)
     text = "a sudden storm broke the greenhouse glass"
     [item_vec] = await embedder.embed([text], "RETRIEVAL_QUERY")
     gut.read([item_vec])                        # attention sits on the storm: a strong delta
-    gates.exit.gut = gut
     persisted: list[list[int]] = []
 
     async def seen(ids):
         persisted.append(ids)
-    gates.exit.on_persisted = seen
+    gates = Gates.build(pool, embedder, ScriptedMetaLLM(verdict=lambda a, b: False),
+                        gate_settings(noise_floor=0.0, bootstrap_floor=0.0), Safety(), rng=random.Random(1),
+                        hooks=PersistHooks(gut=gut, on_persisted=seen))
     gates.exit.set_attention(np.stack([item_vec]))
     await gates.admit(text, exchange=False)
     await gates.exit.flush(reason="test")
@@ -153,8 +153,7 @@ async def test_recall_emotional_component_comes_from_the_gut(pool):
     await gut.recompute_l2(pool, embedder.model_name)
     [focus] = await embedder.embed(["storm harbour wall damage"], "RETRIEVAL_QUERY")
     gut.read([focus])
-    retriever.emotional = gut.alignment
-    felt = await retriever.retrieve("storm harbour", rng=np.random.default_rng(1), mutate=False)
+    felt = await Retriever(pool, embedder, None, Safety(), RetrievalSettings(), emotional=gut.alignment).retrieve("storm harbour", rng=np.random.default_rng(1), mutate=False)
     for m in felt.memories:
         assert m.components[3] == pytest.approx(float(gut.alignment(m.hit.embedding[None, :])[0]))
     assert len({round(m.components[3], 6) for m in felt.memories} - {0.5}) == len(felt.memories) == 3

@@ -262,3 +262,20 @@ def test_the_readme_map_names_every_package():
              if re.match(r"\s*- `src/", line) for name in re.findall(r"`(src/[\w/]+/)`", line)}
     packages = {str(p.parent.relative_to(root)) for p in SRC.rglob("__init__.py")} - {"src"}
     assert sorted(packages - named) == []
+
+
+def test_no_part_is_wired_after_it_is_built():
+    """Issue 36: every part gets what it needs in its constructor. The wiring (mind.py, main.py)
+    assigns no attribute of another object: `retriever.emotional = …` or `loop.on_answered = …`
+    after construction is work no signature shows."""
+    found = []
+    for name in ("mind.py", "main.py"):
+        tree = ast.parse((SRC / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Attribute) and not (
+                        isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    found.append(f"src/{name}:{node.lineno}: {ast.unparse(target)}")
+    assert found == []

@@ -45,13 +45,17 @@ log = logging.getLogger(__name__)
 class Consolidation:
     """Owns the ticker and the scheduler; `/consolidate` and `/status` talk to it."""
 
-    budget: BackgroundBudget | None = None     # set by `use_budget` (issue 24)
-
     def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
                  settings: ConsolidationSettings, submit: Submit | None = None,
                  recompute_centroid: Callable[[], Awaitable[object]] | None = None,
                  rng: random.Random | None = None, phases: Sequence[Phase] = DEEP_PHASES,
-                 clock: Callable[[], datetime] | None = None):
+                 clock: Callable[[], datetime] | None = None, budget: BackgroundBudget | None = None,
+                 after: Sequence[AfterPass] = ()):
+        """`budget`: spend within the background budget (src/providers/budget.py): while it is
+        spent the scheduled pass waits (its trigger stays due) and the ticker's model layer is
+        skipped; a scheduled pass gets no more calls than are left. `/consolidate` is the
+        guardian's request: counted, never held back. `after`: hooks run after every pass,
+        after the service's own (monitors, the centroid, announcements)."""
         self.pool = pool
         self.embedder = embedder
         self.llm = llm
@@ -59,13 +63,16 @@ class Consolidation:
         self.settings = settings
         self.rng = rng or random.Random()
         self.phases = phases
-        self.ticker = LightTicker(pool, embedder=embedder, llm=llm, safety=safety, settings=settings, rng=self.rng)
+        self.budget = budget
+        ticker_llm = budget.guard(llm, "consolidation") if budget is not None and llm is not None else llm
+        self.ticker = LightTicker(pool, embedder=embedder, llm=ticker_llm, safety=safety, settings=settings,
+                                  rng=self.rng)
         hooks: list[AfterPass] = [monitors_hook(pool, safety)]
         if recompute_centroid is not None:
             hooks.append(centroid_hook(recompute_centroid))
         if submit is not None:
             hooks.append(announce_hook(submit))
-        self.after: Sequence[AfterPass] = hooks
+        self.after: Sequence[AfterPass] = [*hooks, *after]
         self.last_report: PassReport | None = None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -81,15 +88,6 @@ class Consolidation:
                 self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
             if self.settings.deep.enabled:
                 self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
-
-    def use_budget(self, budget: BackgroundBudget) -> None:
-        """Spend within the background budget (src/providers/budget.py): while it is spent the
-        scheduled pass waits (its trigger stays due) and the ticker's model layer is skipped;
-        a scheduled pass gets no more calls than are left. `/consolidate` is the guardian's
-        request: counted, never held back."""
-        self.budget = budget
-        if self.ticker.llm is not None:
-            self.ticker.llm = budget.guard(self.ticker.llm, "consolidation")
 
     async def stop(self, timeout_s: float = 3.0) -> None:
         """Stop the tasks; a pass still running after `timeout_s` is cancelled (it resumes later)."""

@@ -62,6 +62,7 @@ from src.gates.matrix import (
 )
 from src.gates.modes import MemoryMode
 from src.gates.novelty import check_novelty_many
+from src.gates.persist_hooks import PersistHooks
 from src.gates.scratch import BufferedItem, FlushReport
 from src.gates.settings import GateSettings, GateThresholds
 from src.gates.utterance import classify
@@ -97,7 +98,8 @@ class ExitGate:
                  layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
                  centroid: StoreCentroid | None = None, mode: MemoryMode | None = None,
                  maturity_memories: int = MATURITY_MEMORIES,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 hooks: PersistHooks | None = None):
         self.pool = pool
         self.embedder = embedder
         self.prune_embedder = prune_embedder or embedder
@@ -115,10 +117,9 @@ class ExitGate:
         self.attention: np.ndarray | None = None
         # scratch id -> the attention focus under which the loop attended to it
         self._focus: OrderedDict[int, np.ndarray] = OrderedDict()
-        # The two-centroid gut (plan §5.1) replaces the v0.1 store-centroid charge when the
-        # mind wires one in; `on_persisted(memory ids)` lets readiness see memory formation.
-        self.gut = None
-        self.on_persisted: Callable[[list[int]], Awaitable[None]] | None = None
+        hooks = hooks or PersistHooks()
+        self.gut = hooks.gut
+        self.on_persisted = hooks.on_persisted
         self._directions: dict[str, NegationDirection | None] = {}
         self._lock = asyncio.Lock()
 

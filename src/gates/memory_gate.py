@@ -19,6 +19,7 @@ from src.gates import held, held_repository, scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
 from src.gates.exit import ExitGate, LayerSource
 from src.gates.modes import OFF_TAG, MemoryMode
+from src.gates.persist_hooks import PersistHooks
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
@@ -57,7 +58,8 @@ class Gates:
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
               entry_rng: random.Random | None = None, layers: LayerSource | None = None,
-              mode: MemoryMode | None = None, maturity_memories: int = MATURITY_MEMORIES) -> Gates:
+              mode: MemoryMode | None = None, maturity_memories: int = MATURITY_MEMORIES,
+              hooks: PersistHooks | None = None) -> Gates:
         """Each gate has its own generator, seeded from `settings.seed` when set: the entry
         gate runs in the loop and the exit gate in a background flush, so a shared one
         made the draws depend on how the two interleaved (issue 11)."""
@@ -68,7 +70,7 @@ class Gates:
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
         exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
-                             prune_embedder=pruning, mode=mode, maturity_memories=maturity_memories)
+                             prune_embedder=pruning, mode=mode, maturity_memories=maturity_memories, hooks=hooks)
         entry = EntryGate(pool, settings.entry, entry_rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)

@@ -47,20 +47,22 @@ from src.recall.speakers import SAID_TAG, THOUGHT_TAG
 from src.skills.recall import SkillRecall
 
 if TYPE_CHECKING:
-    from src.loop.inner_life import InnerLife
+    from src.loop.inner_life import InnerLife, Submit
 
 
 class Aftermath:
     """The steps after delivery: follow-ups of the answer, gate and store, inner life."""
 
     def __init__(self, gates: Gates, conversation: Conversation, fifo: FifoSettings, *, say: Say,
-                 skills: SkillRecall | None = None, inner: InnerLife | None = None):
+                 skills: SkillRecall | None = None, inner: InnerLife | None = None,
+                 submit_inner: Submit | None = None):
         self.gates = gates
         self.conversation = conversation
         self.fifo = fifo
         self.say = say
         self.skills = skills
         self.inner = inner
+        self.submit_inner = submit_inner     # the loop's way in for the inner life's impulses
 
     def question(self, attended: Attended, action: Action) -> str | None:
         """Copilot: the question about held memories, decided as the answer is ready and
@@ -159,7 +161,7 @@ class Aftermath:
         await self.inner.after_cycle(
             cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path, actions=record.actions,
             correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now,
-            settled=settled)
+            settled=settled, submit=self.submit_inner)
 
 
 def answered_in_words(record: CycleRecord, thought: Thought) -> bool:

@@ -64,13 +64,13 @@ class CycleLog:
     """Ordered, bounded queue of cycle rows waiting for the database; written oldest first."""
 
     def __init__(self, pool: asyncpg.Pool, session_id: str, *, inner: InnerLife | None = None,
-                 limit: int = 1000):
+                 limit: int = 1000, on_answered: MarkAnswered | None = None):
         self.pool = pool
         self.session_id = session_id
         self.inner = inner
         self.limit = limit
         self.dropped = 0
-        self.on_answered: MarkAnswered | None = None   # set once the input journal is open
+        self.on_answered = on_answered     # the input journal's mark of a journaled turn
         self._entries: deque[CycleEntry] = deque()
 
     def __len__(self) -> int:

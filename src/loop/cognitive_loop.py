@@ -49,6 +49,7 @@ from src.loop.attention import AttentionQueue, Candidate
 from src.loop.backlog import CycleLog, MarkAnswered
 from src.loop.conversation import Conversation
 from src.loop.degraded import Shortfalls
+from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
@@ -73,15 +74,19 @@ class CognitiveLoop:
     """The only consumer of attention. Everything it needs is passed in."""
 
     def __init__(self, parts: LoopParts, settings: LoopSections, *, session_id: str, deliver: Deliver,
-                 rng: np.random.Generator):
+                 rng: np.random.Generator, journal: InputJournal | None = None):
+        """`journal`: the durable input (src/loop/input_journal.py): the loop shares its view of
+        the database (its `outage`) and marks a journaled turn answered through it."""
         self.parts = parts
         self.cfg = settings.loop
         self.deliver = deliver
         self.inner = parts.inner      # gut, outcomes, readiness (inner_life.py); None: without them
         self.wake = asyncio.Event()
-        self.outage = Outage()
+        self.outage = journal.outage if journal is not None else Outage()
         self.actions = ActionPolicy(settings.loop.actions)
-        self.tools = _tool_protocol(parts, settings.loop.max_tool_calls)
+        # the inner life's impulses enter like everything else, within the background budget
+        self.submit_inner = parts.impulse_gate(self.submit) if parts.impulse_gate is not None else self.submit
+        self.tools = _tool_protocol(parts, settings.loop.max_tool_calls, self.submit_inner)
         self.conversation = Conversation(
             AdaptiveFifo(settings.context.budget.conversation_tokens, partial(gate_pruned, parts.gates),
                          settings.context.fifo), recent_limit=settings.loop.recent_context)
@@ -105,8 +110,9 @@ class CognitiveLoop:
         self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
                              unprompted=settings.loop.unprompted)
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.context.fifo, say=self._say,
-                                   skills=parts.skills, inner=parts.inner)
-        self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner)
+                                   skills=parts.skills, inner=parts.inner, submit_inner=self.submit_inner)
+        self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner,
+                                  on_answered=journal.answered if journal is not None else None)
         self.db_wait = DatabaseWait(parts.pool, self.outage, first_s=settings.loop.retry_backoff_s)
         self._failing = 0            # consecutive failed cycles (the backoff's exponent)
 
@@ -139,7 +145,7 @@ class CognitiveLoop:
 
     @on_answered.setter
     def on_answered(self, mark: MarkAnswered | None) -> None:
-        """The input journal's `answered`, set once the journal is open (main.py)."""
+        """For a test that opens its journal after the mind; the service passes `journal`."""
         self.cycle_log.on_answered = mark
 
     def user_messages_waiting(self) -> int:
@@ -313,7 +319,7 @@ class CognitiveLoop:
             pass
 
 
-def _tool_protocol(parts: LoopParts, max_calls: int) -> ToolProtocol:
+def _tool_protocol(parts: LoopParts, max_calls: int, submit_inner) -> ToolProtocol:
     """The verbs this mind offers: its docs (when enabled), GOAL_ACHIEVED (plan §5.2
     milestone 9), RECALL_SKILL. More verbs: `loop.tools.register(...)`."""
     tools = ToolProtocol(max_calls)
@@ -321,7 +327,7 @@ def _tool_protocol(parts: LoopParts, max_calls: int) -> ToolProtocol:
     for verb in docs_verbs(docs):
         tools.register(verb)
     if parts.inner is not None:
-        tools.register(parts.inner.goal_verb())
+        tools.register(parts.inner.goal_verb(submit_inner))
     if parts.skills is not None:
         tools.register(parts.skills.verb())
     return tools

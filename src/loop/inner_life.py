@@ -39,6 +39,9 @@ from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.tools.verbs import ToolVerb
 
+#: The loop's way in (`CognitiveLoop.submit`, within the background budget): source, text, keywords.
+Submit = Callable[..., Awaitable[object]]
+
 log = logging.getLogger(__name__)
 
 _WORDS = re.compile(r"[a-z]{4,}")
@@ -54,15 +57,13 @@ class _Reflection:
 
 class InnerLife:
     def __init__(self, pool, embedder, *, gut: Gut | None, session_id: str,
-                 settings: BootstrapSettings | None = None, outcomes: OutcomeSettings | None = None,
-                 submit: Callable[..., Awaitable[object]] | None = None):
+                 settings: BootstrapSettings | None = None, outcomes: OutcomeSettings | None = None):
         self.pool = pool
         self.embedder = embedder
         self.gut = gut
         self.session_id = session_id
         self.settings = settings or BootstrapSettings()
         self.outcomes = outcomes or OutcomeSettings()
-        self.submit = submit
         self.goal_layer: list[tuple[str, np.ndarray]] = []
         self._reached: set[int] | None = None
         self._reflections: dict[str, _Reflection] = {}
@@ -115,9 +116,11 @@ class InnerLife:
     # -- after the cycle ------------------------------------------------------------
     async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
                           correction_id: int | None, retrieval, now: datetime,
-                          settled: Callable[[], Awaitable[None]] | None = None) -> None:
+                          settled: Callable[[], Awaitable[None]] | None = None,
+                          submit: Submit | None = None) -> None:
         """Everything the cycle's outcome means for gut, outcomes and readiness (the delta
-        itself is written with the cycle's row: `cycle_writes`). `settled` waits for the
+        itself is written with the cycle's row: `cycle_writes`). `submit`: the loop's way in
+        for a gut signal (the loop hands it in; None: no signal). `settled` waits for the
         cycle's writes still running (its retrieval's weight changes, src/db/write_behind.py):
         awaited before the one step here that reads weights (the self-formed values); nothing
         else here reads what those writes change."""
@@ -142,7 +145,7 @@ class InnerLife:
             await self._reflected(cycle, winner, shown, now)
             if winner.source != "user":
                 await self._alignment(cycle, answer, actions, now, shown=shown, settled=settled)
-        await self._gut_signal(winner, now)
+        await self._gut_signal(winner, now, submit)
 
     def cycle_writes(self, record) -> list[Callable[[object], Awaitable[object]]]:
         """Writes for the transaction of the cycle's thought_log row (`record`, a CycleRecord):
@@ -194,17 +197,19 @@ class InnerLife:
                                      "declared_cycle": reflection.declared_cycle, "reflection_cycle": cycle,
                                      "reflection": answer[:200]}, now)
 
-    def goal_verb(self) -> ToolVerb:
+    def goal_verb(self, submit: Submit | None = None) -> ToolVerb:
         """`GOAL_ACHIEVED: <goal>` for the loop's tool protocol; offered only when the focus
-        shares a word (4+ letters) with a goal the mind holds, so chit-chat never sees it."""
+        shares a word (4+ letters) with a goal the mind holds, so chit-chat never sees it.
+        `submit`: the loop's way in for the goal's reflection prompt."""
         def offered(focus: str) -> bool:
             words = set(_WORDS.findall(focus.lower()))
             return any(words & set(_WORDS.findall(text.lower())) for text, _ in self.goal_layer)
-        return ToolVerb(verb="GOAL_ACHIEVED", handler=self.declare_goal, usage="GOAL_ACHIEVED: <the goal>",
+        return ToolVerb(verb="GOAL_ACHIEVED", handler=partial(self.declare_goal, submit=submit), usage="GOAL_ACHIEVED: <the goal>",
                         when=GOAL_ACHIEVED_WHEN, offered=offered, kind="internal")
 
-    async def declare_goal(self, text: str) -> str:
-        """The verb's handler: match a held goal, record the outcome, queue the reflection."""
+    async def declare_goal(self, text: str, submit: Submit | None = None) -> str:
+        """The verb's handler: match a held goal, record the outcome, queue the reflection
+        through `submit`."""
         cycle, now = self._cycle
         try:
             [vec] = await self.embedder.embed([text], "RETRIEVAL_QUERY")
@@ -222,8 +227,8 @@ class InnerLife:
                                    max_links=self.outcomes.max_links)
         prompt = goal_reflection_prompt(match.text)
         self._reflections[prompt] = _Reflection(match.text, oid, cycle)
-        if self.submit is not None:
-            await self.submit("dmn", prompt, now=now)
+        if submit is not None:
+            await submit("dmn", prompt, now=now)
         return f"recorded: your goal '{match.text}' is achieved (outcome {oid}); a reflection on it is queued."
 
     async def _alignment(self, cycle: int, answer: str, actions: list[dict], now: datetime, *,
@@ -251,11 +256,11 @@ class InnerLife:
                                   "similarity": round(best[2], 4), "answer": shown[:160],
                                   "actions": [a["kind"] for a in actions]}, now)
 
-    async def _gut_signal(self, winner, now: datetime) -> None:
+    async def _gut_signal(self, winner, now: datetime, submit: Submit | None) -> None:
         self._since_signal += 1
-        if self.gut is None or self.submit is None:
+        if self.gut is None or submit is None:
             return
         if self.gut.wants_signal(self._since_signal, winner.source):
             self._since_signal = 0
-            await self.submit("gut", self.gut.signal_text(winner.text), now=now,
+            await submit("gut", self.gut.signal_text(winner.text), now=now,
                               emotional_charge=self.gut.reading.intensity, unkept=winner.unkept)

@@ -7,9 +7,9 @@ part (a DMN generator, the gut) is a new field here, not a new constructor argum
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
 import numpy as np
@@ -69,4 +69,7 @@ class LoopParts:
     manifest: Manifest | None = None
     goal_vecs: Sequence[np.ndarray] = field(default_factory=list)
     inner: InnerLife | None = None             # gut, outcomes, readiness (src/loop/inner_life.py)
+    # what the inner life's impulses (gut signals, goal reflections) pass before they enter:
+    # the background budget's gate (src/providers/budget.py); None: they enter as they come
+    impulse_gate: Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]] | None = None
     skills: SkillRecall | None = None           # the skills section and RECALL_SKILL

@@ -85,7 +85,8 @@ class Retriever:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, reranker: Reranker | None,
                  safety: Safety, settings: RetrievalSettings | None = None,
                  layer_vecs: Sequence[tuple[np.ndarray, float]] = (),
-                 maturity_memories: int = MATURITY_MEMORIES):
+                 maturity_memories: int = MATURITY_MEMORIES,
+                 emotional: Callable[[np.ndarray], np.ndarray] | None = None):
         self.pool = pool
         self.embedder = embedder
         self.reranker = reranker
@@ -98,7 +99,7 @@ class Retriever:
         self._store_size = StoreSize()
         # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
         # vectors → values in [0, 1]. None: the neutral 0.5.
-        self.emotional: Callable[[np.ndarray], np.ndarray] | None = None
+        self.emotional = emotional
         # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
         self.dirichlet = DirichletFactors()
 
