@@ -12,7 +12,7 @@ from src.consolidation.evolution.gate_tuning import run_gate_tuning
 from src.consolidation.evolution.settings import EvolutionSettings
 from src.gates.memory_gate import Gates
 from src.gates.settings import GateSettings
-from src.gates.tuning import apply_to_settings
+from src.gates.tuning import tuned_settings
 from src.providers.embedding import embed_memories
 from src.weights.safety import Safety, SafetySettings
 from tests.evolution_helpers import NOW, add_memory, days_ago
@@ -127,16 +127,21 @@ async def test_gates_read_the_tuned_values(pool):
     gates = Gates.build(pool, HashEmbedder(), ScriptedLLM(configured=False), settings, Safety(),
                         rng=random.Random(3))
     admitted = await gates.admit("a message long enough to be buffered", exchange=False)
-    assert (settings.exit.noise_floor, settings.entry.short_skip_rate, settings.scratch.ttl_hours) == (0.08, 0.9, 30.0)
+    live = gates.settings
+    assert (live.exit.noise_floor, live.entry.short_skip_rate, live.scratch.ttl_hours) == (0.08, 0.9, 30.0)
+    assert (gates.exit.settings, gates.entry.settings, gates.lifecycle.settings) == (live, live.entry, live.scratch)
+    assert settings == GateSettings()                 # the value it was built with is not changed
     ttl = await pool.fetchval("SELECT expires_at - created_at FROM scratch_buffer WHERE id = $1", admitted.scratch_id)
     assert ttl.total_seconds() == 30 * 3600
 
 
-def test_apply_to_settings_ignores_values_outside_the_fields():
+def test_tuned_settings_ignore_values_outside_the_fields_and_leave_the_old_value():
     settings = GateSettings()
-    assert apply_to_settings(settings, {"noise_floor": 1.5, "scratch_ttl_hours": 12.0, "unknown": 1.0}) == {
-        "scratch_ttl_hours": 12.0}
-    assert settings.exit.noise_floor == 0.05
+    tuned, used = tuned_settings(settings, {"noise_floor": 1.5, "scratch_ttl_hours": 12.0, "unknown": 1.0,
+                                            "short_skip_rate": 0.5})
+    assert used == {"scratch_ttl_hours": 12.0, "short_skip_rate": 0.5}
+    assert (tuned.exit.noise_floor, tuned.scratch.ttl_hours, tuned.entry.short_skip_rate) == (0.05, 12.0, 0.5)
+    assert settings == GateSettings()
 
 
 async def test_needed_later_requires_a_retrieved_near_duplicate(pool):

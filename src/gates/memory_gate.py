@@ -23,7 +23,7 @@ from src.gates.persist_hooks import PersistHooks
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
-from src.gates.tuning import apply_to_settings, tuned_gate_values
+from src.gates.tuning import tuned_gate_values, tuned_settings
 from src.providers.protocols import Embedder, LanguageModel
 from src.recall.settings import MATURITY_MEMORIES
 from src.text import clean_text
@@ -48,9 +48,13 @@ class Gates:
     TUNING_REFRESH_S = 60.0
 
     async def load_tuning(self) -> dict[str, float]:
-        """Use the gate parameters consolidation tuned (`gate_tuning`) from now on."""
-        values = apply_to_settings(self.settings, await tuned_gate_values(self.pool))
+        """Use the gate parameters consolidation tuned (`gate_tuning`) from now on: new settings,
+        swapped whole into the three gates (no settings object is changed in place)."""
+        self.settings, values = tuned_settings(self.settings, await tuned_gate_values(self.pool))
+        self.exit.settings = self.settings
+        self.entry.settings = self.settings.entry
         self.entry.ttl = timedelta(hours=self.settings.scratch.ttl_hours)
+        self.lifecycle.settings = self.settings.scratch
         self._tuning_read_at = time.monotonic()
         return values
 

@@ -2,7 +2,7 @@
 
 The gates read the tuned values (`gate_tuning`) at start and at most once a minute
 (src/gates/memory_gate.py `Gates.load_tuning`, through `tuned_gate_values` and
-`apply_to_settings`). Consolidation's tuning step
+`tuned_settings`: new settings, swapped whole). Consolidation's tuning step
 (src/consolidation/evolution/gate_tuning.py) decides the moves; it reads the evidence —
 the gates' own decisions (`gate_decisions`) and what became of them — and writes each
 proposal to `gate_tuning_log` and the applied values to `gate_tuning` through this
@@ -110,17 +110,19 @@ def current_values(gates: GateSettings) -> dict[str, float]:
             "mechanical_skip_rate": gates.entry.mechanical_skip_rate, "scratch_ttl_hours": gates.scratch.ttl_hours}
 
 
-def apply_to_settings(gates: GateSettings, values: dict[str, float]) -> dict[str, float]:
-    """Set tuned values on live gate settings (in place); values outside the fields' ranges are ignored."""
-    used = {}
-    for name, value in values.items():
-        if name == "noise_floor" and 0.0 <= value <= 1.0:
-            gates.exit.noise_floor = value
-        elif name in ("short_skip_rate", "mechanical_skip_rate") and 0.0 <= value <= 1.0:
-            setattr(gates.entry, name, value)
-        elif name == "scratch_ttl_hours" and value > 0:
-            gates.scratch.ttl_hours = value
-        else:
-            continue
-        used[name] = value
-    return used
+#: Each tuned parameter: the settings section and field that hold it, and the values it may take.
+_TUNED = {"noise_floor": ("exit", "noise_floor", lambda v: 0.0 <= v <= 1.0),
+          "short_skip_rate": ("entry", "short_skip_rate", lambda v: 0.0 <= v <= 1.0),
+          "mechanical_skip_rate": ("entry", "mechanical_skip_rate", lambda v: 0.0 <= v <= 1.0),
+          "scratch_ttl_hours": ("scratch", "ttl_hours", lambda v: v > 0)}
+
+
+def tuned_settings(gates: GateSettings, values: Mapping[str, float]) -> tuple[GateSettings, dict[str, float]]:
+    """New gate settings with the tuned `values` in (the given ones are left as they are: the
+    gates swap the whole value), and the values used; values outside a field's range, and
+    names that are not tuned, are ignored."""
+    used = {name: value for name, value in values.items() if name in _TUNED and _TUNED[name][2](value)}
+    sections = {section: getattr(gates, section).model_copy(
+        update={_TUNED[name][1]: value for name, value in used.items() if _TUNED[name][0] == section})
+        for section in {s for s, _, _ in _TUNED.values()}}
+    return gates.model_copy(update=sections), used
