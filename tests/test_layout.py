@@ -279,3 +279,24 @@ def test_no_part_is_wired_after_it_is_built():
                         isinstance(target.value, ast.Name) and target.value.id == "self"):
                     found.append(f"src/{name}:{node.lineno}: {ast.unparse(target)}")
     assert found == []
+
+
+#: Modules run as `python -m`, whose `__name__` is then "__main__": they name themselves.
+SELF_NAMED_LOGGERS = {"src/main.py": "src.main"}
+
+
+def test_each_module_logs_under_its_own_name():
+    """One logger per module, named by its module: a line in data/moltbot.log says where it
+    was written (four loop steps once logged as the loop itself)."""
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and ast.unparse(node.value.func) == "logging.getLogger"):
+                continue
+            arg = ast.unparse(node.value.args[0]) if node.value.args else ""
+            expected = repr(SELF_NAMED_LOGGERS[rel]) if rel in SELF_NAMED_LOGGERS else "__name__"
+            if arg.replace('"', "'") != expected.replace('"', "'"):
+                wrong.append(f"{rel}: logging.getLogger({arg})")
+    assert wrong == []

@@ -23,7 +23,7 @@ from src.context.settings import ContextBudget
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.text import excerpt
 
-log = logging.getLogger("src.loop.cognitive_loop")
+log = logging.getLogger(__name__)
 
 #: The words of the notices the loop says when it cannot answer: the reflex reply
 #: (src/loop/prompts.py `reflex_reply`, with each reason src/loop/thinking.py gives it),

@@ -31,7 +31,7 @@ from src.loop.settings import Source
 from src.loop.turns import Turn
 from src.providers.protocols import Embedder
 
-log = logging.getLogger("src.loop.cognitive_loop")
+log = logging.getLogger(__name__)
 
 
 @dataclass

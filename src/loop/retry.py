@@ -10,7 +10,7 @@ from src.loop.degraded import failure_note
 from src.loop.intake import Intake
 from src.loop.outage import describe
 
-log = logging.getLogger("src.loop.cognitive_loop")
+log = logging.getLogger(__name__)
 
 
 async def requeue_failed(intake: Intake, exc: BaseException, *, cycle_retries: int, say: Say) -> bool:

@@ -50,7 +50,7 @@ from src.tools.verbs import ToolVerb
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
     from src.providers.factory import Providers
 
-log = logging.getLogger("src.loop.cognitive_loop")
+log = logging.getLogger(__name__)
 
 #: The deadline without a language model (reflex mode: nothing to wait for).
 NO_MODEL_DEADLINE_S = 20.0
