@@ -21,12 +21,12 @@ from typing import TextIO
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
+from src.cli_runner import run_entry
 from src.config import Settings
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
 from src.db.manifest import record_start
-from src.entry import run_entry
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe

@@ -33,7 +33,7 @@ from src.gates.modes import MemoryMode
 from src.gates.persist_hooks import PersistHooks
 from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
-from src.loop.attention import AttentionQueue
+from src.loop.attention_queue import AttentionQueue
 from src.loop.cognitive_loop import CognitiveLoop
 from src.loop.inner_life import InnerLife
 from src.loop.input_journal import InputJournal
@@ -45,7 +45,7 @@ from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
 from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
-from src.skills.recall import SkillRecall
+from src.skills.recall_skill import SkillRecall
 from src.tools.read_docs import DocsTool
 from src.weights.safety import Safety
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.loop.actions import ActionPolicy
+from src.loop.action_policy import ActionPolicy
 
 
 @pytest.mark.parametrize(

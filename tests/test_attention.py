@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from src.loop.attention import (
+from src.loop.attention_queue import (
     DEFAULT_URGENCY,
     AttentionQueue,
     Candidate,

@@ -14,7 +14,7 @@ import sys
 import asyncpg
 import pytest
 
-import src.loop.backlog as backlog
+import src.loop.cycle_log as backlog
 from src.loop.input_journal import InputJournal, Line, _read_spill
 from src.loop.outage import Outage, waiting_note
 from tests.crashpoint import REPLY

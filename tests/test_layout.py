@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                              "tools"})),
     ("loop", frozenset({"loop"})),
     # the wiring: settings composed, the process and its entry points, the web view, the CLI
-    ("wiring", frozenset({"config", "config_reference", "logging_setup", "entry", "repl", "mind", "main", "web",
+    ("wiring", frozenset({"config", "config_reference", "logging_setup", "cli_runner", "repl", "mind", "main", "web",
                           "memory"})),
 ]
 #: Imports allowed to run upward, as (importer, imported), each with its reason. An entry

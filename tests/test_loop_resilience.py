@@ -8,7 +8,7 @@ from functools import partial
 import asyncpg
 import pytest
 
-import src.loop.backlog as backlog
+import src.loop.cycle_log as backlog
 from tests.test_loop import _mind
 
 

@@ -16,7 +16,7 @@ from src.skills.commands import SkillCommands, escape_controls
 from src.skills.drafting import OFFLINE_REFUSAL, SkillDraft
 from src.skills.labels import closest_label, make_unique_label, slugify
 from src.skills.prompt import HEADER, INSTRUCTION, skills_section
-from src.skills.recall import SkillRecall, recall_skill
+from src.skills.recall_skill import SkillRecall, recall_skill
 from src.skills.repository import SkillError, SkillSummary
 from src.skills.settings import SkillsSettings
 from src.tokens import count_tokens

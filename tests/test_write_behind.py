@@ -150,7 +150,7 @@ async def test_the_alignment_check_reads_the_values_after_the_cycles_queued_writ
     # the answer aligns with nothing; waiting for it, with the value.
     from datetime import UTC, datetime
 
-    from src.loop.attention import Candidate
+    from src.loop.attention_queue import Candidate
 
     mind, _ = await _mind(pool, tmp_path)
     inner = mind.loop.aftermath.inner

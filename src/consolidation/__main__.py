@@ -17,13 +17,13 @@ import argparse
 import sys
 import uuid
 
+from src.cli_runner import run_entry
 from src.config import Settings
 from src.consolidation.deep.deep_pass import run_deep_pass
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.evolution import approvals
 from src.consolidation.light.ticker import LightTicker
 from src.db.database import open_database
-from src.entry import run_entry
 from src.providers.factory import build_providers
 from src.weights.history import weight_history_text
 from src.weights.safety import Safety

@@ -1,13 +1,13 @@
 """Act (plan §3.4 step 5): the action check on source tags, then delivery — once.
 
 Processing never looks at where an input came from; this step does: the answer is
-spoken only when the action check allows it (src/loop/actions.py), and every tool call
+spoken only when the action check allows it (src/loop/action_policy.py), and every tool call
 of the cycle carries the check's verdict into thought_log. A combined turn's reply
 says how many messages it answers.
 
 The check (`check`) and the printing (`deliver`) are two calls because the cycle's
 row goes between them: the input journal's "answered" mark is committed with it
-before the reply is printed (src/loop/backlog.py), so a SIGKILL can never leave a
+before the reply is printed (src/loop/cycle_log.py), so a SIGKILL can never leave a
 printed reply whose messages the next start answers again (issue 26; the reverse
 window, between the commit and the write to stdout, keeps the reply in thought_log).
 Once `deliver` starts, the turn is settled: a failure after this point must not
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from src.consolidation.clustering import content_words
-from src.loop.actions import ActionPolicy, checked_tool_actions
+from src.loop.action_policy import ActionPolicy, checked_tool_actions
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
 from src.loop.degraded import is_failure_notice

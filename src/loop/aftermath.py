@@ -44,7 +44,7 @@ from src.loop.thinking import Thought
 from src.loop.thought_log import CycleRecord
 from src.outcomes import use
 from src.recall.speakers import SAID_TAG, THOUGHT_TAG
-from src.skills.recall import SkillRecall
+from src.skills.recall_skill import SkillRecall
 
 if TYPE_CHECKING:
     from src.loop.inner_life import InnerLife, Submit
@@ -67,7 +67,7 @@ class Aftermath:
     def question(self, attended: Attended, action: Action) -> str | None:
         """Copilot: the question about held memories, decided as the answer is ready and
         asked after it (`answered`) — before a journaled turn's row is written ahead of the
-        reply (backlog.py): a background flush finishing during that write would otherwise
+        reply (cycle_log.py): a background flush finishing during that write would otherwise
         move the question one answer earlier than before."""
         if action.delivered and attended.winner.source == "user":
             return self.gates.confirmation_question()

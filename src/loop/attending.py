@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from src.gates.memory_gate import Gates
-from src.loop.attention import Allocation, Candidate, cognitive_state_report
+from src.loop.attention_queue import Allocation, Candidate, cognitive_state_report
 from src.loop.conversation import Conversation
 from src.loop.intake import Intake, TurnInputs
 from src.loop.turns import Turn, take_turn

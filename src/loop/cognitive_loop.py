@@ -8,7 +8,7 @@
     assemble        the prompt: identity, memories, corrections, state report  prompting.py
     think           System 1 with tools, self-correction, System 2 (§3.5-§3.6) thinking.py
     act             the action check on source tags                            acting.py
-    log             the thought_log row with the journal's answered mark,      backlog.py
+    log             the thought_log row with the journal's answered mark,      cycle_log.py
                     committed before the reply is printed (issue 26; a turn
                     of no journaled message: after the aftermath, as before)
     deliver         the reply printed, once; the turn settled                  acting.py
@@ -42,12 +42,12 @@ from src.context.fifo import AdaptiveFifo
 from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.loop.acting import Acting
-from src.loop.actions import ActionPolicy
+from src.loop.action_policy import ActionPolicy
 from src.loop.aftermath import Aftermath, gate_pruned
 from src.loop.attending import Attended, Attending
-from src.loop.attention import AttentionQueue, Candidate
-from src.loop.backlog import CycleLog, MarkAnswered
+from src.loop.attention_queue import AttentionQueue, Candidate
 from src.loop.conversation import Conversation
+from src.loop.cycle_log import CycleLog, MarkAnswered
 from src.loop.degraded import Shortfalls
 from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
@@ -225,7 +225,7 @@ class CognitiveLoop:
         record = CycleRecord.of(attended, thought, action, retrieval, clock)
         question = self.aftermath.question(attended, action)       # copilot: asked after the reply
         early = self.cycle_log.journaled(attended)
-        if early:   # logged before the reply is printed (backlog.py): a failure prints nothing
+        if early:   # logged before the reply is printed (cycle_log.py): a failure prints nothing
             try:
                 await self.cycle_log.write(record, attended, prompt, clock.now)
             except BaseException:

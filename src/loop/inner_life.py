@@ -173,7 +173,7 @@ class InnerLife:
     async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
         cfg = self.outcomes
         lookback = timedelta(seconds=cfg.lookback_s)
-        # a journaled turn's delta is written with its row before the reply (src/loop/backlog.py):
+        # a journaled turn's delta is written with its row before the reply (src/loop/cycle_log.py):
         # the window links it; any other row is written after this, linking `_delta_outcomes`
         if correction_id is not None:
             self._delta_outcomes.append(await record_outcome(

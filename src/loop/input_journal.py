@@ -15,7 +15,7 @@ way the same lines are offered again, and without the key they were stored twice
 and answered twice (issue 26).
 
 A journaled message stays `pending` until its reply is delivered (`answered`, written
-with the cycle's row before the reply is printed: src/loop/backlog.py); a command is
+with the cycle's row before the reply is printed: src/loop/cycle_log.py); a command is
 `done` once it ran. At start-up the pending messages of earlier runs are
 handed back to the loop (replay), so a crash or an outage never leaves a message
 unanswered; pending commands are not re-run (`skipped`): a `/quit` typed before a

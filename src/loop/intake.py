@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from src.errors import ProviderError
 from src.gates.memory_gate import Gates
-from src.loop.attention import AttentionQueue, Candidate
+from src.loop.attention_queue import AttentionQueue, Candidate
 from src.loop.outage import DB_ERRORS, Outage
 from src.loop.settings import Source
 from src.loop.turns import Turn

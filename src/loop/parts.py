@@ -17,14 +17,14 @@ import numpy as np
 from src.context.assembly import ContextAssembler
 from src.context.settings import ContextSettings
 from src.gates.memory_gate import Gates
-from src.loop.attention import AttentionQueue
+from src.loop.attention_queue import AttentionQueue
 from src.loop.settings import LoopSettings
 from src.metacognition.settings import MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold
 from src.recall.layers import LayerEmbeddings
 from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
-from src.skills.recall import SkillRecall
+from src.skills.recall_skill import SkillRecall
 from src.tools.read_docs import DocsTool
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK

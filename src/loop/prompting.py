@@ -33,7 +33,7 @@ from src.metacognition.reflection import corrections_for, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
-from src.skills.recall import SkillRecall
+from src.skills.recall_skill import SkillRecall
 from src.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class Prompting:
         return assembled
 
     async def skills_section(self) -> str:
-        """The "skills available" section (src/skills/recall.py), "" without a skills store."""
+        """The "skills available" section (src/skills/recall_skill.py), "" without a skills store."""
         return await self.skills.section() if self.skills is not None else ""
 
     async def reflection(self, attended: Attended, shortfalls: Shortfalls) -> str:

@@ -98,7 +98,7 @@ class LoopSettings(_Section):
     combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
     cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
     retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle
-    attention: AttentionSettings = AttentionSettings()   # the attention queue (src/loop/attention.py)
+    attention: AttentionSettings = AttentionSettings()   # the attention queue (src/loop/attention_queue.py)
     retry_backoff_max_s: float = Field(10.0, gt=0)
     # §3.6 always-escalate triggers (src/loop/triggers.py): how close the input must be to
     # an identity or goal memory to touch it, and the center that makes a memory identity-tier

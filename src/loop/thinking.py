@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from src.db.write_behind import WriteBehind
 from src.errors import ProviderError
 from src.gates.modes import MemoryMode
-from src.loop.actions import ActionPolicy
+from src.loop.action_policy import ActionPolicy
 from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
 from src.loop.degraded import Shortfalls

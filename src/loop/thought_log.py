@@ -13,7 +13,7 @@ import asyncpg
 
 from src.context.assembly import AssembledContext
 from src.gates.modes import unkept_text
-from src.loop.attention import Allocation, Candidate
+from src.loop.attention_queue import Allocation, Candidate
 from src.metacognition.calls import FOK_PURPOSE
 from src.recall.retrieval import Retrieval
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from src.loop.attention import AttentionQueue, Candidate
+from src.loop.attention_queue import AttentionQueue, Candidate
 
 FRAME = "[{n} messages from the user, taken together as one turn]"
 REPLY_FRAME = "(answering {n} messages together)"

@@ -5,7 +5,7 @@ input_journal.py): until it is answered, a crash must not lose it. Once its turn
 answered the line has done its job, and the journal keeps only the placeholder the
 other tables keep (`unkept_text`, src/gates/modes.py): the count of words and
 characters. This runs in the transaction of the cycle's thought_log row and the
-journal's "answered" mark (src/loop/backlog.py), so an answered line never keeps its
+journal's "answered" mark (src/loop/cycle_log.py), so an answered line never keeps its
 words, and an unanswered one (a crash before the reply was logged) still has them for
 the replay, which answers it as an off-mode line again (the scratch row's tag says so).
 """

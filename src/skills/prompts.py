@@ -7,7 +7,7 @@
   `draft_request`; the model fills `SkillDraft`, whose field descriptions instruct it.
 - The "skills available" section of every System 1 prompt (src/skills/prompt.py renders
   it inside its token cap): `HEADER`, `INSTRUCTION`, one line per skill, `more_skills_line`.
-- `RECALL_SKILL_WHEN`: when the `RECALL_SKILL` verb is to be used (src/skills/recall.py).
+- `RECALL_SKILL_WHEN`: when the `RECALL_SKILL` verb is to be used (src/skills/recall_skill.py).
 """
 
 from __future__ import annotations

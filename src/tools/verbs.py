@@ -33,7 +33,7 @@ class ToolVerb:
     usage: str                                  # e.g. "READ_DOC: <relative path>"
     when: str                                   # one sentence: when (only) to use it
     offered: Callable[[str], bool] = _always    # is it offered for this focus?
-    # the action check's kind (src/loop/actions.py): read_doc | internal | external_effect.
+    # the action check's kind (src/loop/action_policy.py): read_doc | internal | external_effect.
     # A verb that does not say is an external effect: the strictest check, and offering it
     # sends the turn to System 2 (the irreversibility trigger, src/loop/triggers.py).
     kind: str = "external_effect"

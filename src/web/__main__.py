@@ -13,10 +13,10 @@ import signal
 import sys
 import uuid
 
+from src.cli_runner import run_entry
 from src.config import Settings
 from src.db.embedded import start_embedded
 from src.db.pool import redact_dsn
-from src.entry import run_entry
 from src.errors import StartupError
 from src.providers.budget import BackgroundBudget, BudgetLeft
 from src.providers.factory import build_providers

@@ -33,7 +33,7 @@ import asyncpg
 
 from src.context.assembly import AssembledContext
 from src.loop.attending import Attended
-from src.loop.attention import Allocation
+from src.loop.attention_queue import Allocation
 from src.loop.degraded import NoContext
 from src.loop.prompting import Prompt
 from src.loop.thought_log import CycleRecord, log_answered_cycle
