@@ -135,7 +135,12 @@ async def test_every_page_of_a_real_service(db_dsn, tmp_path):
     statuses: list[int] = []
     poller = asyncio.create_task(_poll_every_page(service.url, stop, statuses))
     try:
-        await service.converse(CONVERSATION)
+        # the statements before the question are memories before it is asked: the flush runs in
+        # the background, and the question would otherwise find them in working memory instead
+        asked = CONVERSATION.index("What do you remember about the octopus Olga?")
+        await service.converse(CONVERSATION[:asked])
+        await service.wait_for("SELECT count(*) >= $1 FROM memories WHERE source_tag = 'external_user'", asked)
+        await service.converse(CONVERSATION[asked:], answered=asked)
         # each exchange is flushed at once (settle): every statement becomes a memory (the
         # question is not stored as a fact)
         statements = [t for t in CONVERSATION if classify(t).kind == "statement"]

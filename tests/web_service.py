@@ -58,10 +58,10 @@ class Service:
         self.proc.stdin.write((line + "\n").encode())
         self.proc.stdin.flush()
 
-    async def converse(self, lines: list[str]) -> None:
+    async def converse(self, lines: list[str], *, answered: int = 0) -> None:
         """One message per cycle: each waits for the loop's answer (messages sent together are
-        answered as one turn)."""
-        for n, line in enumerate(lines, 1):
+        answered as one turn). `answered`: cycles the service has run already."""
+        for n, line in enumerate(lines, answered + 1):
             self.say(line)
             await self.wait_cycles(n)
 
