@@ -115,9 +115,9 @@ def _piece_cost(match: re.Match[str]) -> float:
 #: strings themselves (in C, without a match object per piece).
 _PIECES = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _PIECE.pattern), _PIECE.flags)
 
-#: Pieces up to this long have their cost remembered, at most `PIECE_TABLE_SIZE` of them
-#: (~10 MB): " the", ".", " user" recur in every prompt, and looking a piece up costs a
-#: tenth of pricing it through a match object. Longer pieces are priced each time.
+#: Pieces up to this long have their cost remembered, at most `PIECE_TABLE_SIZE` of them:
+#: " the", ".", " user" recur in every prompt, and looking a piece up costs far less than
+#: pricing it through a match object. Longer pieces are priced each time.
 PIECE_TABLE_CHARS, PIECE_TABLE_SIZE = 24, 100_000
 
 
@@ -172,9 +172,8 @@ def _line_cost(line: str) -> float:
 
 #: A cycle counts the same request several times (the turn's fit, the window's check of
 #: each call, the provider's last-line guard) and the same conversation turns every
-#: cycle; the regex pass costs ~0.25 ms per 1,000 tokens, ~4 ms a cycle uncached at 100k
-#: (bench/bench_scale.py). Texts in this range are remembered (at most 256 of them, so
-#: at most ~50 MB); shorter ones are cheaper to count than to look up.
+#: cycle, and the regex pass is the cost (bench/bench_scale.py, notes.md). Texts in this
+#: range are remembered (at most 256 of them); shorter ones are cheaper to count than to look up.
 CACHED_MIN_CHARS, CACHED_MAX_CHARS = 200, 200_000
 _count_cached = functools.lru_cache(maxsize=256)(_count)
 
@@ -244,8 +243,8 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return total
 
 
-#: Above this many characters a count runs in a worker thread (~0.4 s per megabyte on
-#: one core): a pasted log must not stall the event loop the gates and the REPL share.
+#: Above this many characters a count runs in a worker thread: a pasted log must not stall
+#: the event loop the gates and the REPL share.
 OFF_LOOP_CHARS = 50_000
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from src.gates.memory_gate import Gates
 from src.gates.scratch import turn_contexts
 from src.providers.embedding import embed_memories
-from src.recall.conversation import Threads, Turn
+from src.recall.conversation import SaidTurn, Threads
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
@@ -81,20 +81,20 @@ async def test_without_its_context_the_answer_is_not_found(pool, db_dsn, tmp_pat
 
 def test_threads_give_each_turn_the_ones_before_it_in_its_conversation():
     threads = Threads(turns=2)
-    assert threads.follow(Turn("Mel", "hi"), "a") is None
-    assert threads.follow(Turn("Kim", "other chat"), "b") is None
-    assert threads.follow(Turn("Jo", "hey"), "a") == "Mel: hi\n(Jo)"          # its own speaker, a name
-    assert threads.follow(Turn("Mel", "Mel: already named"), "a") == "Mel: hi\nJo: hey\n(Mel)"
-    assert threads.follow(Turn(None, "next"), "a") == "Jo: hey\nMel: already named"
-    assert threads.follow(Turn("user", "mine"), "a") == "Mel: already named\nnext"   # a kind, no name
+    assert threads.follow(SaidTurn("Mel", "hi"), "a") is None
+    assert threads.follow(SaidTurn("Kim", "other chat"), "b") is None
+    assert threads.follow(SaidTurn("Jo", "hey"), "a") == "Mel: hi\n(Jo)"          # its own speaker, a name
+    assert threads.follow(SaidTurn("Mel", "Mel: already named"), "a") == "Mel: hi\nJo: hey\n(Mel)"
+    assert threads.follow(SaidTurn(None, "next"), "a") == "Jo: hey\nMel: already named"
+    assert threads.follow(SaidTurn("user", "mine"), "a") == "Mel: already named\nnext"   # a kind, no name
 
 
 def test_a_file_without_conversation_ids_is_cut_where_time_jumps():
     threads = Threads(turns=2, gap=timedelta(hours=3))
-    assert threads.follow(Turn("A", "one"), None, T0) is None
-    assert threads.follow(Turn("B", "two"), None, T0 + timedelta(minutes=5)) == "A: one\n(B)"
-    assert threads.follow(Turn("A", "next day"), None, T0 + timedelta(days=1)) is None
-    assert threads.follow(Turn("B", "untimed"), None, None) == "A: next day\n(B)"
+    assert threads.follow(SaidTurn("A", "one"), None, T0) is None
+    assert threads.follow(SaidTurn("B", "two"), None, T0 + timedelta(minutes=5)) == "A: one\n(B)"
+    assert threads.follow(SaidTurn("A", "next day"), None, T0 + timedelta(days=1)) is None
+    assert threads.follow(SaidTurn("B", "untimed"), None, None) == "A: next day\n(B)"
 
 
 async def test_a_live_answer_carries_the_question_the_mind_asked(pool):

@@ -10,8 +10,8 @@ Merge adds a lexical guard: a near-duplicate must also share most of its *conten
 words* (the words left after the function words in `STOP_WORDS`) with its leader.
 Cosine alone cannot tell a fact from its neighbour in the same frame: on the offline
 embedder "My sister Mara moved to Leeds in May for a nursing job." and the same in
-June are at 0.93, "Any favorite looks for you Kate?" and "…moments…" at 0.90, and a
-short turn's speaker name outweighs its words ("Vanessa: I guess lol" joined
+June are as close as near-duplicates, and so are "Any favorite looks for you Kate?" and
+"…moments…"; a short turn's speaker name outweighs its words ("Vanessa: I guess lol" joined
 "Vanessa: What are you going to make?" at the old 0.85).
 """
 

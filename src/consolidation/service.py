@@ -4,8 +4,8 @@ CPU work goes to threads) and both stop cleanly on shutdown: a deep pass cancell
 mid-way stays 'running' in its row and is resumed by the next pass.
 
 `/consolidate` starts a pass in the background too (`start_deep_pass`) and returns at
-once: awaited at the prompt, a pass held the next message for its whole length (14 s
-measured, issue 26). Its summary is handed to the caller's `done` when it ends.
+once: awaited at the prompt, a pass held the next message for its whole length (issue
+26; measured: notes.md). Its summary is handed to the caller's `done` when it ends.
 """
 
 from __future__ import annotations

@@ -24,9 +24,8 @@ is therefore one full scan, cached in `IdentityCache` and repeated every
 (`invalidate`, e.g. after deep consolidation). Between refreshes the cached ids'
 *current* alpha/beta (and the immutable rows) are re-read in one indexed query
 per cycle, so every roll uses today's weights; only membership of the top-N can
-lag by up to K cycles. Measured at 100k rows (391 MB heap, 2 cores): the scan
-takes 150 ms p50, a cycle without it 1.0 ms p50 / 1.4 ms p95 (no situational
-candidates), so K = 20 adds ~7.5 ms per cycle on average; raise K as the store grows. Immutable memories are not identity candidates: they are
+lag by up to K cycles. The scan costs far more than a cycle without it (notes.md), so K
+spreads it over K cycles; raise K as the store grows. Immutable memories are not identity candidates: they are
 always injected anyway and would crowd real identity out of the top-N. An identity
 candidate that did not roll in this cycle still competes in Track 1 like any memory;
 one that did is not injected twice.

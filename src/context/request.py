@@ -50,7 +50,7 @@ def budget_for(budget: ContextBudget, llm: object) -> ContextBudget:
 
 
 @dataclass(frozen=True)
-class Turn:
+class Request:
     """What System 1 is sent: the history that fits, the input (pinned), whether it was cut."""
 
     messages: list[ChatMessage]
@@ -59,7 +59,7 @@ class Turn:
 
 
 def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], user_text: str,
-             *, limit: int) -> Turn:
+             *, limit: int) -> Request:
     """The turn's messages within the window of `llm` (else the budget's), the history at
     most `limit` of our tokens (the conversation's share this cycle)."""
     window = window_of(llm) or ContextWindow(budget.resolve().context_window or 1, "the context budget", 1.0)
@@ -80,7 +80,7 @@ def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[
     sent = [m.chat for m in reversed(kept)]
     while sent and sent[0].role == "assistant":   # a conversation opens with a user turn
         sent.pop(0)
-    return Turn([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)
+    return Request([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)
 
 
 def _cut_input(text: str, room: int) -> tuple[str, bool]:
@@ -88,4 +88,4 @@ def _cut_input(text: str, room: int) -> tuple[str, bool]:
     return f"{head}{INPUT_CUT}", True
 
 
-__all__ = ["Turn", "budget_for", "fit_turn"]
+__all__ = ["Request", "budget_for", "fit_turn"]

@@ -76,7 +76,8 @@ def start_embedded(data_dir: Path, *, stop_on_exit: bool = False,
 
 
 #: "auto": a quarter of this machine's memory, within these bounds (MB). 128MB is
-#: PostgreSQL's own default; 2GB holds a 300k-memory store with its indexes.
+#: PostgreSQL's own default; 2GB holds a large store with its indexes (store sizes: notes.md,
+#: "shared_buffers sized to the machine").
 AUTO_SHARED_BUFFERS_MB = (128, 2048)
 
 

@@ -30,14 +30,14 @@ SESSION_SETTINGS: dict[str, str] = {
 async def keep_session(conn: asyncpg.Connection) -> None:
     """The pool's reset when a connection comes back: nothing to send.
 
-    asyncpg's default sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
-    RESET ALL` on every release, a round trip each: ~17 a cycle, ~4 ms of a ~45 ms cycle at
-    100k memories. An open transaction is still rolled back (asyncpg does that before this
-    hook). What the reset query would undo, the service never leaves on a pooled
-    connection: settings are `SET LOCAL` / `set_config(..., true)` (session defaults ride in
-    the start-up packet, SESSION_SETTINGS), advisory locks are transaction locks except the
-    deep pass's, which it unlocks (or ends the connection), and nothing LISTENs or holds a
-    cursor. tests/test_pool_session.py fails on a statement that would leave state behind."""
+    asyncpg's default sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET
+    ALL` on every release, a round trip each, many a cycle (notes.md). An open transaction
+    is still rolled back (asyncpg does that before this hook). What the reset query would
+    undo, the service never leaves on a pooled connection: settings are `SET LOCAL` /
+    `set_config(..., true)` (session defaults ride in the start-up packet,
+    SESSION_SETTINGS), advisory locks are transaction locks except the deep pass's, which it
+    unlocks (or ends the connection), and nothing LISTENs or holds a cursor.
+    tests/test_pool_session.py fails on a statement that would leave state behind."""
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:

@@ -4,7 +4,7 @@ Retrieval's bookkeeping (reinforce the retrieved, contradict the near misses, ac
 times, co-access, recall outcomes; plan §3.8), the co-access of the memories placed in
 context and the escalation decision's row (src/metacognition/escalation.py) change
 nothing the cycle's answer is built from. Awaited where they arose, they
-cost ~6 ms of a ~40 ms cycle at 100k memories; queued here, they start once the cycle
+held the cycle (notes.md); queued here, they start once the cycle
 has read the weights it draws on (the context's identity rows, src/context/assembly.py),
 run while the context is put together, the model thinks and the turn is logged, and the
 loop settles them at the cycle's end, or sooner where its inner life reads weights
@@ -12,8 +12,8 @@ loop settles them at the cycle's end, or sooner where its inner life reads weigh
 
 The writes of one lane run one after another in the order queued (the weight changes
 are one lane, so their order stays what it was); lanes run side by side, each on its own
-connection, so the cycle's end waits for the longest lane, not for the sum (~10 ms of
-bookkeeping at 100k memories, one statement after another, was its longest wait). The
+connection, so the cycle's end waits for the longest lane, not for the sum (the
+bookkeeping, one statement after another, was its longest wait; measured: notes.md). The
 context's co-access and the retrieval's (both upserts of sorted pairs) may wait on each
 other's rows, never deadlock (the weights are locked FOR NO KEY UPDATE,
 src/weights/apply.py). `settle` waits for all of them and returns the failures, each

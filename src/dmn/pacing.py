@@ -1,7 +1,7 @@
 """When the DMN ticks next (issue 24): slower while nothing new arrives.
 
 An idle mind used to tick every `interval_s` all night, and every producing tick is a
-cycle with model calls (notes.md: 80 calls per 10 idle minutes). Wandering through the
+cycle with model calls (measured: notes.md, "history and hot paths"). Wandering through the
 same store again and again finds less each time, so while nothing new arrives the wait
 between ticks grows by `rest_factor` per tick up to `rest_max_s`; anything new resets it
 to `interval_s`. "New" is the user speaking (a user cycle in thought_log) or a memory

@@ -12,8 +12,8 @@
    every process and restart shares it, and an operator can see it). The cosine,
    not the raw projection |(b - a) . d|: two merely related statements differ by a
    long step in a random direction whose raw projection is as large as a negation's
-   (measured with wordllama: the raw projection flagged 56% of related, non-
-   contradicting pairs, the cosine 8%). The decision band is calibrated at learning
+   (the raw projection flagged far more related, non-contradicting pairs than the
+   cosine: notes.md). The decision band is calibrated at learning
    time from leave-one-out values of the negation pairs and the values of the
    confirming and related pairs ("not opposed"): a conclusive YES above
    max(q90 of not opposed, midpoint of that and q10 of negation), a conclusive NO

@@ -7,7 +7,7 @@ a statement without changing its truth, and `RELATED_PAIRS` say something differ
 about the same subject without contradicting it; together they calibrate where
 "not opposed" ends. The related pairs matter most: above the contradicting
 similarity threshold they are the common case, and a direction calibrated on
-restatements alone flags half of them.
+restatements alone flags many of them.
 
 Changing either list changes `pairs_sha256`, and the direction is learned again for
 every embed model on next use. The tests hold out other pairs to measure separation.

@@ -35,7 +35,7 @@ import asyncpg
 from src.db.pool import DB_ERRORS
 from src.db.sql import Executor
 from src.gates.settings import ScratchSettings
-from src.recall.conversation import CONTEXT_TURNS, SESSION_GAP, Turn, context_text
+from src.recall.conversation import CONTEXT_TURNS, SESSION_GAP, SaidTurn, context_text
 from src.recall.speakers import SAID_TAG, speaker_of
 
 log = logging.getLogger(__name__)
@@ -132,10 +132,10 @@ async def turn_contexts(db: Executor, ids: Sequence[int], turns: int = CONTEXT_T
     that are no turn of a conversation get none (ask only for TURN_TAGS rows)."""
     if not ids or turns <= 0:
         return {}
-    before: dict[int, list[Turn]] = {}
+    before: dict[int, list[SaidTurn]] = {}
     for r in await db.fetch(_TURNS_BEFORE, list(ids), list(TURN_TAGS), gap, turns):
         speaker = speaker_of(r["source_tag"], r["metadata"])
-        before.setdefault(r["id"], []).append(Turn(speaker.label if speaker else None, r["content"]))
+        before.setdefault(r["id"], []).append(SaidTurn(speaker.label if speaker else None, r["content"]))
     return {i: text for i, t in before.items() if (text := context_text(t)) is not None}
 
 

@@ -4,7 +4,7 @@ L2 (the importance-weighted mean of all memories) is rebuilt from the database o
 the deep pass (`recompute_l2`, one GROUP BY); between passes the memories the exit gate
 persists are folded in (`absorb`), so a cycle never scans the store. L0/L1 come from the
 embedded layer files and are refreshed by the loop every cycle (cheap: cached). A reading
-is then a few 768-d dot products: well under a millisecond whatever the store's size.
+is then a few 768-d dot products: a cost that does not grow with the store.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The answers of one turn as they arrive (issue 27): one that arrived is never lost.
 
-With a small local model System 1 once answered in 5.4 s and the answer was thrown away
+With a small local model System 1 once answered in time and the answer was thrown away
 because the retry ran past the cycle's deadline. Thinking watches its models through
 `Arrivals.watch`; when the deadline comes before the loop before escalate
 (src/metacognition/escalation.py) has finished, the best answer that arrived is the
@@ -28,7 +28,7 @@ from src.metacognition.confidence import (
     score_answer,
     strip_verbalized_confidence,
 )
-from src.metacognition.escalation import EscalationTriggers, Outcome
+from src.metacognition.escalation import EscalationOutcome, EscalationTriggers
 from src.metacognition.settings import MetacognitionSettings
 from src.providers.protocols import LanguageModel, LLMResult
 
@@ -130,7 +130,7 @@ class TurnFok:
 
 
 def late_outcome(arrivals: Arrivals, fok: FeelingOfKnowing | None, *, why: str, threshold: float,
-                 settings: MetacognitionSettings) -> Outcome | None:
+                 settings: MetacognitionSettings) -> EscalationOutcome | None:
     """The best answer that arrived as the turn's outcome (path `late_system1`, `late_retry`
     or `late_system2`); None when none did."""
     judged = fok or FeelingOfKnowing.unavailable(why)
@@ -144,7 +144,7 @@ def late_outcome(arrivals: Arrivals, fok: FeelingOfKnowing | None, *, why: str, 
     arrived, confidence = best
     escalated = arrived.purpose == SYSTEM2
     results: Sequence[tuple[str, LLMResult]] = [(a.purpose, a.result) for a in arrivals.seen]
-    return Outcome(
+    return EscalationOutcome(
         answer=strip_verbalized_confidence(arrived.text), path=_LATE_PATH[arrived.purpose], confidence=confidence,
         confidence_before=confidence.composite, confidence_after_retry=None,
         retried=any(a.purpose == "system1_retry" for a in arrivals.seen), retry_succeeded=None,

@@ -269,8 +269,8 @@ def cognitive_state_report(allocation: Allocation, settings: AttentionSettings |
     if not allocation.ranked:
         return "\n".join([*head, "  (none)", winner])
     # Every line costs tokens, so no more lines than tokens can fit; the longest prefix
-    # that fits is found by bisection (a flood of 1,000 waiting messages made the old
-    # one-line-at-a-time search take seconds per cycle).
+    # that fits is found by bisection (under a flood of waiting messages the old
+    # one-line-at-a-time search held up every cycle).
     ranked = allocation.ranked[:cfg.report_max_tokens]
     lines = [_report_line(s, cfg.report_text_chars) for s in ranked]
 

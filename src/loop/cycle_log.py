@@ -3,8 +3,8 @@
 The row, the input journal's `answered` mark for the turn's messages and the cycle's
 gut delta go in one transaction (src/loop/thought_log.py), written *before* the reply
 is printed (issue 26). Printed first, a SIGKILL between the print and the commit left
-the messages `pending`, and the next start answered them a second time (8 replies
-printed twice in 1 of 12 trials). Exactly once is out of reach for a write to a pipe
+the messages `pending`, and the next start answered them a second time (SIGKILL
+trials: notes.md, "Delivery once"). Exactly once is out of reach for a write to a pipe
 and a commit; of the two orders this one never re-runs a turn: the only window left
 is between the commit's acknowledgement and the write to stdout, and a reply lost
 there is still in thought_log (`output`, the web view's /thoughts).

@@ -9,7 +9,7 @@ Such notices are said to the user and nothing else (issue 27): never a memory, n
 in the conversation window, never said again unprompted. `is_failure_notice` knows
 them by their words — also when a model copies one into an answer of its own (a small
 model, shown "(I cannot answer in words right now…)" in its window, answered a thought
-with it at confidence 0.92).
+with it at high confidence).
 """
 
 from __future__ import annotations

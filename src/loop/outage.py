@@ -62,7 +62,7 @@ class DatabaseWait:
 
     A cycle that failed on the database used to spend its retry budget (0.5 + 1 + 2 s)
     and give its turn up for the next start, though outages last longer than 3.5 s
-    (issue 26: 8 messages per outage). The budget is for failures of the turn's own
+    (issue 26: several messages per outage). The budget is for failures of the turn's own
     (a bug, a statement that keeps failing on a database that answers); while the
     database itself is away the turn waits, keeps its place and its retries, and runs
     again as soon as a probe answers.

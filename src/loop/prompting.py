@@ -88,7 +88,7 @@ class Prompting:
         """Start the prompt's three independent reads (identity rows, corrections, skills),
         side by side: the loop calls this as recall's search returns, so their round trips
         pass while recall scores. Not beside the search itself: on two cores the search's
-        backend then lost more than assembly gained (2.7-4.6 ms for 1.2-1.5)."""
+        backend then lost more than assembly gained (notes.md)."""
         self.discard_prefetch()
         refresh = self.conversation.window.needs_identity_reinjection
         self._reads = _Reads(asyncio.ensure_future(self.assembler.read_identity(refresh=refresh)),

@@ -38,7 +38,7 @@ from src.loop.prompts import reflex_reply
 from src.loop.settings import LoopSettings
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
-from src.metacognition.escalation import Outcome, loop_before_escalate
+from src.metacognition.escalation import EscalationOutcome, loop_before_escalate
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.endpoint_gate import user_turn
@@ -64,7 +64,7 @@ class Thought:
     path: str
     confidence: float | None = None
     escalated: bool = False
-    outcome: Outcome | None = None
+    outcome: EscalationOutcome | None = None
     tool_actions: list[dict] = field(default_factory=list)
     escalated_at: datetime | None = None      # when System 2 answered (the FIFO's System 2 recency)
 
@@ -209,7 +209,7 @@ class Thinking:
                                   focus_vec=winner.embedding, goal_vecs=attended.goal_vecs,
                                   touch_similarity=cfg.trigger_similarity, identity_center=cfg.identity_center)
 
-        async def answer(msgs: list[ChatMessage], system: str) -> Outcome:
+        async def answer(msgs: list[ChatMessage], system: str) -> EscalationOutcome:
             return await loop_before_escalate(
                 system1, system2, msgs, focus=winner.text, threshold=reading.threshold,
                 meta=providers.meta, system=system, triggers=triggers, store=self.store,
@@ -222,7 +222,7 @@ class Thinking:
         """The action check before a tool runs, on the confidence of the reply carrying the call."""
         winner = attended.winner
 
-        def permit(verb: ToolVerb, reply: Outcome) -> str | None:
+        def permit(verb: ToolVerb, reply: EscalationOutcome) -> str | None:
             allowed, why = self.policy.allows(verb.kind, winner.source_tag, winner.source_confidence,
                                               reply.confidence.composite)
             return None if allowed else why

@@ -22,7 +22,7 @@ a large import the index is dropped, the rows loaded, and the index built once.
 least REBUILD_RATIO of the rows already stored (measured, notes.md), and only when
 the service is not connected: while it runs, a rebuild's lock would hold its
 writes for the whole build. The index is dropped just before the first batch that
-adds rows (a re-run that adds none keeps it: a rebuild cost 56 s for nothing), and
+adds rows (a re-run that adds none keeps it: a whole rebuild for nothing), and
 rebuilt in a `finally`, so a run that fails or is interrupted does not leave it
 dropped. A missing or invalid index (an import killed between drop and rebuild) is
 rebuilt at the end of the next import.
@@ -58,9 +58,9 @@ log = logging.getLogger(__name__)
 
 #: Below this many new rows the live index is always kept (a build has a fixed cost).
 REBUILD_MIN_ROWS = 1_000
-#: ... and the new rows must be at least this share of the rows already stored: the
-#: measured break-even is ~10% at 10k rows (bench/bench_import.py, notes.md); the margin
-#: is for the time the vector arm runs without its index.
+#: ... and the new rows must be at least this share of the rows already stored: above the
+#: measured break-even (bench/bench_import.py, notes.md), with a margin for the time the
+#: vector arm runs without its index.
 REBUILD_RATIO = 0.15
 #: A line longer than this many bytes per allowed character is not read into memory: three
 #: texts (content, compressed, contextualised) at up to 12 bytes per character (a JSON

@@ -97,7 +97,7 @@ _SELF_CORRECTION = re.compile(
     re.IGNORECASE | re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
-# The confidence statement as small models write it (issue 27: 2 of 20 replies of a 1.5B
+# The confidence statement as small models write it (issue 27: few replies of a 1.5B
 # model had the exact line): "Confidence: 0.8", "**Confidence:** 80%", "Confidence level -
 # high", "(confidence = 8/10)". Markdown emphasis and a list or quote mark are allowed.
 _MARK = r"[*_`]*"

@@ -96,7 +96,7 @@ Assess = Callable[[LLMResult, FeelingOfKnowing], Confidence]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EscalationOutcome:
     answer: str                           # what the loop delivers (confidence line stripped)
     path: str                             # system1 | retry | system2 | system1_fallback
     confidence: Confidence                # of the delivered answer
@@ -158,7 +158,7 @@ async def loop_before_escalate(
     metacognition: MetacognitionSettings | None = None, store: MemoryStore | None = None,
     source_tag: str | None = None, now: datetime | None = None, keep_corrections: bool = True,
     fok_source: FokSource | None = None, write_behind: WriteBehind | None = None,
-) -> Outcome:
+) -> EscalationOutcome:
     """Answer the current focus with System 1, retrying once and escalating as §3.5/§3.6 say.
 
     `messages` is the assembled conversation ending with the focus; `system` the
@@ -190,7 +190,7 @@ async def loop_before_escalate(
         if confident is not None:
             return await turn.finish(confident)
         retried = await turn.retry_once(system1)
-        if isinstance(retried, Outcome):
+        if isinstance(retried, EscalationOutcome):
             return await turn.finish(retried)
         draft = retried
     if same_model(system1, system2):
@@ -217,7 +217,7 @@ def _has_words(result: LLMResult) -> bool:
 
 @dataclass(frozen=True)
 class _Draft:
-    """System 1's best answer on its way to System 2, why, and the retry's Outcome fields."""
+    """System 1's best answer on its way to System 2, why, and the retry's EscalationOutcome fields."""
 
     result: LLMResult
     confidence: Confidence
@@ -250,9 +250,9 @@ class _Turn:
         self.trig = replace(known, novelty_fok_unknown=self.fok.judgement == "UNKNOWN",
                             complexity=known.complexity or complexity(self.focus) >= self.cfg.complexity_threshold)
 
-    def outcome(self, answer: LLMResult, conf: Confidence, path: str, reason: str, **kw) -> Outcome:
+    def outcome(self, answer: LLMResult, conf: Confidence, path: str, reason: str, **kw) -> EscalationOutcome:
         """Delivering `answer`; `kw` sets what differs from a first answer kept as it is."""
-        return Outcome(answer=strip_verbalized_confidence(answer.text), path=path, confidence=conf,
+        return EscalationOutcome(answer=strip_verbalized_confidence(answer.text), path=path, confidence=conf,
                        reason=reason, **{"confidence_after_retry": None, "retried": False,
                                          "retry_succeeded": None, "escalated": False, "system2_ok": None,
                                          "triggers": self.trig, "confidence_before": self.c1.composite,
@@ -262,7 +262,8 @@ class _Turn:
     def repeats(self, result: LLMResult) -> bool:
         """Whether the answer says again, word for word, one of the last answers in the
         conversation: a small model falls into repeating itself (seen with a 1.5B model:
-        ten turns answered with the same paragraph), which is never a confident answer."""
+        turn after turn answered with the same paragraph; notes.md, "Local model"), which is
+        never a confident answer."""
         text = strip_verbalized_confidence(result.text)
         if len(text.split()) < REPEAT_MIN_WORDS:        # "Noted." twice is a fine answer
             return False
@@ -279,7 +280,7 @@ class _Turn:
             return _Draft(self.first, self.c1, f"{len(fired)} triggers: {', '.join(fired)}")
         return None
 
-    def confident_first_answer(self) -> Outcome | None:
+    def confident_first_answer(self) -> EscalationOutcome | None:
         """System 1's answer when its confidence reaches the threshold."""
         if self.c1.composite < self.threshold or not _has_words(self.first) or self.repeats(self.first):
             return None
@@ -287,7 +288,7 @@ class _Turn:
         return self.outcome(self.first, self.c1, "system1",
                             f"confidence {self.c1.composite:.2f} >= threshold {self.threshold:.2f}{note}")
 
-    async def retry_once(self, system1: LanguageModel) -> Outcome | _Draft:
+    async def retry_once(self, system1: LanguageModel) -> EscalationOutcome | _Draft:
         """System 1 once more, told what was weak: its answer when now confident, else the
         better of the two drafts for System 2 (§3.5: a failed retry escalates on its own)."""
         feedback = retry_feedback(self.focus, self.c1, self.threshold)
@@ -316,7 +317,7 @@ class _Turn:
         return _Draft(best, best_c, reason, dict(confidence_after_retry=None if c2 is None else c2.composite,
                                                  retried=True, retry_succeeded=False))
 
-    def kept_without_system2(self, system2: LanguageModel, draft: _Draft) -> Outcome:
+    def kept_without_system2(self, system2: LanguageModel, draft: _Draft) -> EscalationOutcome:
         """System 2 is System 1's own model (src/metacognition/roles.py): no escalation call,
         the draft stands and the row says so."""
         log.info("not escalating: System 2 is the same model as System 1 (%s): %s", system2.model, draft.reason)
@@ -324,7 +325,7 @@ class _Turn:
                             f"{draft.reason}; system2 is the same model as system1 ({system2.model}): "
                             "no escalation call", **draft.retry)
 
-    async def escalate(self, system2: LanguageModel, draft: _Draft) -> Outcome:
+    async def escalate(self, system2: LanguageModel, draft: _Draft) -> EscalationOutcome:
         """System 2 reviews the draft and answers; without it (reflex mode, an error) the draft stands."""
         log.info("escalating to System 2 (%s): %s", system2.model, draft.reason)
         brief = system2_brief(self.focus, draft.reason, draft.confidence)
@@ -365,7 +366,7 @@ class _Turn:
             extra={"escalation_triggers": self.trig.fired(), "system2_model": system2.model,
                    "explanation": value.explanation[:2000]})
 
-    async def finish(self, outcome: Outcome) -> Outcome:
+    async def finish(self, outcome: EscalationOutcome) -> EscalationOutcome:
         """Write the decision row when there is a store; log the path."""
         log.info("confidence decision: %s (%s)", outcome.path, outcome.reason)
         if self.store is None:
@@ -392,6 +393,6 @@ class _Turn:
 
 __all__ = [
     "ALWAYS_ESCALATE", "Assess", "EscalationSettings", "EscalationThreshold", "EscalationTriggers",
-    "Outcome", "System2Answer", "ThresholdReading", "complexity", "complexity_signals",
+    "EscalationOutcome", "System2Answer", "ThresholdReading", "complexity", "complexity_signals",
     "loop_before_escalate", "read_threshold", "retry_feedback", "system2_brief",
 ]

@@ -9,9 +9,9 @@ upheaval (weights revised down) lowers it again, and more goes to System 2.
 
 The immutable memories (the safety boundaries, seeded at Beta(50, 1), center 0.98) are
 counted but are not identity density: they are given, not formed by experience, and
-never move. Counted, a dozen of them put the density at 0.98 from the first day, so the
+never move. Counted, they put the density at 0.98 from the first day, so the
 threshold stood at ~0.8 once 1,000 memories existed and an answer with a PARTIAL feeling
-of knowing could never reach it (issue 24: 50 of 50 bench turns escalated).
+of knowing could never reach it (issue 24: every bench turn escalated; notes.md).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_ce
                          maturity_memories: int = MATURITY_MEMORIES) -> ThresholdReading:
     """Memory count and identity density in one statement, and the threshold they give.
 
-    A full scan of `memories`: 250 ms p50 at 100k rows here (fillfactor 50 makes
-    the heap large). No index can serve it without costing every weight update
+    A full scan of `memories` (fillfactor 50 makes the heap large: notes.md has its
+    cost). No index can serve it without costing every weight update
     its HOT path, so EscalationThreshold reads it in the background.
     """
     row = await pool.fetchrow(IDENTITY_SQL, identity_center)

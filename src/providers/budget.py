@@ -3,8 +3,8 @@
 Internal work makes model calls nobody asked for: the DMN's and the gut's impulses
 ("idle thought": the cycles they cause) and consolidation (its deep passes, the light
 ticker's contradiction layer, the cycles its announcements cause). Without a limit an
-idle mind spent ~480 calls an hour (notes.md). Two limits over rolling windows
-(`providers.budget:` in runtime.yaml, `BudgetSettings`):
+idle mind kept calling models all night (measured: notes.md). Two limits over rolling
+windows (`providers.budget:` in runtime.yaml, `BudgetSettings`):
 
 - `hourly_calls` model calls by internal work in the last hour, of which idle thought
   may take `idle_share` (the DMN must not starve consolidation);

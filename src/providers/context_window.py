@@ -1,14 +1,14 @@
 """How much text a model takes at once, and the one guard in front of it (issue 27).
 
-With llama.cpp's server at 4,096 tokens every reply failed after ~25 cycles ("request (4387
-tokens) exceeds the available context size (4096 tokens)"): the budget assumed 128k. Each
-language model now carries a `ContextWindow`:
+With llama.cpp's server at 4,096 tokens every reply failed once the conversation outgrew it
+("request (4387 tokens) exceeds the available context size (4096 tokens)"): the budget
+assumed 128k. Each language model now carries a `ContextWindow`:
 
 - its size and where that number came from: `providers.llm.context_window` (per system),
   what the endpoint says (src/providers/context_probe.py), or the provider's known window
   (`KNOWN_WINDOWS`; a provider not listed: `UNSTATED_WINDOW`, the plan's 128k);
 - a margin on our counts: src/tokens.py counts like cl100k and the model's tokenizer
-  differs (a 32k-vocabulary one, Llama 2 or Mistral, counts 1.18–1.39× ours; notes.md).
+  differs (a 32k-vocabulary one, Llama 2 or Mistral, counts more than ours; notes.md).
   It is `providers.llm.token_margin`, raised when the endpoint's own counts
   (`usage.prompt_tokens`) say ours run short: `HEADROOM` above the largest ratio of the last
   `OBSERVED` replies of at least `MIN_OBSERVED` tokens (smaller ones are mostly

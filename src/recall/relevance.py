@@ -109,10 +109,10 @@ def semantic_signal(
     rrf / rrf_max (0 for candidates search did not rank: spreading brought them).
 
     "blend" carries both arms' ranks (fused) and the vector's own magnitude (cosine,
-    which RRF throws away), and is spread over [0, 1] across the candidates: they
-    are all search hits, so raw scores crowd a narrow band (wordllama cosines of the
-    top 20 span ~0.3) and the noise and recency components would otherwise reorder
-    near-ties that search had right. A single candidate, or equal ones, gets 1.
+    which RRF throws away), and is spread over [0, 1] across the candidates: they are
+    all search hits, so raw scores crowd a narrow band and the noise and recency
+    components would otherwise reorder near-ties that search had right. A single
+    candidate, or equal ones, gets 1.
     """
     if kind not in SEMANTIC_SIGNALS:
         raise ValueError(f"unknown semantic signal {kind!r}; expected one of: {', '.join(SEMANTIC_SIGNALS)}")

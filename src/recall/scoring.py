@@ -8,8 +8,8 @@ relevance, and how the two make the order — re-ranking what matches, never bur
   share `a` (`activation_share`) of the memory's own relevance: among memories that match
   alike, the one used often and lately comes first; a memory that matches worse cannot
   climb over a better one on practice alone. Added, as before issue 35, P(retrieve) lifted
-  whatever the session kept recalling (imported chats recalled again and again carried
-  0.78 against a fact's 0.02, and the fact, full text's first by far, ended 4th or lower);
+  whatever the session kept recalling (imported chats recalled again and again outweighed
+  a fact full text ranked first by far, which ended below them; notes.md, "Scoring");
 - B's presentations are the memory's recalls and the moment this mind took it in
   (`created_at`), not the time its event happened: an imported year-old chat is as
   available as anything the mind heard that day, and its age still counts in recency;
@@ -37,7 +37,7 @@ from src.recall.settings import RetrievalSettings
 from src.recall.speakers import speaker_of
 
 #: Full text's first is decisive when its score (the idf it matched) is this many times the
-#: next one's: "What is my favourite book?" matched the fact at idf 10.5, the chats at 3.6.
+#: next one's: "What is my favourite book?" matched the fact at several times the chats' idf.
 DECISIVE_RATIO = 1.5
 #: A question about the user: a first-person word (not inside another word).
 _ABOUT_USER = re.compile(r"\b(i|i'm|im|i've|ive|i'd|i'll|me|my|mine|myself|we|us|our|ours)\b", re.IGNORECASE)
@@ -139,7 +139,7 @@ def coactivation(hits: Sequence[SearchHit], spread: dict[int, float], semantic: 
     """Each candidate's co-activation: what spreading reached it with. Cold (no context), the
     best hits stand in for the memories in context, and the seed that matches the cue best
     (the semantic component) is the memory the cue activates, as co-active as one can be.
-    At 0 (no seed spreads to itself) it trailed the partners the other seeds lent 0.75 to: a
+    At 0 (no seed spreads to itself) it trailed the partners the other seeds spread to: a
     fact typed an hour before lost to imported chats co-accessed meanwhile
     (tests/test_fidelity_process.py). Chosen by rank fusion instead, a weak match in both
     arms outranked a fact full text alone found."""

@@ -20,7 +20,7 @@ exit gate's novelty lookup is src/gates/novelty.py.
   naming Miso; names and rare words are what a user's facts hang on (issue 22).
   Scoring is the arm's cost, so it scores every row that holds a rare lexeme (df under
   DF_COUNT_CAP) but at most COMMON_ROWS_CAP of the rows holding only common ones:
-  before, a common-word question scored every matching row (68 ms p50 at 100k). The
+  before, a common-word question scored every matching row (measured: notes.md). The
   question becomes an OR of its own lexemes: `to_tsvector('english', question)`
   is unnested, each lexeme is quoted for tsquery input (`'` doubled, `\\`
   escaped) and the `'a' | 'b'` string is cast to ::tsquery. The cast reads
@@ -96,11 +96,9 @@ DF_COUNT_CAP = 1000
 #: scores at most: the arm's cost is bounded by rare-lexeme rows + this (issue 24).
 COMMON_ROWS_CAP = 2000
 #: The newest memories the vector arm compares exactly, beside the HNSW index's nearest.
-#: pgvector's HNSW can leave a row inserted after the index was built hard to reach: in a
-#: store of 3,000 imported chats, three facts typed afterwards were the exact nearest (1st,
-#: 2nd, 4th) to the questions about them, and the index's 50 candidates (ef_search 40,
-#: iterative scan) held none of them; one was 45th for its own vector. What the user said
-#: last is what they expect back first. Cost at 100k: +2.1 ms a search (+1.5 for 500).
+#: pgvector's HNSW can leave a row inserted after the index was built hard to reach: facts
+#: typed after an import were the exact nearest to the questions about them, yet not among
+#: the index's candidates (notes.md). What the user said last is what they expect back first.
 NEWEST_EXACT = 1000
 #: The user's newest statements the own arm compares exactly (a question about the user):
 #: the facts a person states are a small share of their lines, and every line of theirs up

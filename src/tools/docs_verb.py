@@ -8,8 +8,7 @@ ordinary conversation now never sees the tool. The matcher is deliberately narro
 it asks for a second-person reference to the mind's workings ("your memory", "how do
 you decide") or a file of the project (README, notes.md, src/…, *.py). "my code",
 "my notes", "how are you?", "how do you think I should…", "how would you decide…"
-(advice, not self) do not match. Measured on a labelled set of 44 messages
-(tests/test_docs_verb.py, numbers in notes.md).
+(advice, not self) do not match: tests/test_docs_verb.py holds the labelled messages.
 
 The verbs are registered even when the docs tool is disabled: they are then never
 offered and refuse, but a reply carrying one is still recognised and never delivered.

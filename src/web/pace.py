@@ -1,12 +1,12 @@
 """How fast the web view serves (issue 24): a token bucket over all its requests.
 
 The view runs in the mind's process and on its event loop; every page it builds costs
-statements on the database and Python time the loop's cycle then waits for. Twenty
-clients polling back to back once made the cycle 9× slower. Its own pool bounds how many
-statements run at once (src/web/serve.py); this bounds how many pages start per second,
-whoever asks: `web.max_requests_per_s`, with `web.burst` at once (one guardian opening a
-few pages never waits). A request over the rate waits its turn; one that would wait longer
-than `web.max_wait_s` is answered 503 at once. Pure: `take(now)` with an injected clock.
+statements on the database and Python time the loop's cycle then waits for. Clients polling
+back to back once made the cycle several times slower (notes.md). Its own pool bounds how
+many statements run at once (src/web/serve.py); this bounds how many pages start per second,
+whoever asks: `web.max_requests_per_s`, with `web.burst` at once (one guardian opening a few
+pages never waits). A request over the rate waits its turn; one that would wait longer than
+`web.max_wait_s` is answered 503 at once. Pure: `take(now)` with an injected clock.
 """
 
 from __future__ import annotations

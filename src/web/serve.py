@@ -1,14 +1,15 @@
 """Starting the web view beside a running mind (python -m src.main), on its own small pool.
 
-The view cannot slow the mind (issue 24): under 20 polling clients the loop's cycle p50 once
-rose 9–10×, the pages holding the mind's own connections. The pages therefore read through
-a pool of their own (`web.pool_size`, 2 by default): at most that many page statements run
-at once, whatever the number of clients, and the mind's pool is never theirs. Each of its
-sessions starts read-only with a statement timeout (`web.statement_timeout_s`), both set in
-the start-up packet, where asyncpg's RESET ALL leaves them. Pages start at most
-`web.max_requests_per_s` a second (src/web/pace.py), so the work the view puts on the
-loop and the database is bounded whatever the clients do; page building and JSON run in
-worker threads (src/web/app.py). Measured: `python -m bench web_polling` (notes.md).
+The view cannot slow the mind (issue 24): under many polling clients the loop's cycle once
+slowed several times over, the pages holding the mind's own connections (notes.md). The
+pages therefore read through a pool of their own (`web.pool_size`, 2 by default): at most
+that many page statements run at once, whatever the number of clients, and the mind's pool
+is never theirs. Each of its sessions starts read-only with a statement timeout
+(`web.statement_timeout_s`), both set in the start-up packet, where asyncpg's RESET ALL
+leaves them. Pages start at most `web.max_requests_per_s` a second (src/web/pace.py), so the
+work the view puts on the loop and the database is bounded whatever the clients do; page
+building and JSON run in worker threads (src/web/app.py). Measured: `python -m bench
+web_polling` (notes.md).
 """
 
 from __future__ import annotations

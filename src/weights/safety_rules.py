@@ -139,7 +139,7 @@ class EntropyMonitor:
     fall. Sliding by d per cycle leaves the current value about
     d * window / 2 below the window's mean, so with the defaults a slide of
     1% a cycle alarms after about 20 cycles, while the cycle-to-cycle jitter
-    of healthy retrieval (well under 1%) never does.
+    of healthy retrieval (far smaller) never does.
 
     A low reading still joins the window: the monitor reports drops, and a new
     level that persists becomes the baseline instead of alarming forever (a

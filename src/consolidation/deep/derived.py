@@ -8,8 +8,9 @@ pass from writing it twice. Originals are never deleted.
 
 Only a merge lowers its sources (plan §4.2: near-duplicates give way so the merged
 memory surfaces first). An insight drawn from evidence does not replace it: with a real
-model an insight citing the user's fact took it from 0.21 to 0.14 (issue 27), so the
-mind's reading of a fact outweighed the fact itself.
+model an insight citing the user's fact lowered that fact's center (issue 27; notes.md,
+"Insights cannot launder weight"), so the mind's reading of a fact outweighed the fact
+itself.
 """
 
 from __future__ import annotations

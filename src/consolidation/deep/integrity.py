@@ -1,9 +1,9 @@
 """What an insight may rest on (issue 27): consolidation cannot launder weight.
 
-Run against a real small model, consolidation wrote "I am a marine biologist." at 0.87
-and a copy of a safety boundary at 0.98: an insight started at the mean Beta of what it
-cited, boundaries (Beta(50, 1)) included, and citations were only checked to exist. The
-rules, in the order `screen` applies them:
+Run against a real small model, consolidation wrote "I am a marine biologist." at an
+identity-level center and a copy of a safety boundary at 0.98: an insight started at the
+mean Beta of what it cited, boundaries (Beta(50, 1)) included, and citations were only
+checked to exist. The rules, in the order `screen` applies them:
 
 - **An insight states something.** A question ("What do you remember about me?") or a
   line with no content word is not an insight: the user-line classifier
