@@ -26,7 +26,7 @@ from src.config import Settings
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
-from src.db.manifest import record_start
+from src.db.manifest import record_start, status_counts
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe
@@ -163,15 +163,7 @@ class Agent:
         return memory_table(result)
 
     async def _status(self, _: str) -> str:
-        row = await self.db.pool.fetchrow(
-            """SELECT (SELECT count(*) FROM memories) AS memories,
-                      (SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL) AS buffered,
-                      (SELECT count(*) FROM memories WHERE protected) AS protected,
-                      (SELECT count(*) FROM skills WHERE removed_at IS NULL) AS skills,
-                      m.times_restarted, m.uptime_total_hours,
-                      EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days
-                 FROM agent_manifest m WHERE m.id = 1"""
-        )
+        row = await status_counts(self.db.pool)
         mind = self.mind
         pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items() if v) or "none"
         dropped = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.dropped.items() if v) or "none"

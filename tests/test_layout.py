@@ -300,3 +300,10 @@ def test_each_module_logs_under_its_own_name():
             if arg.replace('"', "'") != expected.replace('"', "'"):
                 wrong.append(f"{rel}: logging.getLogger({arg})")
     assert wrong == []
+
+
+def test_the_process_module_holds_no_sql():
+    """main.py keeps the process; its statements live with the tables they read (issue 36)."""
+    text = (SRC / "main.py").read_text(encoding="utf-8")
+    assert re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", text) is None
+    assert ".fetch" not in text and ".execute(" not in text

@@ -46,3 +46,19 @@ async def record_shutdown(pool: asyncpg.Pool, session_id: str) -> float:
         RETURNING uptime_total_hours""",
         session_id,
     )
+
+
+STATUS_SQL = """
+SELECT (SELECT count(*) FROM memories) AS memories,
+       (SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL) AS buffered,
+       (SELECT count(*) FROM memories WHERE protected) AS protected,
+       (SELECT count(*) FROM skills WHERE removed_at IS NULL) AS skills,
+       m.times_restarted, m.uptime_total_hours,
+       EXTRACT(EPOCH FROM now() - m.created_at) / 86400.0 AS age_days
+  FROM agent_manifest m WHERE m.id = 1"""
+
+
+async def status_counts(pool: asyncpg.Pool) -> asyncpg.Record:
+    """What `/status` reports of the store and the mind's life: memories, buffered, protected,
+    skills, restarts, uptime before this session, age in days. One statement."""
+    return await pool.fetchrow(STATUS_SQL)
