@@ -74,9 +74,7 @@ class Mind:
         """Stop background work; flush the scratch buffer through the exit gate. The mind's own
         model calls end first (src/providers/endpoint_gate.py): none of them holds the exit,
         and the flush's contradiction check does without its model layer."""
-        endpoints = getattr(self.providers, "endpoints", None)   # a test's bare providers have none
-        if endpoints is not None:
-            endpoints.close_internal()
+        self.providers.endpoints.close_internal()
         try:   # cycle rows (with their gut deltas) still waiting for the database: last chance
             await self.loop.backlog.flush()
         except DB_ERRORS as exc:
@@ -200,9 +198,7 @@ async def _background_budget(settings: Settings, pool, providers) -> BackgroundB
         await budget.seed(pool)
     except DB_ERRORS as exc:   # counts from zero: at worst one more window's spend
         log.warning("background budget: could not read what internal work spent (%s); counting from now", exc)
-    observers = getattr(providers.ledger, "observers", None)
-    if observers is not None:
-        observers.append(budget.observe)
+    providers.ledger.observers.append(budget.observe)
     return budget
 
 

@@ -19,6 +19,7 @@ from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.llm import LLMRequest, ResilientLanguageModel
 from src.providers.protocols import LLMResult
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
@@ -66,7 +67,7 @@ async def _mind(pool, tmp_path, backend: LoopBackend, budget: dict):
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}}, "budget": budget,
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")}})
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=llm, system2=llm, meta=llm,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=llm, system2=llm, meta=llm,
                                 ledger=ledger)
     delivered: list[str] = []
     manifest = await record_start(pool, "budget", "fake-hash-768")

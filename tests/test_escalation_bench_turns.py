@@ -29,6 +29,7 @@ from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore, NewMemory
 
@@ -49,7 +50,7 @@ async def _mind(pool, tmp_path, embedder, llm: InstantLLM):
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "c")},
         "gates": {"scratch": {"prune_embed_interval_s": 0.0}}})
-    providers = SimpleNamespace(embedder=embedder, reranker=None, system1=llm, system2=llm.system2(), meta=llm,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=embedder, reranker=None, system1=llm, system2=llm.system2(), meta=llm,
                                 ledger=CostLedger(pool, session_id="bench-turns", prices=ProvidersSettings().prices))
     manifest = await record_start(pool, "bench-turns", embedder.model_name)
     return await build_mind(settings, pool, providers, session_id="bench-turns", manifest=manifest,

@@ -28,6 +28,7 @@ from src.loop.prompts import reflex_reply
 from src.loop.settings import UnpromptedSettings
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
@@ -111,7 +112,7 @@ async def _mind(pool, tmp_path, system1):
                    "cache_dir": str(tmp_path / "cache")}})
     if system1.configured:
         system1.meta = _meta
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=system1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=system1,
                                 system2=ScriptedLLM(configured=False), meta=system1,
                                 ledger=CostLedger(pool, session_id="internal", prices=ProvidersSettings().prices))
     delivered: list[str] = []

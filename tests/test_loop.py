@@ -22,6 +22,7 @@ from src.loop.tool_protocol import NO_TOOLS_NOTE
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.tools.verbs import ToolVerb
@@ -47,7 +48,7 @@ async def _mind(pool, tmp_path, *, system1=None, system2=None, overrides=None, f
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")},
         **(overrides or {})})
-    providers = SimpleNamespace(
+    providers = SimpleNamespace(endpoints=EndpointGates(),
         embedder=HashEmbedder(), reranker=None,
         system1=system1 or ScriptedLLM(configured=False), system2=system2 or ScriptedLLM(configured=False),
         meta=system1 or ScriptedLLM(configured=False),

@@ -21,6 +21,7 @@ from src.loop.input_journal import InputJournal
 from src.loop.outage import Outage
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
@@ -84,7 +85,7 @@ async def _mind(pool, tmp_path, mode: str, answers: list[str]):
                    "cache_dir": str(tmp_path / "cache")}})
     system1 = ScriptedLLM().say(*answers)
     system1.meta = _meta
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=system1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=system1,
                                 system2=ScriptedLLM(configured=False), meta=system1,
                                 ledger=CostLedger(pool, session_id="s", prices=ProvidersSettings().prices))
     delivered: list[str] = []

@@ -22,6 +22,7 @@ from src.gates.modes import MemoryMode
 from src.metacognition.escalation import loop_before_escalate
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.recall.store import MemoryStore
 from tests.fakes import HashEmbedder
@@ -56,7 +57,7 @@ async def _mind(pool, tmp_path, mode: str, turns: int):
                    "cache_dir": str(tmp_path / "cache")}})
     system1 = ScriptedLLM().say(*[ANSWER] * turns)
     system1.meta = _meta
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=system1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=system1,
                                 system2=ScriptedLLM(configured=False), meta=system1,
                                 ledger=CostLedger(pool, session_id="s", prices=ProvidersSettings().prices))
     delivered: list[str] = []

@@ -15,6 +15,8 @@ from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.manifest import record_start
 from src.mind import build_mind
+from src.providers.costs import MemoryLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.recall.mutation import apply_near_misses, mutate_after_retrieval
 from src.recall.settings import RetrievalSettings
 from src.weights.safety import Safety
@@ -96,8 +98,8 @@ async def test_the_light_ticker_applies_the_queue_every_tick(pool):
 async def test_a_mind_without_the_light_ticker_applies_near_misses_at_retrieval(pool, tmp_path):
     layers = {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
               "cache_dir": str(tmp_path / "cache")}
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=None, system2=None, meta=None,
-                                ledger=None)
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=None,
+                                system2=None, meta=None, ledger=MemoryLedger())
     deferred = []
     for enabled in (True, False):
         settings = load_settings(tmp_path / "none.yaml", env={}, overrides={

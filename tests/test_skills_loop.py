@@ -12,6 +12,7 @@ from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.skills import repository as repo
 from tests.fakes import HashEmbedder
@@ -35,7 +36,7 @@ async def _mind(pool, tmp_path, system1, overrides=None):
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")}, **(overrides or {})})
     system1.meta = _meta
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=system1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=system1,
                                 system2=ScriptedLLM(configured=False), meta=system1,
                                 ledger=CostLedger(pool, session_id="s", prices=ProvidersSettings().prices))
     delivered: list[str] = []

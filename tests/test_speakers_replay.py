@@ -27,6 +27,7 @@ from src.consolidation.settings import ConsolidationSettings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from src.recall.speakers import SELF, USER, speaker_of
 from src.weights.safety import Safety
@@ -118,7 +119,7 @@ async def _mind(pool, tmp_path):
                    "cache_dir": str(tmp_path / "cache")}})
     s1 = ScriptedLLM().say(*[_reply] * 40)
     s1.meta = _meta
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=s1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=s1,
                                 system2=ScriptedLLM(configured=False), meta=s1,
                                 ledger=CostLedger(pool, session_id="speakers", prices=ProvidersSettings().prices))
     delivered: list[str] = []

@@ -18,6 +18,7 @@ from src.db.manifest import record_start
 from src.loop.thinking import cycle_deadline
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import Call, ScriptedLLM, fok
@@ -53,7 +54,7 @@ async def _mind(pool, tmp_path, llm: ScriptedLLM, loop: dict):
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}}, "loop": loop,
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")}})
-    providers = SimpleNamespace(embedder=HashEmbedder(), reranker=None, system1=llm,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=llm,
                                 system2=ScriptedLLM(configured=False), meta=llm,
                                 ledger=CostLedger(pool, session_id="timing", prices=ProvidersSettings().prices))
     delivered: list[str] = []

@@ -103,7 +103,7 @@ NEWEST_EXACT = 1000
 #: The user's newest statements the own arm compares exactly (a question about the user):
 #: the facts a person states are a small share of their lines, and every line of theirs up
 #: to this many is a candidate. Older ones are still found by the other two arms.
-OWN_EXACT = 2000
+OWN_EXACT = 1000
 #: Whether a row is the user's own line: src/recall/speakers.speaker_of in SQL, word for word
 #: the predicate of sql/151's partial index (so the planner can use it).
 USER_STATED = """CASE WHEN jsonb_typeof(metadata -> 'speaker') = 'string'
