@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from src.config import MOVED, NOT_IN_FILE, Settings, load_settings
 from src.config_reference import keys, reference
 from src.errors import ConfigError
-from tests.proc import ROOT
+from tests.proc import ROOT, agent_env
 
 REFERENCE = ROOT / "docs" / "configuration.md"
 #: Top-level sections owned by the process itself (src/config.py), not by a package.
@@ -128,3 +128,15 @@ def test_a_current_file_gives_no_notice_and_cannot_write_one(tmp_path):
     path.write_text("notices: [hello]\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="'notices' cannot be set in the file"):
         load_settings(path, env={})
+
+
+def test_the_memory_cli_says_when_a_key_has_moved(tmp_path):
+    """The operator's CLI prints the notice where the command was typed (it keeps no log file);
+    an unreachable database then ends the command, after the notice."""
+    path = tmp_path / "old.yaml"
+    path.write_text("retrieval: {keep: 7}\n", encoding="utf-8")
+    env = agent_env(DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+    result = subprocess.run([sys.executable, "-m", "src.memory", "--config", str(path), "search", "x"], cwd=ROOT,
+                            capture_output=True, timeout=120, env=env)
+    err = result.stderr.decode()
+    assert "configuration: " in err and "'retrieval' is now 'recall.retrieval'" in err

@@ -52,6 +52,8 @@ async def run_cli(argv: list[str], *, out: TextIO | None = None, err: TextIO | N
     # no log file: a one-off command says what went wrong where it was typed
     configure_logging(LoggingSettings(level="INFO" if args.verbose else "WARNING",
                                       json_format=settings.logging.json_format, file=None))
+    for notice in settings.notices:     # a key under its old name: said once, where it was typed
+        err.write(f"configuration: {notice}\n")
     try:
         async with open_session(settings, out, err, providers) as session:
             return await args.run(args, session)
