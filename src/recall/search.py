@@ -29,7 +29,7 @@ exit gate's novelty lookup is src/gates/novelty.py.
   only gives a NULL tsquery: the arm returns nothing, with no error and no NOTICE
   (to_tsquery would print one). Rows of every embed model are found here;
 * own arm (a question about the user, `w_own` > 0): the user's own statements (sql/151),
-  the newest OWN_EXACT of them compared exactly. Among thousands of imported chat lines and
+  the index's nearest of them and the newest OWN_EXACT compared exactly. Among thousands of imported chat lines and
   the mind's own, a fact the user stated and later asks about in other words is rarely in
   the vector arm's candidates; among the user's own lines it is near the top;
 * fusion: RRF, w_arm / (k + rank), summed over the arms a row appears in: exactly
@@ -100,9 +100,10 @@ COMMON_ROWS_CAP = 2000
 #: typed after an import were the exact nearest to the questions about them, yet not among
 #: the index's candidates (notes.md). What the user said last is what they expect back first.
 NEWEST_EXACT = 1000
-#: The user's newest statements the own arm compares exactly (a question about the user):
-#: the facts a person states are a small share of their lines, and every line of theirs up
-#: to this many is a candidate. Older ones are still found by the other two arms.
+#: The user's newest statements the own arm compares exactly (a question about the user),
+#: beside the index's nearest of all their lines: as in the vector arm, the index can miss
+#: a line stored after it was built, and in a store of other people's chat the user's
+#: lines are too few for a filtered index scan to reach.
 OWN_EXACT = 1000
 #: Whether a row is the user's own line: src/recall/speakers.speaker_of in SQL, word for word
 #: the predicate of sql/151's partial index (so the planner can use it).
@@ -182,13 +183,25 @@ fts_ranked AS (
     SELECT id, fts_score, ROW_NUMBER() OVER (ORDER BY fts_score DESC, id) AS fts_rank FROM fts
 ),
 own AS MATERIALIZED (
-    -- the user's own statements (OWN_EXACT): only for a question about the user ($16 > 0)
-    SELECT id, embedding <=> $2::halfvec AS distance
-    FROM (SELECT id, embedding FROM memories
-           WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND """ + USER_STATED + r"""
-             AND embed_model = $3::text
-           ORDER BY id DESC
-           LIMIT $17::int) newest
+    -- the user's own statements, only for a question about the user ($16 > 0): the HNSW
+    -- index's nearest of them (a filtered iterative scan) and the newest $17 compared exactly
+    SELECT id, min(distance) AS distance FROM (
+        (SELECT id, embedding <=> $2::halfvec AS distance
+           FROM memories
+          WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND embed_model = $3::text
+            AND """ + USER_STATED + r"""
+          ORDER BY embedding <=> $2::halfvec
+          LIMIT $4::int)
+        UNION ALL
+        (SELECT id, embedding <=> $2::halfvec
+           FROM (SELECT id, embedding FROM memories
+                  WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND """ + USER_STATED + r"""
+                    AND embed_model = $3::text
+                  ORDER BY id DESC
+                  LIMIT $17::int) newest
+          ORDER BY 2
+          LIMIT $4::int)) arms
+    GROUP BY id
     ORDER BY 2, 1
     LIMIT $4::int
 ),
