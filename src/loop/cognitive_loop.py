@@ -49,6 +49,7 @@ from src.loop.attention_queue import AttentionQueue, Candidate
 from src.loop.conversation import Conversation
 from src.loop.cycle_log import CycleLog, MarkAnswered
 from src.loop.degraded import Shortfalls
+from src.loop.inner_life import Submit
 from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
@@ -319,7 +320,7 @@ class CognitiveLoop:
             pass
 
 
-def _tool_protocol(parts: LoopParts, max_calls: int, submit_inner) -> ToolProtocol:
+def _tool_protocol(parts: LoopParts, max_calls: int, submit_inner: Submit) -> ToolProtocol:
     """The verbs this mind offers: its docs (when enabled), GOAL_ACHIEVED (plan §5.2
     milestone 9), RECALL_SKILL. More verbs: `loop.tools.register(...)`."""
     tools = ToolProtocol(max_calls)

@@ -7,9 +7,9 @@ part (a DMN generator, the gut) is a new field here, not a new constructor argum
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import asyncpg
 import numpy as np
@@ -29,7 +29,7 @@ from src.tools.read_docs import DocsTool
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
     from src.db.manifest import Manifest
-    from src.loop.inner_life import InnerLife
+    from src.loop.inner_life import InnerLife, Submit
     from src.providers.factory import Providers
 
 
@@ -71,5 +71,5 @@ class LoopParts:
     inner: InnerLife | None = None             # gut, outcomes, readiness (src/loop/inner_life.py)
     # what the inner life's impulses (gut signals, goal reflections) pass before they enter:
     # the background budget's gate (src/providers/budget.py); None: they enter as they come
-    impulse_gate: Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]] | None = None
+    impulse_gate: Callable[[Submit], Submit] | None = None
     skills: SkillRecall | None = None           # the skills section and RECALL_SKILL

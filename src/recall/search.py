@@ -107,10 +107,35 @@ NEWEST_EXACT = 1000
 OWN_EXACT = 1000
 #: Whether a row is the user's own line: src/recall/speakers.speaker_of in SQL, word for word
 #: the predicate of sql/151's partial index (so the planner can use it).
-USER_STATED = """CASE WHEN jsonb_typeof(metadata -> 'speaker') = 'string'
+USER_STATED = r"""CASE WHEN jsonb_typeof(metadata -> 'speaker') = 'string'
                     AND btrim(metadata ->> 'speaker', E' \t\n\r') <> ''
                THEN lower(btrim(metadata ->> 'speaker', E' \t\n\r')) = 'user'
                ELSE source_tag = 'external_user' END"""
+
+
+def _nearest(rows: str, newest: str) -> str:
+    """The body of a vector arm over the memories where `rows` holds: the HNSW index's
+    nearest `$4` (iterative scan) and the newest `newest` compared exactly, each memory once at
+    its distance, nearest first. The index can miss a row stored after it was built."""
+    return f"""
+    SELECT id, min(distance) AS distance FROM (
+        (SELECT id, embedding <=> $2::halfvec AS distance
+           FROM memories
+          WHERE {rows}
+          ORDER BY embedding <=> $2::halfvec
+          LIMIT $4::int)
+        UNION ALL
+        (SELECT id, embedding <=> $2::halfvec
+           FROM (SELECT id, embedding FROM memories
+                  WHERE {rows}
+                  ORDER BY id DESC
+                  LIMIT {newest}::int) newest
+          ORDER BY 2
+          LIMIT $4::int)) arms
+    GROUP BY id
+    ORDER BY 2, 1
+    LIMIT $4::int
+"""
 
 _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weight_alpha AS alpha,
            m.depth_weight_beta AS beta, m.immutable, m.source_tag, m.source_confidence,
@@ -120,24 +145,7 @@ _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weigh
 HYBRID_SQL = r"""
 WITH vec AS MATERIALIZED (
     -- the HNSW index's nearest, and the newest $13 rows compared exactly (NEWEST_EXACT)
-    SELECT id, min(distance) AS distance FROM (
-        (SELECT id, embedding <=> $2::halfvec AS distance
-           FROM memories
-          WHERE $2::halfvec IS NOT NULL AND embed_model = $3::text
-          ORDER BY embedding <=> $2::halfvec
-          LIMIT $4::int)
-        UNION ALL
-        (SELECT id, embedding <=> $2::halfvec
-           FROM (SELECT id, embedding FROM memories
-                  WHERE $2::halfvec IS NOT NULL AND embed_model = $3::text
-                  ORDER BY id DESC
-                  LIMIT $13::int) newest
-          ORDER BY 2
-          LIMIT $4::int)) arms
-    GROUP BY id
-    ORDER BY 2, 1
-    LIMIT $4::int
-),
+""" + _nearest("$2::halfvec IS NOT NULL AND embed_model = $3::text", "$13") + r"""),
 vec_ranked AS (
     -- relaxed_order iterative scans may return rows slightly out of order: rank here
     SELECT id, ROW_NUMBER() OVER (ORDER BY distance, id) AS vec_rank FROM vec
@@ -185,26 +193,8 @@ fts_ranked AS (
 own AS MATERIALIZED (
     -- the user's own statements, only for a question about the user ($16 > 0): the HNSW
     -- index's nearest of them (a filtered iterative scan) and the newest $17 compared exactly
-    SELECT id, min(distance) AS distance FROM (
-        (SELECT id, embedding <=> $2::halfvec AS distance
-           FROM memories
-          WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND embed_model = $3::text
-            AND """ + USER_STATED + r"""
-          ORDER BY embedding <=> $2::halfvec
-          LIMIT $4::int)
-        UNION ALL
-        (SELECT id, embedding <=> $2::halfvec
-           FROM (SELECT id, embedding FROM memories
-                  WHERE $16::float8 > 0 AND $2::halfvec IS NOT NULL AND """ + USER_STATED + r"""
-                    AND embed_model = $3::text
-                  ORDER BY id DESC
-                  LIMIT $17::int) newest
-          ORDER BY 2
-          LIMIT $4::int)) arms
-    GROUP BY id
-    ORDER BY 2, 1
-    LIMIT $4::int
-),
+""" + _nearest("$16::float8 > 0 AND $2::halfvec IS NOT NULL AND embed_model = $3::text AND " + USER_STATED,
+               "$17") + r"""),
 own_ranked AS (
     SELECT id, ROW_NUMBER() OVER (ORDER BY distance, id) AS own_rank FROM own
 ),
