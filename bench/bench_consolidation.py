@@ -28,7 +28,7 @@ from bench import center_summary_costs
 from bench.bench_loop import InstantLLM, _mind
 from bench.bench_memory_store import TextMaker, _load, synthetic_store
 from bench.common import build_hnsw
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.providers.protocols import LLMResult, Structured
@@ -154,7 +154,8 @@ async def _deep(pool, embedder, store, maker) -> list[dict]:
     await _new_memories(store, maker, 1)
     llm = InstantConsolidationLLM()
     t0 = time.perf_counter()
-    report = await run_deep_pass(pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=llm, safety=Safety(),
+                                                    settings=ConsolidationSettings()),
                                  trigger="manual")
     seconds = time.perf_counter() - t0
     written = {f"{p}:{k}": v for p, r in report.phases.items() for k, v in r["counts"].items()}
@@ -191,8 +192,9 @@ async def _cycles(pool, embedder, store, maker, tmp) -> list[dict]:
         while not stop.is_set():
             k += 1
             await _new_memories(store, maker, 100 + k)
-            await run_deep_pass(pool, embedder=embedder, llm=InstantConsolidationLLM(), safety=Safety(),
-                                settings=settings, trigger="manual")
+            await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=InstantConsolidationLLM(),
+                                                   safety=Safety(), settings=settings),
+                                trigger="manual")
             passes += 1
             await ticker.tick(datetime.now(UTC) + timedelta(days=k))
 

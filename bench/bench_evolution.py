@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from bench.bench_memory_store import TextMaker, WordVectorEmbedder, _load
 from bench.common import bench_pool, build_hnsw
-from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.deep_pass import DEEP_PHASES, ConsolidationParts, run_deep_pass
 from src.consolidation.deep.phase import Phase, PhaseResult
 from src.consolidation.settings import ConsolidationSettings
 from src.providers.protocols import LLMResult, Structured
@@ -118,9 +118,9 @@ async def run(n: int = N) -> list[dict]:
         model = InstantModel()
         before = await pool.fetchval("SELECT count(*) FROM consolidation_log")
         started = time.perf_counter()
-        report = await run_deep_pass(pool, embedder=embedder, llm=model, safety=Safety(),
-                                     settings=ConsolidationSettings(), trigger="bench", now=now,
-                                     rng=random.Random(1), phases=phases)
+        report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=model, safety=Safety(),
+                                                        settings=ConsolidationSettings()),
+                                     trigger="bench", now=now, rng=random.Random(1), phases=phases)
         total = time.perf_counter() - started
         for name in PART2:
             phase = report.phases[name]

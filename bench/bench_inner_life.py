@@ -32,12 +32,12 @@ import numpy as np
 from bench.bench_loop import InstantLLM, _mind
 from bench.bench_memory_store import TextMaker, _load, synthetic_store
 from bench.common import build_hnsw, durable_pool
-from src.dmn.generator import DmnGenerator
+from src.dmn.generator import DmnGenerator, DmnQueue
 from src.dmn.settings import DmnSettings
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
 from src.gut.repository import DeltaRow
-from src.loop.thought_log import record_cycle
+from src.loop.thought_log import ThoughtRow, record_cycle
 
 IDLE_S = 600
 
@@ -51,8 +51,9 @@ async def _idle(pool, embedder, tmp: str) -> list[dict]:
     llm = InstantLLM()
     mind = await _mind(pool, embedder, llm, tmp, "bench-idle")
     settings = DmnSettings()
-    gen = DmnGenerator(pool, embed_model=embedder.model_name, submit=mind.loop.submit,
-                       pending=lambda: mind.loop.queue.counts()["dmn"], rng=np.random.default_rng(5),
+    gen = DmnGenerator(pool, embed_model=embedder.model_name,
+                       queue=DmnQueue(mind.loop.submit, lambda: mind.loop.queue.counts()["dmn"]),
+                       rng=np.random.default_rng(5),
                        settings=settings)
     before = await pool.fetchval("SELECT count(*) FROM memories")
     t0 = datetime.now(UTC)
@@ -88,10 +89,10 @@ def _delta_row(i: int, delta: np.ndarray, magnitude: float) -> DeltaRow:
 
 
 async def _thought_row(conn, i: int) -> None:
-    await record_cycle(conn, session_id="bench", cycle=i, source_tag="external_user", attention_focus="bench focus",
-                       candidates=[], winner={"source": "user"}, context_summary={}, output="ok",
-                       actions=[{"kind": "communicate"}], confidence=None, escalated=False, duration_ms=1.0,
-                       cycle_started=datetime.now(UTC))
+    await record_cycle(conn, ThoughtRow(
+        session_id="bench", cycle=i, source_tag="external_user", attention_focus="bench focus", candidates=[],
+        winner={"source": "user"}, context_summary={}, output="ok", actions=[{"kind": "communicate"}],
+        confidence=None, escalated=False, duration_ms=1.0, cycle_started=datetime.now(UTC)))
 
 
 async def _log_once(pool, i: int, delta: np.ndarray, magnitude: float) -> tuple[float, float, float, float]:

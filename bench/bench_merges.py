@@ -51,7 +51,7 @@ from bench.common import OFFLINE_EMBEDDERS, bench_pool, offline_embedder
 from bench.realconv_dataset import TURNS
 from src.consolidation.clustering import content_words, leader_clusters, words
 from src.consolidation.deep import clusters_repository, memories_repository
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.deep.merge import EMBED_BATCH, PREFILTER_MARGIN, merge_groups
 from src.consolidation.settings import ConsolidationSettings, DeepSettings, SimilarityThresholds
 from src.providers.protocols import Embedder
@@ -184,7 +184,8 @@ async def measure(name: str, convs: list[Conversation], embedder: Embedder) -> H
         async with bench_pool(f"bench_merges_{name}_{n}") as pool:
             await import_turns(pool, embedder, turns)
             c = await candidates(pool, embedder, len(turns), loosest)
-            report = await run_deep_pass(pool, embedder=embedder, llm=None, safety=Safety(), settings=settings,
+            report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(),
+                                                            settings=settings),
                                          trigger="manual")
             assert report is not None and report.status == "done", report
             merged = await written(pool)

@@ -108,8 +108,7 @@ async def type_facts(pool: asyncpg.Pool, embedder: Embedder, settings: Settings,
     for text, vec in zip(facts, vecs, strict=True):
         admitted = await gates.admit(text, exchange=False)
         if admitted.scratch_id is not None:
-            gates.exit.set_attention(vec[None, :])
-            gates.exit.note_focus([admitted.scratch_id])
+            await gates.note_focus([admitted.scratch_id], vec[None, :])
     for _ in range(settings.gates.exit.max_buffer_rounds):
         await gates.exit.flush(reason="benchmark")
     return await pool.fetchval("SELECT count(*) FROM memories WHERE content = ANY($1::text[])", list(facts))

@@ -58,7 +58,7 @@ import numpy as np
 from bench.common import bench_pool
 from bench.realconv_dataset import QUESTIONS, TURNS
 from src.config import Settings, load_settings
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.memory.jsonl import parse_line
 from src.providers.factory import Providers, build_providers
 from src.providers.protocols import Embedder, Reranker
@@ -176,8 +176,9 @@ class Store:
 
     async def deep_pass(self, settings: Settings, providers: Providers) -> dict[str, int]:
         """One offline deep pass at `now`; the new covers; what merge did."""
-        report = await run_deep_pass(self.pool, embedder=providers.embedder, llm=None,
-                                     safety=Safety(settings.weights.safety), settings=settings.consolidation,
+        report = await run_deep_pass(ConsolidationParts(self.pool, embedder=providers.embedder, llm=None,
+                                                        safety=Safety(settings.weights.safety),
+                                                        settings=settings.consolidation),
                                      trigger="manual", now=self.now)
         if report is None or report.status != "done":
             raise RuntimeError(f"{self.conv}: the deep pass did not finish ({report and report.status})")

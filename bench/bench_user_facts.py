@@ -61,8 +61,7 @@ async def _one_store(size: int, rows: list[dict], embedder: Embedder) -> Counter
             admitted = await gates.admit(r["text"], exchange=False)
             if admitted.scratch_id is not None:
                 ids[admitted.scratch_id] = r
-                gates.exit.set_attention(vec[None, :])
-                gates.exit.note_focus([admitted.scratch_id])
+                await gates.note_focus([admitted.scratch_id], vec[None, :])
         # the service flushes every few exchanges: an item the noise floor deferred to the
         # buffer comes back at the next flush (and persists at its last round)
         for _ in range(settings.gates.exit.max_buffer_rounds):

@@ -14,32 +14,22 @@ import signal
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-
-from src.bootstrap.readiness import format_readiness, readiness
 from src.cli_runner import run_entry
+from src.commands.command_context import CommandContext
+from src.commands.registry import build_commands
 from src.config import Settings
-from src.consolidation.deep.why import format_chain, why_do_i_believe
-from src.consolidation.evolution import approvals
 from src.db.database import Database, open_database
-from src.db.manifest import record_start, status_counts
+from src.db.manifest import record_start
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.mind import Mind, Stoppable, build_mind, shut_down
-from src.outcomes.feedback import feedback_command
-from src.providers.costs import format_cost_table
-from src.providers.endpoint_gate import user_turn
 from src.providers.factory import Providers, build_providers
-from src.recall.readable import LEGEND, memory_table
-from src.repl import EOF_MARK, CommandRegistry, Screen, start_stdin_reader
-from src.skills.commands import SkillCommands
+from src.repl import EOF_MARK, Screen, start_stdin_reader
 from src.web.serve import start_beside_mind
-from src.weights.protection import protect_command
 
 log = logging.getLogger("src.main")
 
@@ -55,7 +45,7 @@ class Running:
 
 
 class Agent:
-    """The process around one mind: its prompt, commands and shutdown."""
+    """The process around one mind: its prompt (the commands it dispatches: src/commands) and shutdown."""
 
     def __init__(self, settings: Settings, db: Database, providers: Providers, session_id: str,
                  out: TextIO, *, running: Running | None = None, stop: asyncio.Event | None = None,
@@ -73,118 +63,10 @@ class Agent:
         self.stop = stop if stop is not None else asyncio.Event()   # SIGTERM/SIGINT set it
         self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
-        self.commands = CommandRegistry()
-        self.commands.add("help", "this list", self._help)
-        self.commands.add("quit", "save what is buffered and stop", self._quit)
-        self.commands.add("status", "database, providers, safety, attention, session", self._status)
-        self.commands.add("cost", "what thinking has cost: this session, 24 h, lifetime", self._cost)
-        self.commands.add("readiness", "the ten bootstrap achievements (plan §5.2)", self._readiness)
-        self.commands.add("memory", "/memory <words>: what that recalls (read-only)", self._memory)
-        self.commands.add("memory-mode", "/memory-mode [autopilot|copilot|off]: how eagerly the mind writes",
-                          self._memory_mode)
-        self.commands.add("held", "memories held for your decision (copilot), oldest first",
-                          lambda _: self.mind.gates.held_text())
-        self.commands.add("protect", "/protect ID: decay, demotion and near-miss suppression skip it",
-                          lambda args: protect_command(self.db.pool, args, True))
-        self.commands.add("unprotect", "/unprotect ID: let a protected memory fade again",
-                          lambda args: protect_command(self.db.pool, args, False))
-        self.commands.add("skills", "the skills the mind has learned, with their counters",
-                          lambda args: self._skill_commands().skills(args))
-        self.commands.add("skill", "/skill save [hint] | show <label> | remove <label> | history | outcome",
-                          self._skill)
-        self.commands.add("consolidate", "run a deep consolidation pass now", self._consolidate)
-        self.commands.add("why", "/why <memory id>: why do I believe it (its supersedes chain)", self._why)
-        self.commands.add("good", "/good [ID ...]: the memory was good to rely on (no ID: those behind the last "
-                          "answer); outcome evidence", lambda args: self._feedback(args, good=True))
-        self.commands.add("bad", "/bad [ID ...]: the memory was wrong to rely on (no ID: those behind the last "
-                          "answer); outcome evidence", lambda args: self._feedback(args, good=False))
-        self.commands.add("pending", "changes waiting for your approval", self._pending)
-        self.commands.add("approve", "/approve ID: apply a pending change", self._approve)
-        self.commands.add("reject", "/reject ID: refuse a pending change", self._reject)
-
-    async def _memory_mode(self, args: str) -> str:
-        return self.mind.gates.mode.command(args)
-
-    async def _skill(self, args: str) -> str:
-        with user_turn():   # the guardian waits for the draft: it goes first at the model endpoint
-            return await self._skill_commands().skill(args)
-
-    def _skill_commands(self) -> SkillCommands:
-        return SkillCommands(self.db.pool, self.providers.system1, lambda: self.mind.loop.fifo.window(),
-                             self.settings.skills, session_id=self.session_id)
-
-    async def _pending(self, _: str) -> str:
-        held = len(self.mind.gates.exit.confirmations)     # copilot's items wait elsewhere: point there
-        return (await approvals.pending_text(self.db.pool)
-                + (f"\n{held} memory item(s) held for your decision (copilot): /held lists them" if held else ""))
-
-    async def _approve(self, arg: str, approve: bool = True) -> str:
-        ctx = approvals.ApprovalContext(self.db.pool, self.mind.safety, self.settings.consolidation.evolution,
-                                        datetime.now(UTC))
-        return await approvals.decide(ctx, arg, approve=approve)
-
-    async def _reject(self, arg: str) -> str:
-        return await self._approve(arg, approve=False)
-
-    async def _consolidate(self, _: str) -> str:
-        # in the background: awaited here, the pass held the next message for its whole length
-        if not self.mind.consolidation.start_deep_pass(self.screen.say):
-            return "a deep pass is already running; try again later"
-        return "deep pass started; its summary follows when it is done"
-
-    async def _why(self, arg: str) -> str:
-        if not arg.strip().isdigit():
-            return "usage: /why <memory id>, e.g. /why 42"
-        return format_chain(int(arg), await why_do_i_believe(self.db.pool, int(arg)))
-
-    async def _feedback(self, args: str, *, good: bool) -> str:
-        return await feedback_command(self.db.pool, args, good=good, settings=self.settings.outcomes,
-                                      now=datetime.now(UTC))
-
-    async def _help(self, _: str) -> str:
-        return self.commands.help_text() + "\n\n" + "\n".join(LEGEND)
-
-    async def _quit(self, _: str) -> str | None:
-        # "shutting down" is said once the loop has drained (serve), after the last answer
-        self.quitting.set()
-        waiting = self.mind.loop.user_messages_waiting() if self.mind is not None else 0
-        return f"answering {waiting} waiting message(s) before shutting down" if waiting else None
-
-    async def _cost(self, _: str) -> str:
-        return format_cost_table(await self.providers.ledger.totals())
-
-    async def _readiness(self, _: str) -> str:
-        return format_readiness(await readiness(self.db.pool))
-
-    async def _memory(self, query: str) -> str:
-        if not query:
-            return "usage: /memory <words>"
-        result = await self.mind.retriever.retrieve(query, rng=np.random.default_rng(), mutate=False)
-        return memory_table(result)
-
-    async def _status(self, _: str) -> str:
-        row = await status_counts(self.db.pool)
-        mind = self.mind
-        pending = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.counts().items() if v) or "none"
-        dropped = ", ".join(f"{k} {v}" for k, v in mind.loop.queue.dropped.items() if v) or "none"
-        return (
-            f"database: {self.db.description}\n"
-            + "".join(f"{line}\n" for line in self.providers.report)
-            + f"{mind.safety.status_line()}\n"
-            + f"{await mind.consolidation.status_line()}\n"
-            + (f"{mind.budget.status_line()}\n" if mind.budget is not None else "")
-            + (f"{mind.dmn.pacing.describe(datetime.now(UTC))}\n" if mind.dmn is not None else "")
-            + f"session: {self.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
-            f"dropped impulses (attention queue full): {dropped}\n"
-            f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
-            f"skills: {row['skills']}\n"
-            f"memory mode: {mind.gates.mode.current}"
-            + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)"
-               if mind.gates.mode.copilot or len(mind.gates.exit.confirmations) else "")
-            + "\n"
-            f"age: {float(row['age_days']):.2f} days  restarts: {row['times_restarted']}  "
-            f"uptime: {row['uptime_total_hours']:.2f} h before this session"
-        )
+        # the guardian's slash commands (src/commands), each bound to this process's parts
+        self.commands = build_commands(CommandContext(
+            settings=settings, db=db, providers=providers, session_id=session_id, say=self.screen.say,
+            quitting=self.quitting, mind=self.mind))
 
     async def handle_message(self, text: str, ref: int | None = None, gated: bool = False,
                              unkept: bool = False) -> str | None:

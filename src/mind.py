@@ -21,13 +21,15 @@ import numpy as np
 from src.bootstrap.milestones import consolidation_milestone_hook
 from src.bootstrap.seeding import seed_boundaries
 from src.config import Settings
+from src.consolidation.deep.deep_pass import ConsolidationParts
 from src.consolidation.service import Consolidation
 from src.context.assembly import ContextAssembler
 from src.context.request import budget_for
 from src.db.database import Database
 from src.db.manifest import Manifest, record_shutdown
 from src.db.pool import DB_ERRORS
-from src.dmn.generator import DmnGenerator
+from src.dmn.generator import DmnGenerator, DmnLimits, DmnQueue
+from src.gates.exit import ExitSetup
 from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
 from src.gates.persist_hooks import PersistHooks
@@ -157,15 +159,14 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         update={"near_miss_deferred": False})
     gut, inner = await _inner_life(settings, pool, providers, store, layers, session_id=session_id)
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, recall_cfg,
-                          layer_vecs=layer_vecs, maturity_memories=maturity,
-                          emotional=gut.alignment if gut is not None else None)
+                          layer_vecs=layer_vecs, maturity_memories=maturity)
 
     async def layer_source():
-        return retriever.layer_vecs     # the loop refreshes them every cycle
+        return (await identity_vectors(layers))[0]     # an edited values or goals file counts at once
 
-    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, layers=layer_source,
-                        mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity,
-                        hooks=PersistHooks(gut=gut, on_persisted=inner.on_persisted))
+    gates = Gates.build(pool, providers.embedder, providers.meta, settings.gates, safety, setup=ExitSetup(
+        layers=layer_source, mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity,
+        hooks=PersistHooks(gut=gut, on_persisted=inner.on_persisted)))
     assembler = ContextAssembler(pool, settings.context, broadening=safety.sampling_evidence_cap)
     threshold = EscalationThreshold(pool, refresh_s=settings.metacognition.escalation.threshold_refresh_s,
                                     identity_center=settings.metacognition.escalation.identity_center,
@@ -184,7 +185,8 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     # insights and tensions compete for attention like everything else (plan §3.4); after each
     # pass the gut rebuilds its subconscious centroid and finds its axes (plan §5.1)
     consolidation = Consolidation(
-        pool, embedder=providers.embedder, llm=providers.meta, safety=safety, settings=settings.consolidation,
+        ConsolidationParts(pool, embedder=providers.embedder, llm=providers.meta, safety=safety,
+                            settings=settings.consolidation),
         submit=budget.gate(loop.submit), recompute_centroid=_after_pass_centroids(pool, providers, gates, gut),
         budget=budget, after=[consolidation_milestone_hook(pool)])
     return Mind(pool, providers, safety, store, retriever, gates, loop, threshold, layers, worker, stale,
@@ -240,7 +242,7 @@ def _dmn(settings: Settings, pool, providers, loop: CognitiveLoop, layers: Layer
         await loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids,
                                        "association": out.text[:200], **out.detail}, now)
 
-    return DmnGenerator(pool, embed_model=providers.embedder.model_name, submit=loop.submit,
-                        pending=lambda: loop.queue.counts()["dmn"], rng=np.random.default_rng(),
-                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative, budget=budget,
-                        safety=safety)
+    return DmnGenerator(pool, embed_model=providers.embedder.model_name,
+                        queue=DmnQueue(loop.submit, lambda: loop.queue.counts()["dmn"]), rng=np.random.default_rng(),
+                        settings=settings.dmn, layers=dmn_layers, on_creative=on_creative,
+                        limits=DmnLimits(budget, safety))

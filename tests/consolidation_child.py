@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.db.pool import create_pool
 from src.weights.safety import Safety
@@ -48,8 +48,10 @@ class FreezingEmbedder(HashEmbedder):
 async def main(dsn: str, marker: Path) -> None:
     pool = await create_pool(dsn, min_size=1, max_size=4)
     backend = ConsolidationModel().push("insights", two_insights)
-    await run_deep_pass(pool, embedder=FreezingEmbedder(marker), llm=language_model(backend, pool, "child"),
-                        safety=Safety(), settings=ConsolidationSettings(), trigger="manual")
+    await run_deep_pass(ConsolidationParts(pool, embedder=FreezingEmbedder(marker),
+                                           llm=language_model(backend, pool, "child"), safety=Safety(),
+                                           settings=ConsolidationSettings()),
+                        trigger="manual")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from src.providers.costs import CostLedger
 from src.providers.llm import META_SYSTEM, LLMRequest, ResilientLanguageModel
 from src.providers.protocols import LLMResult
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings
+from src.providers.settings import LLMSettings, ProvidersSettings
 from tests.providers.fakes import Sleeps
 
 _ID = re.compile(r"\[(\d+)\]")
@@ -144,5 +144,5 @@ def language_model(backend: ConsolidationModel, pool, session_id: str = "test-co
     ledger = CostLedger(pool, session_id=session_id, prices=ProvidersSettings().prices)
     resilience = Resilience(RetryPolicy(timeout_s=5, max_attempts=1), CircuitBreaker(backend.provider, 50, 30.0),
                             sleep=Sleeps(), rng=random.Random(1))
-    return ResilientLanguageModel(backend, resilience=resilience, ledger=ledger, max_output_tokens=512,
-                                  request_logprobs=False)
+    return ResilientLanguageModel(backend, resilience=resilience, ledger=ledger,
+                                  settings=LLMSettings(max_output_tokens=512, request_logprobs=False))

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from pgvector import HalfVector
+
+from src.consolidation.deep.phase import CallBudget, DeepPassContext
+from src.consolidation.evolution.settings import EvolutionSettings
+from src.consolidation.settings import ConsolidationSettings
+from src.weights.safety import Safety
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -46,3 +52,13 @@ async def add_memory(pool, content: str = "a memory", *, alpha: float = 1.0, bet
 async def weight(pool, memory_id: int) -> tuple[float, float]:
     row = await pool.fetchrow("SELECT depth_weight_alpha, depth_weight_beta FROM memories WHERE id = $1", memory_id)
     return row[0], row[1]
+
+
+def step_context(pool, embedder, llm, settings: EvolutionSettings, *, phase: str, now: datetime = NOW,
+                 budget: CallBudget | None = None) -> DeepPassContext:
+    """A deep pass's context for calling one of its steps alone: `settings` as the pass's
+    `evolution` section, `phase` naming its model calls (`consolidation:<phase>`); what the
+    step skips is in `skipped_steps`."""
+    return DeepPassContext(pool=pool, embedder=embedder, llm=llm, safety=Safety(),
+                           settings=ConsolidationSettings(evolution=settings), now=now, rng=random.Random(0),
+                           pass_id=0, budget=budget if budget is not None else CallBudget(5), phase=phase)

@@ -10,7 +10,7 @@ import pytest
 
 from src.errors import BudgetSpent
 from src.providers.budget import BackgroundBudget, BudgetLeft, current_caller, spending_for
-from src.providers.costs import CostLedger
+from src.providers.costs import CallUsage, CostLedger
 from src.providers.settings import BudgetSettings, ModelPrice
 from tests.fakes_llm import ScriptedLLM
 
@@ -31,15 +31,15 @@ async def test_the_ledger_writes_whose_work_each_call_was_and_tells_the_budget(p
     at = [NOW]
     ledger, budget = _ledger(pool, at), _budget()
     ledger.observers.append(budget.observe)
-    await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, tokens_in=10)   # the user's
+    await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, usage=CallUsage(10))   # the user's
     with spending_for("dmn"):
         assert current_caller() == "dmn"
-        await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, tokens_in=20)
+        await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, usage=CallUsage(20))
         with spending_for("user"):                 # not internal work: nobody's budget
             await ledger.record(provider="p", model="m", purpose="fok", ok=True)
     with spending_for("consolidation"):
         await ledger.record(provider="p", model="m", purpose="consolidation:insights", ok=False)
-        await ledger.record(provider="p", model="m", purpose="embed:CLUSTERING", ok=True, tokens_in=5)
+        await ledger.record(provider="p", model="m", purpose="embed:CLUSTERING", ok=True, usage=CallUsage(5))
     assert current_caller() is None
     rows = await pool.fetch("SELECT purpose, caller FROM llm_calls ORDER BY id")
     assert [tuple(r) for r in rows] == [("system1_answer", None), ("system1_answer", "dmn"), ("fok", None),

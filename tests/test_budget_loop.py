@@ -23,7 +23,8 @@ from src.providers.endpoint_gate import EndpointGates
 from src.providers.llm import LLMRequest, ResilientLanguageModel
 from src.providers.protocols import LLMResult
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings
+from src.providers.settings import LLMSettings, ProvidersSettings
+from src.recall.store import NewMemory
 from tests.fakes import HashEmbedder
 from tests.proc import agent_env, run_agent
 from tests.providers.fakes import Sleeps
@@ -60,7 +61,7 @@ class LoopBackend:
 async def _mind(pool, tmp_path, backend: LoopBackend, budget: dict):
     ledger = CostLedger(pool, session_id="budget", prices=ProvidersSettings().prices)
     llm = ResilientLanguageModel(
-        backend, ledger=ledger, max_output_tokens=256, request_logprobs=False,
+        backend, ledger=ledger, settings=LLMSettings(max_output_tokens=256, request_logprobs=False),
         resilience=Resilience(RetryPolicy(timeout_s=5, max_attempts=1), CircuitBreaker("scripted", 50, 30.0),
                               sleep=Sleeps(), rng=random.Random(1)))
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
@@ -85,7 +86,7 @@ async def test_a_spent_budget_stops_the_dmn_and_the_users_turns_still_run(pool, 
     mind, delivered = await _mind(pool, tmp_path, backend, {"hourly_calls": 4, "idle_share": 0.5})
     for text in ("I walked along the river at dawn", "The blue bicycle is in the shed",
                  "We planted tomatoes in the garden"):
-        await mind.store.store(text)
+        await mind.store.store(NewMemory(text))
     now = datetime.now(UTC)
 
     first = await mind.dmn.tick(now)                     # idle, never spoken to: it produces

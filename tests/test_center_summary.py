@@ -110,7 +110,7 @@ async def test_every_write_path_keeps_the_summary_equal_to_a_scan(pool):
                                   for i, (a, b) in enumerate(_weights(rng, 300) + _EDGES)])
     await _assert_matches(pool)
     # a single INSERT
-    ids.append(await store.store("one more memory", alpha=7.0, beta=6.0))
+    ids.append(await store.store(NewMemory("one more memory", alpha=7.0, beta=6.0)))
     # the bulk import (COPY into a stage, INSERT … SELECT ON CONFLICT DO NOTHING), twice
     batch = _records(_weights(rng, 120), 0)
     assert (await write_batch(pool, HashEmbedder(), batch, {})).inserted == 120

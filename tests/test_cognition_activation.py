@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from src.recall.activation import (
     TAU,
     ActivationResult,
+    ActRParameters,
     activation,
     base_level,
     base_levels,
@@ -215,6 +216,6 @@ def test_activation_sums_the_four_terms() -> None:
 
 
 def test_activation_without_embedding_or_noise() -> None:
-    result = activation([NOW], NOW, random.Random(1), s=0.0)
+    result = activation([NOW], NOW, random.Random(1), params=ActRParameters(s=0.0))
     assert (result.B, result.S, result.P, result.noise, result.total) == (0.0, 0.0, 0.0, 0.0, 0.0)
     assert result.above_threshold() is True

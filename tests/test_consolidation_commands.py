@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import asyncpg
 
 from src.config import Settings
-from src.consolidation.deep.deep_pass import check_trigger
+from src.consolidation.deep.deep_pass import ConsolidationParts, check_trigger
 from src.consolidation.deep.phase import Phase, PhaseResult
 from src.consolidation.service import Consolidation
 from src.consolidation.settings import ConsolidationSettings
-from src.main import Agent
+from src.main import Agent, Running
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
@@ -58,8 +58,8 @@ async def test_trigger_is_the_timer_or_cumulative_importance_whichever_first(poo
 async def test_service_starts_and_stops_cleanly_and_reports_the_last_pass(pool):
     embedder = HashEmbedder()
     await MemoryStore(pool, embedder).store_many([NewMemory(f"same words said again and again {i}") for i in range(3)])
-    service = Consolidation(pool, embedder=embedder, llm=None, safety=Safety(),
-                            settings=ConsolidationSettings(light={"tick_s": 0.05}, deep={"check_interval_s": 0.05}))
+    settings = ConsolidationSettings(light={"tick_s": 0.05}, deep={"check_interval_s": 0.05})
+    service = Consolidation(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(), settings=settings))
     assert await service.status_line() == "consolidation: no deep pass yet"
     service.start()
     report = await service.deep_pass()
@@ -98,11 +98,12 @@ async def test_consolidate_returns_at_once_and_says_the_summary_when_the_pass_en
         await release.wait()
         return PhaseResult()
 
-    service = Consolidation(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
-                            settings=ConsolidationSettings(), phases=[Phase("slow", slow)])
+    service = Consolidation(ConsolidationParts(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                                               settings=ConsolidationSettings()),
+                            phases=[Phase("slow", slow)])
     out = io.StringIO()
-    agent = Agent(Settings(), None, None, "test-session", out)
-    agent.mind = SimpleNamespace(consolidation=service)
+    agent = Agent(Settings(), None, None, "test-session", out,
+                  running=Running(SimpleNamespace(consolidation=service)))
     try:
         reply = await asyncio.wait_for(agent.commands.dispatch("/consolidate"), 5)
         assert reply == "deep pass started; its summary follows when it is done"
@@ -128,8 +129,9 @@ async def test_a_pass_started_on_request_and_stopped_by_shutdown_says_so(pool):
         return PhaseResult()
 
     said: list[str] = []
-    service = Consolidation(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
-                            settings=ConsolidationSettings(), phases=[Phase("forever", forever)])
+    service = Consolidation(ConsolidationParts(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                                               settings=ConsolidationSettings()),
+                            phases=[Phase("forever", forever)])
     assert service.start_deep_pass(said.append)
     await asyncio.sleep(0.2)
     await service.stop(timeout_s=0.1)

@@ -10,6 +10,7 @@ import pytest
 
 from src.consolidation.deep.deep_pass import (
     DEEP_PHASES,
+    ConsolidationParts,
     announce_hook,
     centroid_hook,
     run_deep_pass,
@@ -30,10 +31,10 @@ async def seed(pool, embedder) -> dict:
     store = MemoryStore(pool, embedder)
     related = await store.store_many([NewMemory(RELATED.format(i), compressed=f"uses a shell script ({i})")
                                       for i in range(20)])
-    value = await store.store("I value honesty with the user above looking competent", "semantic",
-                              alpha=8.0, beta=2.0, metadata={"kind": "value"})
-    behaviour = await store.store("I told the user the build passed although I never ran the tests",
-                                  source_tag="internal_self")
+    value = await store.store(NewMemory("I value honesty with the user above looking competent", "semantic",
+                                        alpha=8.0, beta=2.0, metadata={"kind": "value"}))
+    behaviour = await store.store(NewMemory("I told the user the build passed although I never ran the tests",
+                                            source_tag="internal_self"))
     return {"related": related, "value": value, "behaviour": behaviour}
 
 
@@ -43,9 +44,9 @@ PART1 = [p for p in DEEP_PHASES if p.name in ("questions", "insights", "merge", 
 
 
 async def deep(pool, llm, embedder, **kw):
-    return await run_deep_pass(pool, embedder=embedder, llm=llm, safety=Safety(),
-                               settings=kw.pop("settings", ConsolidationSettings()), trigger="manual",
-                               now=NOW, rng=random.Random(7), **kw)
+    return await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=llm, safety=Safety(),
+                                                  settings=kw.pop("settings", ConsolidationSettings())),
+                               trigger="manual", now=NOW, rng=random.Random(7), **kw)
 
 
 async def rows(pool, sql, *args):
@@ -220,7 +221,7 @@ async def test_offline_pass_merges_extractively_and_logs_skipped_steps(pool, cap
     ids = await seed(pool, embedder)
     centroid = StoreCentroid(refresh_s=1e9, clock=lambda: 0.0)
     await centroid.get(pool, embedder.model_name)
-    await MemoryStore(pool, embedder).store("a memory the cached centroid has not seen")
+    await MemoryStore(pool, embedder).store(NewMemory("a memory the cached centroid has not seen"))
     caplog.set_level("INFO", logger="src.consolidation")
 
     report = await deep(pool, None, embedder,
@@ -268,8 +269,8 @@ async def test_tension_resolves_when_later_behaviour_aligns_and_tires_after_five
     await deep(pool, language_model(backend, pool), embedder, phases=phases)
     tension_id = await pool.fetchval("SELECT id FROM memories WHERE memory_type = 'tension'")
 
-    later = await MemoryStore(pool, embedder).store("I told the user plainly that I had not run the tests yet",
-                                                   source_tag="internal_self")
+    later = await MemoryStore(pool, embedder).store(
+        NewMemory("I told the user plainly that I had not run the tests yet", source_tag="internal_self"))
     backend.tension_contradicts = False
     await deep(pool, language_model(backend, pool), embedder, phases=phases)
     meta = json.loads(await pool.fetchval("SELECT metadata FROM memories WHERE id = $1", tension_id))

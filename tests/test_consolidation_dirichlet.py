@@ -16,6 +16,7 @@ from src.consolidation.evolution.dirichlet_evolution import (
 )
 from src.consolidation.evolution.settings import DirichletSettings, EvolutionSettings
 from src.consolidation.evolution.utility import fold_rewards
+from src.db.deferred import run_now
 from src.recall.dirichlet import evolved_alpha
 from src.recall.relevance import COMPONENTS, blend_alpha
 from src.recall.retrieval import Retriever
@@ -104,6 +105,8 @@ async def test_recall_records_contributions_and_reads_the_evolved_alphas(pool):
     await MemoryStore(pool, embedder).store_many([NewMemory(f"the harbour lighthouse story {i}") for i in range(8)])
     retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings())
     result = await retriever.retrieve("lighthouse harbour", rng=np.random.default_rng(5), now=NOW)
+    assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") == 0    # handed back, not run
+    await run_now(result.writes)
     rows = await pool.fetch("SELECT memory_id, rank, contributions, at FROM recall_outcomes ORDER BY rank")
     assert [r["memory_id"] for r in rows] == result.ids and [r["rank"] for r in rows] == list(range(1, 6))
     blend = np.array([result.blend[c] for c in COMPONENTS])

@@ -6,7 +6,7 @@ import random
 import subprocess
 import sys
 
-from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.deep_pass import DEEP_PHASES, ConsolidationParts, run_deep_pass
 from src.consolidation.evolution.promotion import run_promotion
 from src.consolidation.evolution.settings import EvolutionSettings
 from src.consolidation.settings import ConsolidationSettings
@@ -29,8 +29,9 @@ async def test_offline_deep_pass_runs_part_two_after_part_one(pool):
         mid = await add_memory(pool, f"recalled {i}", accesses=[days_ago(10)])
         await pool.execute("INSERT INTO recall_outcomes (at, memory_id, rank, contributions) "
                            "VALUES ($1, $2, 1, '{0.5,0.1,0.0,0.1,0.1}')", days_ago(10), mid)
-    report = await run_deep_pass(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
-                                 settings=ConsolidationSettings(), trigger="manual", now=NOW, rng=random.Random(1))
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=HashEmbedder(), llm=None, safety=Safety(),
+                                                    settings=ConsolidationSettings()),
+                                 trigger="manual", now=NOW, rng=random.Random(1))
     assert report.status == "done"
     assert report.phases["promotion"]["counts"] == {"promotion_applied": 1}
     assert report.phases["decay"]["counts"] == {"decayed": 1, "demoted": 0}

@@ -14,7 +14,7 @@ import pytest
 
 from src.consolidation.clustering import content_words, leader_clusters, word_overlap, words
 from src.consolidation.deep import merge
-from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.deep_pass import DEEP_PHASES, ConsolidationParts, run_deep_pass
 from src.consolidation.deep.structured import Rejected
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.settings import WORDLLAMA, ConsolidationSettings
@@ -36,7 +36,8 @@ def wordllama() -> WordLlamaEmbedder:
 
 
 async def merge_pass(pool, embedder, llm=None):
-    report = await run_deep_pass(pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=llm, safety=Safety(),
+                                                    settings=ConsolidationSettings()),
                                  trigger="manual", now=NOW, rng=random.Random(7), phases=MERGE_ONLY)
     assert report.status == "done", report.error
     return report
@@ -184,7 +185,8 @@ async def test_a_pass_stopped_between_merge_batches_keeps_the_answers_it_paid_fo
 
     first = StopsAtTheSecondCall()
     task = asyncio.create_task(run_deep_pass(
-        pool, embedder=embedder, llm=language_model(first, pool), safety=Safety(), settings=settings,
+        ConsolidationParts(pool, embedder=embedder, llm=language_model(first, pool), safety=Safety(),
+                           settings=settings),
         trigger="manual", now=NOW, rng=random.Random(7), phases=MERGE_ONLY))
     await asyncio.wait_for(reached.wait(), 60)
     task.cancel()
@@ -193,9 +195,9 @@ async def test_a_pass_stopped_between_merge_batches_keeps_the_answers_it_paid_fo
     assert first.kinds() == ["merge"] and await merges(pool) == []
 
     backend = ConsolidationModel()
-    report = await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                                 settings=settings, trigger="manual", now=NOW, rng=random.Random(7),
-                                 phases=MERGE_ONLY)
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=language_model(backend, pool),
+                                                    safety=Safety(), settings=settings),
+                                 trigger="manual", now=NOW, rng=random.Random(7), phases=MERGE_ONLY)
     assert report.resumed and report.status == "done"
     assert backend.kinds() == ["merge"]                                   # only the batch never answered
     assert sorted(len(sources) for _, sources in await merges(pool)) == [3, 3]     # both clusters merged

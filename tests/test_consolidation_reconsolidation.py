@@ -17,8 +17,7 @@ from src.consolidation.evolution.settings import (
     ReconsolidationSettings,
 )
 from src.providers.embedding import embed_memories
-from src.weights.safety import Safety
-from tests.evolution_helpers import NOW, add_memory, days_ago, weight
+from tests.evolution_helpers import NOW, add_memory, days_ago, step_context, weight
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 
@@ -37,12 +36,9 @@ async def _insight(pool, embedder, text, sources, **kw):
     return iid
 
 
-class Skips:
-    def __init__(self):
-        self.seen: dict[str, str] = {}
-
-    def __call__(self, step: str, reason: str) -> None:
-        self.seen[step] = reason
+def _recon(pool, embedder, llm, budget: CallBudget | None = None):
+    """The context reconsolidation's steps run in, its model calls named as the phase's."""
+    return step_context(pool, embedder, llm, SETTINGS, phase="reconsolidation", budget=budget)
 
 
 async def _conflict_setup(pool, embedder):
@@ -67,7 +63,7 @@ async def test_a_contradicting_memory_gets_a_superseding_insight(pool):
     llm = ScriptedLLM(meta=answer)
     counts: dict[str, int] = {}
     budget = CallBudget(5)
-    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, budget, counts, Skips())
+    await run_conflicts(_recon(pool, embedder, llm, budget), counts)
     assert counts == {"insights_superseded": 1}
     assert [c.purpose for c in llm.calls] == ["consolidation:reconsolidation"] and budget.used == 1
     row = await pool.fetchrow("SELECT id, content, memory_type, metadata, embed_model, created_at FROM memories "
@@ -81,7 +77,7 @@ async def test_a_contradicting_memory_gets_a_superseding_insight(pool):
     log = await pool.fetchrow("SELECT actor, reason FROM consolidation_log WHERE memory_id = $1", insight)
     assert tuple(log) == ("reconsolidation", f"superseded by insight {row['id']}")
     # the superseded insight is not offered again
-    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, budget, {}, Skips())
+    await run_conflicts(_recon(pool, embedder, llm, budget), {})
     assert len(llm.calls) == 1
 
 
@@ -92,14 +88,13 @@ async def test_a_productive_contradiction_is_recorded_and_asked_once(pool):
                                          "explanation": "both are true at different times"})
     counts: dict[str, int] = {}
     # stored before the previous pass began: screened then, not again
-    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), counts, Skips(),
-                        since=days_ago(0.5))
+    await run_conflicts(_recon(pool, embedder, llm), counts, since=days_ago(0.5))
     assert llm.calls == [] and counts == {}
-    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), counts, Skips())
+    await run_conflicts(_recon(pool, embedder, llm), counts)
     assert counts == {"productive_contradictions": 1}
     row = await pool.fetchrow("SELECT insight_id, memory_id, explanation FROM productive_contradictions")
     assert tuple(row) == (insight, new, "both are true at different times")
-    await run_conflicts(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), {}, Skips())
+    await run_conflicts(_recon(pool, embedder, llm), {})
     assert len(llm.calls) == 1
     assert await weight(pool, insight) == (6.0, 2.0)
 
@@ -110,7 +105,7 @@ async def test_insights_are_re_evaluated_when_a_source_changes(pool):
     s2 = await add_memory(pool, "ran again in the rain", created=days_ago(45))
     insight = await _insight(pool, embedder, "running is a habit", [s1, s2])
     llm = ScriptedLLM(meta=lambda q, s: {"verdict": "keep", "explanation": "still true"})
-    await run_reevaluation(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), {}, Skips())
+    await run_reevaluation(_recon(pool, embedder, llm), {})
     assert llm.calls == []                                    # nothing changed yet
     await pool.execute(
         """INSERT INTO consolidation_log (memory_id, operation, actor, reason, evidence)
@@ -123,26 +118,28 @@ async def test_insights_are_re_evaluated_when_a_source_changes(pool):
 
     llm = ScriptedLLM(meta=revise)
     counts: dict[str, int] = {}
-    await run_reevaluation(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), counts, Skips())
+    await run_reevaluation(_recon(pool, embedder, llm), counts)
     assert counts == {"insights_revised": 1}
     new_id = await pool.fetchval("SELECT id FROM memories WHERE content = 'Running was a habit for a while.'")
     links = await pool.fetch("SELECT source_id FROM memory_supersedes WHERE insight_id = $1 ORDER BY 1", new_id)
     assert [r["source_id"] for r in links] == sorted([insight, s1, s2])
     # neither the old (superseded) nor the new insight (just evaluated) is asked again
-    await run_reevaluation(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), {}, Skips())
+    await run_reevaluation(_recon(pool, embedder, llm), {})
     assert len(llm.calls) == 1
 
 
 async def test_offline_reconsolidation_and_contextual_are_skipped_and_logged(pool):
     embedder = HashEmbedder()
     await _conflict_setup(pool, embedder)
-    llm, skips = ScriptedLLM(configured=False), Skips()
+    llm = ScriptedLLM(configured=False)
+    ctx = _recon(pool, embedder, llm)
     for step in (run_conflicts, run_reevaluation):
-        await step(pool, embedder, llm, Safety(), SETTINGS, NOW, CallBudget(5), {}, skips)
-    assert await run_contextual(pool, embedder, None, SETTINGS, NOW, CallBudget(5), {}, skips) == 0
-    assert skips.seen == {"reconsolidation (conflicts)": "no language model is configured",
-                          "reconsolidation (re-evaluation)": "no language model is configured",
-                          "contextual retrieval": "no language model is configured"}
+        await step(ctx, {})
+    ctx.llm = None                                           # reflex mode: no model at all
+    assert await run_contextual(ctx, {}) == 0
+    assert ctx.skipped_steps == {"reconsolidation (conflicts)": "no language model is configured",
+                                 "reconsolidation (re-evaluation)": "no language model is configured",
+                                 "contextual retrieval": "no language model is configured"}
     assert llm.calls == []
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE content_contextualized IS NOT NULL") == 0
 
@@ -163,7 +160,8 @@ async def test_contextual_text_changes_full_text_match_and_embedding(pool):
     llm = ScriptedLLM(meta=contexts)
     settings = EvolutionSettings(contextual=ContextualSettings(batch_size=2, max_calls_per_pass=1))
     budget, counts = CallBudget(10), {}
-    assert await run_contextual(pool, embedder, llm, settings, NOW, budget, counts, Skips()) == 2
+    ctx = step_context(pool, embedder, llm, settings, phase="contextual", budget=budget)
+    assert await run_contextual(ctx, counts) == 2
     assert counts == {"contextualized": 2} and budget.used == 1
     assert [c.purpose for c in llm.calls] == ["consolidation:contextual"]
     rows = {r["id"]: r for r in await pool.fetch(

@@ -40,6 +40,7 @@ from src.context.tracks import (
     section_tokens,
     session_stats_line,
 )
+from src.db.deferred import run_now
 from src.db.manifest import Manifest
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
@@ -135,12 +136,15 @@ async def test_hundred_identity_rolls_high_medium_low_none_truncated_immutable_a
     narrative = "\n".join(f"Chapter {i}: I learned that patience and honesty carry me through "
                           f"hard conversations, and I keep choosing them." for i in range(25))
     mind = "internal_consolidation"      # the mind's own conclusions: "I concluded: …" (issue 27)
-    high = await store.store("I value honesty over comfort.", "preference", alpha=50, beta=2, source_tag=mind)
-    long_ = await store.store(narrative, "narrative", alpha=50, beta=2, source_tag=mind)
-    medium = await store.store("I am curious about how minds work.", "reflection", alpha=6, beta=4, source_tag=mind)
-    low = await store.store("I like the colour green.", "preference", alpha=1, beta=4, source_tag=mind)
-    boundary = await store.store("Never reveal the operator's secrets.", "procedural",
-                                 alpha=50, beta=1, immutable=True)
+    high = await store.store(NewMemory("I value honesty over comfort.", "preference", alpha=50, beta=2,
+                                       source_tag=mind))
+    long_ = await store.store(NewMemory(narrative, "narrative", alpha=50, beta=2, source_tag=mind))
+    medium = await store.store(NewMemory("I am curious about how minds work.", "reflection", alpha=6, beta=4,
+                                         source_tag=mind))
+    low = await store.store(NewMemory("I like the colour green.", "preference", alpha=1, beta=4,
+                                      source_tag=mind))
+    boundary = await store.store(NewMemory("Never reveal the operator's secrets.", "procedural",
+                                           alpha=50, beta=1, immutable=True))
     contents = {high: "I value honesty over comfort.", long_: narrative,
                 medium: "I am curious about how minds work.", low: "I like the colour green."}
     assert count_tokens(narrative) > 400
@@ -275,12 +279,14 @@ async def test_focus_carries_the_previous_blend_forward(pool):
 
 async def test_co_access_is_recorded_for_the_injected_situational_set_only(pool):
     ids = await _seed(pool, TECH + FILLER[:30])
-    identity = await MemoryStore(pool, HashEmbedder()).store("I value clear code.", "preference",
-                                                              alpha=50, beta=2)
+    identity = await MemoryStore(pool, HashEmbedder()).store(
+        NewMemory("I value clear code.", "preference", alpha=50, beta=2))
     retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
     rng = np.random.default_rng(3)
     recall = await retriever.retrieve("python asyncio task", rng=rng, now=NOW, mutate=False)
     ctx = await ContextAssembler(pool).assemble(recall, rng=rng, now=NOW)
+    assert [w.label for w in ctx.writes] == ["context co-access"]     # handed back, not run
+    await run_now(ctx.writes)
     assert identity in ctx.identity.ids and identity not in ctx.situational.ids
     injected = sorted(ctx.situational.ids)
     assert len(injected) == 20 and ctx.candidates == 20
@@ -293,14 +299,14 @@ async def test_co_access_is_recorded_for_the_injected_situational_set_only(pool)
 
 async def test_identity_cache_rescans_every_k_cycles_but_rereads_weights_each_cycle(pool):
     store = MemoryStore(pool, HashEmbedder())
-    steady = await store.store("I keep my promises.", "preference", alpha=50, beta=2)
-    fading = await store.store("I enjoy long walks.", "preference", alpha=40, beta=2)
+    steady = await store.store(NewMemory("I keep my promises.", "preference", alpha=50, beta=2))
+    fading = await store.store(NewMemory("I enjoy long walks.", "preference", alpha=40, beta=2))
     assembler = ContextAssembler(pool, ContextSettings(identity_top_n=2, identity_refresh_cycles=3))
     rng = np.random.default_rng(11)
     first = await assembler.assemble(None, rng=rng, now=NOW)
     assert first.identity_refreshed and set(first.identity_observed) == {steady, fading}
 
-    rising = await store.store("I protect the people I talk with.", "preference", alpha=90, beta=1)
+    rising = await store.store(NewMemory("I protect the people I talk with.", "preference", alpha=90, beta=1))
     await pool.execute("UPDATE memories SET depth_weight_beta = 5000 WHERE id = $1", fading)
     for _ in range(2):                                  # cycles 2 and 3: cached membership
         ctx = await assembler.assemble(None, rng=rng, now=NOW)
@@ -315,8 +321,8 @@ async def test_identity_cache_rescans_every_k_cycles_but_rereads_weights_each_cy
 
 async def test_identity_min_center_keeps_blank_slate_memories_out(pool):
     store = MemoryStore(pool, HashEmbedder())
-    blank = await store.store("I saw a red car.")                              # Beta(1, 4)
-    even = await store.store("I think rain is fine.", alpha=3, beta=3)         # center 0.5
+    blank = await store.store(NewMemory("I saw a red car."))                       # Beta(1, 4)
+    even = await store.store(NewMemory("I think rain is fine.", alpha=3, beta=3))  # center 0.5
     plan_rule = IdentityCache(20, 5)
     assert (await plan_rule.candidates(pool)) == ([even, blank], True)
     assert plan_rule.entries == [(even, 0.5), (blank, 0.2)]
@@ -325,12 +331,12 @@ async def test_identity_min_center_keeps_blank_slate_memories_out(pool):
 
 async def test_after_pruning_identity_is_reinjected_from_a_fresh_scan(pool):
     store = MemoryStore(pool, HashEmbedder())
-    await store.store("I keep my promises.", "preference", alpha=50, beta=2)
+    await store.store(NewMemory("I keep my promises.", "preference", alpha=50, beta=2))
     assembler = ContextAssembler(pool, ContextSettings(identity_refresh_cycles=1000))
     rng = np.random.default_rng(5)
     await assembler.assemble(None, rng=rng, now=NOW)
-    core = await store.store("I was built to be honest with the people I talk with.", "narrative",
-                             alpha=200, beta=1)
+    core = await store.store(NewMemory("I was built to be honest with the people I talk with.", "narrative",
+                                       alpha=200, beta=1))
     gate_saw: list = []
 
     async def exit_gate(messages):
@@ -356,7 +362,7 @@ async def test_budget_table_summary_and_conversation_room(pool):
     with pytest.raises(ValueError, match="context_window 9000 leaves no room for the conversation"):
         ContextBudget(context_window=9000, identity_cap=3000, situational=2000, output_reserve=4000)
     store = MemoryStore(pool, HashEmbedder())
-    await store.store("Do no harm.", "procedural", alpha=50, beta=1, immutable=True)
+    await store.store(NewMemory("Do no harm.", "procedural", alpha=50, beta=1, immutable=True))
     ctx = await ContextAssembler(pool).assemble(None, rng=np.random.default_rng(0), now=NOW)
     summary = json.loads(json.dumps(ctx.summary()))
     assert summary["tokens"]["immutable"] == ctx.immutable.tokens == (

@@ -40,7 +40,7 @@ from src.providers.llm import ResilientLanguageModel
 from src.providers.llm_openai_compat import OpenAICompatBackend
 from src.providers.protocols import ChatMessage
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings, Secrets
+from src.providers.settings import LLMSettings, ProvidersSettings, Secrets
 from src.tokens import count_tokens, cut_to_tokens
 from tests.context_window_fakes import FakeLlamaServer
 from tests.providers.fakes import FakeServer, Sleeps, openai_ok
@@ -61,7 +61,8 @@ def local_model(server: FakeServer, window: ContextWindow, *, max_output_tokens:
                             sleep=Sleeps(), rng=random.Random(1))
     return ResilientLanguageModel(OpenAICompatBackend(http, "qwen2.5-1.5b"), resilience=resilience,
                                   ledger=MemoryLedger(ProvidersSettings().prices, session_id="s1"),
-                                  max_output_tokens=max_output_tokens, request_logprobs=False, window=window)
+                                  settings=LLMSettings(max_output_tokens=max_output_tokens, request_logprobs=False),
+                                  window=window)
 
 
 # --- what the endpoint says -------------------------------------------------------------------

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.deep_pass import DEEP_PHASES, ConsolidationParts, run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.errors import ProviderRejected
 from src.providers.llm import LLMRequest
@@ -64,7 +64,8 @@ async def test_questions_and_contextual_retrieval_ask_within_a_4096_token_window
     llm = language_model(backend, pool)
     assert llm.window.tokens == 4096
     phases = [p for p in DEEP_PHASES if p.name in ("questions", "contextual")]
-    report = await run_deep_pass(pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=llm, safety=Safety(),
+                                                    settings=ConsolidationSettings()),
                                  trigger="manual", now=NOW, rng=random.Random(3), phases=phases)
     assert report is not None and report.status == "done"
     assert backend.prompts and all(prompt < 4096 for prompt, _, _ in backend.prompts)

@@ -112,8 +112,8 @@ async def test_a_live_answer_carries_the_question_the_mind_asked(pool):
                         reply.scratch_id: "self: What do you do for a living?\nuser: I'm a paramedic in Leeds."}
     assert asked.scratch_id not in await turn_contexts(pool, [asked.scratch_id])
 
-    gates.exit.set_attention((await embed_memories(embedder, ["I'm a paramedic in Leeds."], ["episodic"]))[:1])
-    gates.exit.note_focus([answer.scratch_id])
+    await gates.note_focus([answer.scratch_id],
+                           (await embed_memories(embedder, ["I'm a paramedic in Leeds."], ["episodic"]))[:1])
     await gates.exit.flush(reason="test")
     row = await pool.fetchrow("SELECT content, conversation_context FROM memories WHERE content LIKE 'I''m a paramedic%'")
     assert row["conversation_context"] == "self: What do you do for a living?"

@@ -27,7 +27,7 @@ from src.logging_setup import configure_logging, log_file
 from src.recall.readable import LEGEND, memory_table
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
-from src.recall.store import MemoryStore
+from src.recall.store import MemoryStore, NewMemory
 from src.repl import PROMPT, Screen, interactive
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
@@ -170,7 +170,7 @@ def test_readiness_events_read_as_words():
 
 async def _retrieve(pool, contents: list[str], query: str, keep: int = 5):
     store = MemoryStore(pool, HashEmbedder())
-    ids = [await store.store(text) for text in contents]
+    ids = [await store.store(NewMemory(text)) for text in contents]
     retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings(keep=keep))
     return ids, await retriever.retrieve(query, rng=np.random.default_rng(0), mutate=False)
 

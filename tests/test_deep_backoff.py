@@ -12,8 +12,13 @@ import logging
 import random
 from datetime import UTC, datetime, timedelta
 
-from src.consolidation.deep.deep_pass import announce_hook, check_trigger, run_deep_pass
-from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.deep_pass import (
+    ConsolidationParts,
+    announce_hook,
+    check_trigger,
+    run_deep_pass,
+)
+from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.phase import Phase, PhaseResult
 from src.consolidation.service import Consolidation
 from src.consolidation.settings import ConsolidationSettings
@@ -39,9 +44,9 @@ class Writer:
     async def __call__(self, ctx) -> PhaseResult:
         self.runs += 1
         result = PhaseResult()
-        new_id = await write_derived(ctx, key="insight:0", content=INSIGHT, memory_type="reflection",
-                                     sources=self.sources, via="insight", contradict_sources=False,
-                                     metadata={"kind": "insight", "via": "insight"})
+        new_id = await write_derived(ctx, DerivedMemory(INSIGHT, "reflection", sources=self.sources, via="insight",
+                                                        metadata={"kind": "insight", "via": "insight"}),
+                                     key="insight:0", contradict_sources=False)
         if new_id is not None:
             result.add("insights")
             ctx.announce.append(INSIGHT)
@@ -82,7 +87,8 @@ async def _setup(pool, fails: int, error: Exception | None = None):
 
 
 async def _pass(pool, embedder, phases, now, announced, settings=SETTINGS):
-    return await run_deep_pass(pool, embedder=embedder, llm=None, safety=Safety(), settings=settings,
+    return await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(),
+                                                  settings=settings),
                                trigger="timer", now=now, rng=random.Random(3), phases=phases,
                                after=[announce_hook(_collect(announced))])
 
@@ -116,7 +122,8 @@ async def test_a_failed_phase_fails_the_pass_which_backs_off_and_resumes_there(p
 
     # the scheduler (clock injected) starts nothing early, then resumes the same pass at the failed phase
     clock = [first.retry_after - timedelta(seconds=60)]
-    service = Consolidation(pool, embedder=embedder, llm=None, safety=Safety(), settings=SETTINGS,
+    service = Consolidation(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(),
+                                               settings=SETTINGS),
                             phases=phases, clock=lambda: clock[0], after=[announce_hook(_collect(announced))])
     await service._check_triggers()
     assert await pool.fetchval("SELECT count(*) FROM consolidation_passes") == 1 and flaky.runs == 1
@@ -234,9 +241,11 @@ async def test_a_scripted_model_failing_in_contextual_fails_the_pass_which_resum
     announced: list[tuple[str, str]] = []
 
     async def run(now):
-        return await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                                   settings=SETTINGS, trigger="manual", now=now, rng=random.Random(3),
-                                   phases=phases, after=[announce_hook(_collect(announced))])
+        return await run_deep_pass(ConsolidationParts(pool, embedder=embedder,
+                                                      llm=language_model(backend, pool), safety=Safety(),
+                                                      settings=SETTINGS),
+                                   trigger="manual", now=now, rng=random.Random(3), phases=phases,
+                                   after=[announce_hook(_collect(announced))])
 
     first = await run(T0)
     assert backend.kinds() == ["questions", "insights", "contextual"]

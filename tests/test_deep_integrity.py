@@ -18,7 +18,12 @@ from pathlib import Path
 from src.bootstrap.seeding import seed_boundaries
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.contextual import run_contextual
-from src.consolidation.deep.deep_pass import DEEP_PHASES, announce_hook, run_deep_pass
+from src.consolidation.deep.deep_pass import (
+    DEEP_PHASES,
+    ConsolidationParts,
+    announce_hook,
+    run_deep_pass,
+)
 from src.consolidation.deep.integrity import evidence_prior, refuse_by_words, screen
 from src.consolidation.deep.memories_repository import memories_by_id
 from src.consolidation.deep.phase import CallBudget
@@ -30,7 +35,7 @@ from src.providers.embedding import embed_memories
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.consolidation_fakes import ConsolidationModel, ids_in, language_model
-from tests.evolution_helpers import NOW, add_memory, days_ago, weight
+from tests.evolution_helpers import NOW, add_memory, days_ago, step_context, weight
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 
@@ -47,9 +52,9 @@ async def _store(pool, embedder) -> dict:
     store = MemoryStore(pool, embedder)
     boundaries = await seed_boundaries(store)
     texts = {await pool.fetchval("SELECT content FROM memories WHERE id = $1", b): b for b in boundaries}
-    fact = await store.store(FACT, alpha=1.05, beta=3.95)                    # center 0.21, as in the real run
-    tea = await store.store(TEA)
-    cat = await store.store("My cat Miso is three years old.")
+    fact = await store.store(NewMemory(FACT, alpha=1.05, beta=3.95))         # center 0.21, as in the real run
+    tea = await store.store(NewMemory(TEA))
+    cat = await store.store(NewMemory("My cat Miso is three years old."))
     return {"fact": fact, "tea": tea, "cat": cat, "b1": boundaries[0], "b3": texts[BOUNDARY_3],
             "b4": boundaries[3], "boundaries": boundaries}
 
@@ -83,9 +88,10 @@ async def test_an_insight_rests_on_its_evidence_never_on_boundaries(pool, caplog
         announced.append(text)
 
     caplog.set_level(logging.INFO, logger="src.consolidation")
-    report = await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                                 settings=settings, trigger="manual", now=T0, rng=random.Random(1),
-                                 phases=phases, after=[announce_hook(submit)])
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=language_model(backend, pool),
+                                                    safety=Safety(), settings=settings),
+                                 trigger="manual", now=T0, rng=random.Random(1), phases=phases,
+                                 after=[announce_hook(submit)])
 
     assert report.status == "done"
     assert report.phases["insights"]["counts"] == {"insights": 2, "refused_boundary": 1, "refused_copy": 1,
@@ -137,13 +143,14 @@ async def test_questions_and_boundaries_are_never_merged(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
     boundaries = await seed_boundaries(store)
-    copy = await store.store(BOUNDARY_3)                                   # the user says a boundary word for word
+    copy = await store.store(NewMemory(BOUNDARY_3))                        # the user says a boundary word for word
     questions = await store.store_many([NewMemory("What do you remember about me?") for _ in range(3)])
     garden = await store.store_many([NewMemory(f"the garden tomatoes in the back bed need water every single "
                                                f"summer morning {i}") for i in range(3)])
     phases = [p for p in DEEP_PHASES if p.name == "merge"]
-    report = await run_deep_pass(pool, embedder=embedder, llm=None, safety=Safety(),
-                                 settings=ConsolidationSettings(), trigger="manual", now=T0, phases=phases)
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(),
+                                                    settings=ConsolidationSettings()),
+                                 trigger="manual", now=T0, phases=phases)
 
     assert report.phases["merge"]["counts"]["insights"] == 1
     merged = [r["source_id"] for r in await pool.fetch("SELECT source_id FROM memory_supersedes WHERE via = 'merge'")]
@@ -164,8 +171,9 @@ async def test_a_merged_text_that_is_a_question_is_rejected(pool):
 
     backend = ConsolidationModel().push("merge", question)
     phases = [p for p in DEEP_PHASES if p.name == "merge"]
-    report = await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                                 settings=ConsolidationSettings(), trigger="manual", now=T0, phases=phases)
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=language_model(backend, pool),
+                                                    safety=Safety(), settings=ConsolidationSettings()),
+                                 trigger="manual", now=T0, phases=phases)
     assert report.status == "done" and backend.kinds() == ["merge"]
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'via' = 'merge'") == 0
     failure = await pool.fetchrow("SELECT phase, error, items FROM consolidation_failures")
@@ -202,15 +210,16 @@ async def test_a_reconsolidated_insight_is_the_minds_own_and_wakes_no_questions(
     llm = ScriptedLLM(meta=lambda q, s: {"verdict": "update", "insight": "The agent stopped deploying on Fridays.",
                                          "explanation": "the newer memory reverses the habit"})
     counts: dict[str, int] = {}
-    await run_conflicts(pool, embedder, llm, Safety(), RECON, NOW, CallBudget(5), counts, lambda *_: None)
+    await run_conflicts(step_context(pool, embedder, llm, RECON, phase="reconsolidation"), counts)
     assert counts == {"insights_superseded": 1}
     tag = await pool.fetchval("SELECT source_tag FROM memories WHERE content = 'The agent stopped deploying on Fridays.'")
     assert tag == "internal_consolidation"
     # the mind's own conclusion is not new experience: the questions phase stays asleep
     assert await checkpoints.new_experiences_since_last_pass(pool, last + 1) == 0
     backend = ConsolidationModel()
-    report = await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                                 settings=ConsolidationSettings(), trigger="manual", now=NOW,
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=language_model(backend, pool),
+                                                    safety=Safety(), settings=ConsolidationSettings()),
+                                 trigger="manual", now=NOW,
                                  phases=[p for p in DEEP_PHASES if p.name == "questions"])
     assert report.phases["questions"]["skipped"] == "no new memories since the last pass" and backend.kinds() == []
 
@@ -221,7 +230,7 @@ async def test_a_rewritten_insight_that_is_a_question_is_not_stored(pool):
     llm = ScriptedLLM(meta=lambda q, s: {"verdict": "update", "insight": "Does the agent still deploy on Fridays?",
                                          "explanation": "unclear"})
     counts: dict[str, int] = {}
-    await run_conflicts(pool, embedder, llm, Safety(), RECON, NOW, CallBudget(5), counts, lambda *_: None)
+    await run_conflicts(step_context(pool, embedder, llm, RECON, phase="reconsolidation"), counts)
     assert counts == {"refused_not_statement": 1, "no_conflict": 1}
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type = 'reflection'") == 1
     assert await weight(pool, insight) == (6.0, 2.0)
@@ -250,8 +259,8 @@ async def test_contextual_asks_fewer_at_a_time_when_a_batch_is_over_the_window(p
             return ContextOverflow("over the window; not sent", provider="scripted")
         return {"contexts": [{"id": ids[0], "context": "Said while gardening."}]}
 
-    skipped: dict[str, str] = {}
-    done = await run_contextual(pool, embedder, ScriptedLLM(meta=answer), EvolutionSettings(), T0, CallBudget(15),
-                                {}, lambda step, why: skipped.setdefault(step, why))
-    assert done == 4 and skipped == {}
+    ctx = step_context(pool, embedder, ScriptedLLM(meta=answer), EvolutionSettings(), phase="contextual", now=T0,
+                       budget=CallBudget(15))
+    done = await run_contextual(ctx, {})
+    assert done == 4 and ctx.skipped_steps == {}
     assert sizes == [4, 2, 1, 1, 2, 1, 1]

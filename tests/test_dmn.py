@@ -11,7 +11,7 @@ import pytest
 
 from src.dmn.channels import review_prompt
 from src.dmn.entropy_guard import EntropyGuard
-from src.dmn.generator import DmnGenerator
+from src.dmn.generator import DmnGenerator, DmnLimits, DmnQueue
 from src.dmn.sampling import PoolFeatures, bias_weights, draw
 from src.dmn.settings import DmnSettings, SamplingBias
 from src.dmn.settings import EntropyGuard as GuardSettings
@@ -86,8 +86,9 @@ async def _generator(mind, *, layers=None, settings=None, seed=5, creative=None)
         if creative is not None:
             creative.append((item_id, out))
         await mind.loop.inner.milestone(8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids}, now)
-    return DmnGenerator(mind.pool, embed_model="fake-hash-768", submit=mind.loop.submit,
-                        pending=lambda: mind.loop.queue.counts()["dmn"], rng=np.random.default_rng(seed),
+    return DmnGenerator(mind.pool, embed_model="fake-hash-768",
+                        queue=DmnQueue(mind.loop.submit, lambda: mind.loop.queue.counts()["dmn"]),
+                        rng=np.random.default_rng(seed),
                         settings=settings or DmnSettings(), layers=layers, on_creative=on_creative)
 
 
@@ -123,7 +124,7 @@ async def test_a_tick_queues_a_self_prompt_through_the_loops_submit(pool, tmp_pa
 
 async def test_goal_and_value_channels(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path)
-    await mind.store.store("I want to learn to bake sourdough bread")
+    await mind.store.store(NewMemory("I want to learn to bake sourdough bread"))
     [goal_vec, value_vec] = await mind.providers.embedder.embed(
         ["learn to bake sourdough bread", "I want to learn"], "RETRIEVAL_DOCUMENT")
 
@@ -140,7 +141,7 @@ async def test_goal_and_value_channels(pool, tmp_path):
 
 async def test_suppressed_during_conversation_and_bounded_queue(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path)
-    await mind.store.store("the river was high after the storm")
+    await mind.store.store(NewMemory("the river was high after the storm"))
     await mind.loop.submit("user", "hello there", now=NOW)
     await mind.loop.run(burst=True)
     gen = await _generator(mind)
@@ -212,9 +213,9 @@ async def test_a_memory_the_dmn_keeps_surfacing_alone_is_paused_by_the_breaker(p
     mind, _ = await _mind(pool, tmp_path)
     [mid] = await mind.store.store_many([NewMemory("the same old worry about the roof", event_time=NOW)])
     safety = Safety(SafetySettings(phase_c="enforced"))
-    gen = DmnGenerator(mind.pool, embed_model="fake-hash-768", submit=mind.loop.submit, pending=lambda: 0,
+    gen = DmnGenerator(mind.pool, embed_model="fake-hash-768", queue=DmnQueue(mind.loop.submit, lambda: 0),
                        rng=np.random.default_rng(1), settings=DmnSettings(samples_per_tick=1, max_pending=99),
-                       safety=safety)
+                       limits=DmnLimits(safety=safety))
     idle = NOW + timedelta(days=2)                       # no recent conversation: never suppressed
     for cycle in range(5):
         report = await gen.tick(idle + timedelta(minutes=cycle))

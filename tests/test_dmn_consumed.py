@@ -8,7 +8,7 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
-from src.consolidation.deep.deep_pass import DEEP_PHASES, run_deep_pass
+from src.consolidation.deep.deep_pass import DEEP_PHASES, ConsolidationParts, run_deep_pass
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.settings import ConsolidationSettings
 from src.dmn import repository as repo
@@ -44,9 +44,9 @@ def _answer(request) -> str:
 
 
 async def _pass(pool, backend, embedder):
-    return await run_deep_pass(pool, embedder=embedder, llm=language_model(backend, pool), safety=Safety(),
-                               settings=ConsolidationSettings(), trigger="manual", now=NOW,
-                               rng=random.Random(7), phases=INSIGHTS)
+    return await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=language_model(backend, pool),
+                                                  safety=Safety(), settings=ConsolidationSettings()),
+                               trigger="manual", now=NOW, rng=random.Random(7), phases=INSIGHTS)
 
 
 async def test_the_queued_self_prompt_is_consumed_by_the_loop(pool, tmp_path):
@@ -65,8 +65,8 @@ async def test_the_queued_self_prompt_is_consumed_by_the_loop(pool, tmp_path):
 async def test_associations_become_insights_of_the_next_deep_pass_and_why_shows_them(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    door = await store.store("The lighthouse keeper painted the harbour door blue in spring.")
-    hives = await store.store("My sister Mara paints the beehives blue every spring.")
+    door = await store.store(NewMemory("The lighthouse keeper painted the harbour door blue in spring."))
+    hives = await store.store(NewMemory("My sister Mara paints the beehives blue every spring."))
     creative = await _item(pool, "creative", [door, hives], {"days_apart": 40.0, "similarity": 0.4},
                            NOW - timedelta(hours=1), "A connection across 40 days: ...")
     twin = await _item(pool, "creative", [door, hives], {"days_apart": 40.0}, NOW - timedelta(hours=3))
@@ -103,10 +103,11 @@ async def test_associations_become_insights_of_the_next_deep_pass_and_why_shows_
 async def test_an_unusable_answer_consumes_the_item_and_no_model_leaves_it_waiting(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    hives = await store.store("My sister Mara paints the beehives blue every spring.")
+    hives = await store.store(NewMemory("My sister Mara paints the beehives blue every spring."))
     item = await _item(pool, "identity", [hives], {"value": "I value careful craft"}, NOW - timedelta(hours=1))
     # offline (no model): the insights phase is skipped and the item waits
-    await run_deep_pass(pool, embedder=embedder, llm=None, safety=Safety(), settings=ConsolidationSettings(),
+    await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=None, safety=Safety(),
+                                           settings=ConsolidationSettings()),
                         trigger="manual", now=NOW, rng=random.Random(7), phases=INSIGHTS)
     assert await pool.fetchval("SELECT consumed_at FROM dmn_items WHERE id = $1", item) is None
     bad = json.dumps({"insights": [{"insight": "Made up.", "cited_ids": [999999]}]})

@@ -11,8 +11,11 @@ import pytest
 from src.errors import ProviderSkipped, ProviderUnavailable
 from src.metacognition.confidence import Confidence, FeelingOfKnowing, score_answer
 from src.metacognition.escalation import (
+    Asking,
     EscalationThreshold,
     EscalationTriggers,
+    Recording,
+    Scoring,
     System2Answer,
     complexity,
     loop_before_escalate,
@@ -60,7 +63,8 @@ def test_the_scripted_answers_sit_where_the_tests_need_them() -> None:
 
 async def test_low_confidence_retries_exactly_once_then_escalates() -> None:
     s1, s2 = models(HEDGED, HEDGED_AGAIN)
-    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, system="SYS")
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
+                                     asking=Asking(system="SYS"))
 
     first, retry = s1.of("generate")
     assert [first.purpose, retry.purpose] == ["system1_answer", "system1_retry"]
@@ -113,7 +117,7 @@ async def test_a_confident_first_answer_is_delivered_as_is() -> None:
 async def test_an_always_escalate_trigger_escalates_at_once(trigger) -> None:
     s1, s2 = models(CONFIDENT)
     out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
-                                     triggers=EscalationTriggers(**{trigger: True}))
+                                     asking=Asking(triggers=EscalationTriggers(**{trigger: True})))
     assert [c.purpose for c in s1.of("generate")] == ["system1_answer"]      # no retry
     assert len(s2.calls) == 1 and s2.calls[0].messages[-2] == ChatMessage("assistant", CONFIDENT)
     assert (out.path, out.retried, out.retry_succeeded, out.escalated) == ("system2", False, None, True)
@@ -135,7 +139,7 @@ async def test_two_ordinary_triggers_escalate_without_a_retry() -> None:
 async def test_one_ordinary_trigger_with_enough_confidence_is_only_noted() -> None:
     s1, s2 = models(CONFIDENT, judgement=("KNOWN", 0.9))
     out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
-                                     triggers=EscalationTriggers(contradiction=True))
+                                     asking=Asking(triggers=EscalationTriggers(contradiction=True)))
     assert out.path == "system1" and out.reason.endswith("; trigger noted: contradiction")
     assert s2.calls == []
 
@@ -152,7 +156,7 @@ async def test_without_system2_the_best_system1_answer_is_kept() -> None:
 async def test_a_failing_system2_keeps_system1s_answer_and_says_why() -> None:
     s1, s2 = models(CONFIDENT, s2=(ProviderUnavailable("529 overloaded", provider="anthropic"),))
     out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
-                                     triggers=EscalationTriggers(irreversibility=True))
+                                     asking=Asking(triggers=EscalationTriggers(irreversibility=True)))
     assert (out.path, out.answer, out.system2_ok) == ("system1_fallback", "Canberra became the capital in 1913.",
                                                       False)
     assert out.reason == ("always-escalate trigger: irreversibility; system2 failed "
@@ -171,7 +175,7 @@ async def test_system1_in_reflex_mode_raises_and_cancels_the_fok_call() -> None:
     meta = ScriptedLLM(meta=fok("KNOWN", 0.9))
     with pytest.raises(ProviderSkipped, match="no language model is configured"):
         await loop_before_escalate(ReflexLanguageModel("no key"), ReflexLanguageModel("no key"), MESSAGES,
-                                   focus=FOCUS, threshold=THRESHOLD, meta=meta)
+                                   focus=FOCUS, threshold=THRESHOLD, asking=Asking(meta=meta))
     assert meta.calls == []
 
 
@@ -183,7 +187,8 @@ async def test_an_injected_assess_decides() -> None:
         seen.append((result.text, fok_.judgement))
         return Confidence(0.9 if result.text == "b" else 0.1, 0.5, None, None)
 
-    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=0.5, assess=assess)
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=0.5,
+                                     scoring=Scoring(assess=assess))
     assert seen == [("a", "PARTIAL"), ("b", "PARTIAL")]
     assert (out.path, out.answer, out.confidence_before, out.confidence_after_retry) == ("retry", "b", 0.1, 0.9)
     with pytest.raises(ValueError, match=r"threshold must be in \[0, 1\], got 1.2"):
@@ -222,8 +227,8 @@ async def test_outcome_rows_and_retry_success_rate(pool) -> None:
     store = MemoryStore(pool, HashEmbedder())
     at = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     s1, s2 = models(HEDGED, HEDGED_AGAIN)
-    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, store=store,
-                                     source_tag="external_user", now=at)
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
+                                     recording=Recording(store, source_tag="external_user", now=at))
     row = await pool.fetchrow("SELECT * FROM escalations WHERE id = $1", out.escalation_id)
     assert (row["at"], row["attention_focus"], row["source_tag"], row["threshold"], row["path"]) == (
         at, FOCUS, "external_user", THRESHOLD, "system2")
@@ -234,9 +239,9 @@ async def test_outcome_rows_and_retry_success_rate(pool) -> None:
     assert json.loads(row["details"])["calls"] == ["system1_answer", "system1_retry", "system2_escalation"]
 
     s1, s2 = models(HEDGED, CONFIDENT)
-    await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, store=store)
+    await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, recording=Recording(store))
     s1, s2 = models(CONFIDENT)
-    await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, store=store)
+    await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, recording=Recording(store))
     assert await retry_success_rate(pool) == (0.5, 2)
     stats = await escalation_stats(pool)
     assert (stats.decisions, stats.retries, stats.retry_successes, stats.escalations) == (3, 2, 1, 1)
@@ -282,7 +287,7 @@ async def test_threshold_is_refreshed_in_the_background_after_refresh_seconds(po
     clock = [100.0]
     cached = EscalationThreshold(pool, refresh_s=60, clock=lambda: clock[0])
     assert (await cached.current()).total_memories == 0
-    await MemoryStore(pool, HashEmbedder()).store("something new")
+    await MemoryStore(pool, HashEmbedder()).store(NewMemory("something new"))
     clock[0] = 159.0
     assert (await cached.current()).total_memories == 0 and cached.refreshing is None
     clock[0] = 160.0

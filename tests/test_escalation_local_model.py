@@ -29,7 +29,13 @@ from src.metacognition.confidence import (
     strip_verbalized_confidence,
     verbalized_confidence,
 )
-from src.metacognition.escalation import BY_LOGPROBS, EscalationTriggers, loop_before_escalate
+from src.metacognition.escalation import (
+    BY_LOGPROBS,
+    Asking,
+    EscalationTriggers,
+    Recording,
+    loop_before_escalate,
+)
 from src.metacognition.roles import same_model
 from src.providers.costs import MemoryLedger
 from src.providers.embedding import embed_memories
@@ -79,8 +85,7 @@ async def test_the_exit_gate_never_flags_a_question_and_never_asks_the_judge_abo
              "I am not a marine biologist working in Lisbon."]
     ids = [(await gates.admit(t, exchange=False)).scratch_id for t in texts]
     vecs = await embed_memories(embedder, texts, ["episodic"] * 2)
-    gates.exit.set_attention(attention_for(vecs, [0.6, 0.6]))
-    gates.exit.note_focus(ids)
+    await gates.note_focus(ids, attention_for(vecs, [0.6, 0.6]))
     await gates.exit.flush(reason="test")
     rows = {r["content_preview"][:12]: r for r in await pool.fetch(
         "SELECT content_preview, contradiction_layer, cell_novelty, action FROM gate_decisions WHERE gate = 'exit'")}
@@ -118,8 +123,8 @@ def test_the_same_model_is_the_same_provider_model_and_base_url():
 async def test_no_escalation_call_when_system2_is_system1_and_the_row_says_why(pool, triggers):
     s1 = ScriptedLLM(meta=fok("PARTIAL", 0.5)).say(HEDGED, HEDGED)
     store = MemoryStore(pool, HashEmbedder())
-    out = await loop_before_escalate(s1, s1, MESSAGES, focus=FOCUS, threshold=0.55, triggers=triggers,
-                                     store=store)
+    out = await loop_before_escalate(s1, s1, MESSAGES, focus=FOCUS, threshold=0.55,
+                                     asking=Asking(triggers=triggers), recording=Recording(store))
     assert s1.of("generate_structured") == []                       # System 2 was never called
     assert (out.path, out.escalated, out.system2_ok) == ("system1_fallback", False, None)
     assert out.answer == strip_verbalized_confidence(HEDGED)

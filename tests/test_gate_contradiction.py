@@ -29,7 +29,7 @@ from src.providers.embedding import embed_memories
 from src.providers.llm import META_SYSTEM, ResilientLanguageModel
 from src.providers.llm_gemini import GeminiBackend
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings
+from src.providers.settings import LLMSettings, ProvidersSettings
 from tests.fakes import HashEmbedder
 from tests.gate_fakes import ScriptedMetaLLM
 from tests.providers.fakes import FakeServer, Sleeps, gemini_client, gemini_generate_ok
@@ -199,7 +199,7 @@ async def test_layer_three_is_an_isolated_meta_call_through_the_real_client():
     resilience = Resilience(RetryPolicy(timeout_s=5.0, max_attempts=2),
                             CircuitBreaker("gemini", 5, 30.0), sleep=Sleeps(), rng=random.Random(1))
     llm = ResilientLanguageModel(GeminiBackend(gemini_client(server)), resilience=resilience,
-                                 ledger=ledger, max_output_tokens=256)
+                                 ledger=ledger, settings=LLMSettings(max_output_tokens=256))
     verdict = await ask_llm(llm, "The office coffee machine is slow", "The office coffee machine is fast", 0.02)
     assert verdict == type(verdict)(True, "llm", 0.02, "The office machine is slow")
     [body] = server.bodies

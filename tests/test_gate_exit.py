@@ -61,8 +61,7 @@ async def _setup(pool, *, noise_floor: float, llm=None, seed: int = 5):
         scratch_ids.append(admitted.scratch_id)
     vecs = await embed_memories(HashEmbedder(), [t for t, *_ in TEN], ["episodic"] * len(TEN))
     # the focus the ten were said in (the loop notes it in the cycle that attends to them)
-    gates.exit.set_attention(attention_for(vecs, [s for _, s, *_ in TEN]))
-    gates.exit.note_focus(scratch_ids)
+    await gates.note_focus(scratch_ids, attention_for(vecs, [s for _, s, *_ in TEN]))
     return gates, llm, embedder, dict(zip(STORED, stored_ids, strict=True))
 
 
@@ -258,7 +257,7 @@ async def test_the_bootstrap_floor_fades_with_maturity(pool, memories, floor, re
 
 async def test_without_a_focus_the_flush_and_recent_memories_stand_in(pool):
     embedder = HashEmbedder()
-    await MemoryStore(pool, embedder).store("sardines grilled on the beach in Lisbon")
+    await MemoryStore(pool, embedder).store(NewMemory("sardines grilled on the beach in Lisbon"))
     gates = await _buffer_user_messages(pool, ["grilled sardines on the beach in Lisbon tonight",
                                                "an unrelated remark about tax forms and April"],
                                         source_tag="tool", settings=gate_settings(noise_floor=0.0))

@@ -12,6 +12,7 @@ from src.gates.exit import COMPRESSED_FALLBACK_CHARS
 from src.gates.matrix import (
     MATRIX,
     NOISE_ALTERNATIVE,
+    BufferRounds,
     bootstrap_floor,
     decide_cell,
     novelty_band,
@@ -102,9 +103,9 @@ def test_the_noise_floor_fires_at_its_rate(cell):
 
 
 def test_the_last_round_and_expiry_turn_a_buffer_into_persist():
-    mid = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), round_=2, max_rounds=3)
-    last = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), round_=3, max_rounds=3)
-    expired = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), round_=1, expired=True)
+    mid = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), rounds=BufferRounds(2, 3))
+    last = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), rounds=BufferRounds(3, 3))
+    expired = decide_cell(0.5, "novel", TH, 0.0, _Draws(0.5), rounds=BufferRounds(1, expired=True))
     assert (mid.action, last.action, expired.action) == ("buffer", "persist", "persist")
     assert last.reason == "peripheral x novel -> buffer; undecided for too long (round 3 of 3) -> persist"
     assert expired.reason == ("peripheral x novel -> buffer; undecided for too long "

@@ -13,7 +13,7 @@ import pytest
 
 from src.errors import ProviderUnavailable
 from src.gates.entry import EntryGate
-from src.gates.exit import ExitGate
+from src.gates.exit import ExitGate, ExitSetup
 from src.gates.memory_gate import Gates
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import ScratchLifecycle
@@ -125,7 +125,7 @@ async def test_burst_pruning_through_the_gate_is_rate_limited(pool):
     pruning = RateLimitedEmbedder(inner, interval_s=5.0, clock=clock, sleep=clock.sleep)
     rng = random.Random(3)
     exit_gate = ExitGate(pool, HashEmbedder(), ScriptedMetaLLM(configured=False), settings, rng,
-                         Safety(), prune_embedder=pruning)
+                         Safety(), ExitSetup(prune_embedder=pruning))
     gates = Gates(pool, EntryGate(pool, settings.entry, rng, timedelta(hours=24)), exit_gate,
                   ScratchLifecycle(pool, exit_gate, settings.scratch), settings)
     bursts = [[f"pruned message {b}.{k} about topic {b * 10 + k}" for k in range(4)] for b in range(3)]

@@ -52,8 +52,6 @@ async def _decisions(pool) -> dict[str, tuple[str, str, str]]:
 async def test_a_mature_mind_keeps_what_the_user_states_and_not_chatter_or_questions(pool):
     await _mature_store(pool)
     gates = await _gates(pool)
-    # the loop's focus at flush time is about something else entirely: it must not matter
-    gates.exit.set_attention((await embed_memories(HashEmbedder(), ["quarterly tax forms"], ["episodic"]))[:1])
     for text in FACTS + CHATTER + QUESTIONS:
         await gates.admit(text, exchange=False)
     report = await gates.exit.flush(reason="test")
@@ -97,10 +95,8 @@ async def test_relevance_is_judged_in_the_focus_the_item_was_said_in(pool):
     texts = ["The harbour lights flicker over the water tonight", "Quarterly tax forms are due in April"]
     vecs = await embed_memories(HashEmbedder(), texts, ["episodic"] * 2)
     noted = await gates.admit(texts[0], source_tag="internal_dmn", exchange=False)
-    gates.exit.set_attention(vecs[:1])            # the cycle that attended to it
-    gates.exit.note_focus([noted.scratch_id])
+    await gates.note_focus([noted.scratch_id], vecs[:1])     # the cycle that attended to it
     await gates.admit(texts[1], source_tag="internal_dmn", exchange=False)   # attended to under no focus
-    gates.exit.set_attention(-vecs[:1])           # the focus at flush time: the opposite
     await gates.exit.flush(reason="test")
     rows = {r["content_preview"]: r for r in await pool.fetch(
         "SELECT content_preview, s_i, cell_relevance FROM gate_decisions WHERE gate = 'exit'")}
@@ -160,8 +156,7 @@ async def test_nothing_the_user_said_expires_unseen_from_the_buffer(pool):
                        row.scratch_id)
     assert await clean_expired(pool) == 0                        # unseen: never deleted
     vec = await embed_memories(HashEmbedder(), ["The harbour ferry timetable changes next week"], ["episodic"])
-    gates.exit.set_attention(attention_for(vec, [0.4]))          # said in a peripheral focus: buffer cell
-    gates.exit.note_focus([row.scratch_id])
+    await gates.note_focus([row.scratch_id], attention_for(vec, [0.4]))   # said in a peripheral focus: buffer cell
     await gates.exit.flush(reason="test")
     decided = await pool.fetchrow("SELECT cell_action, action, reason FROM gate_decisions WHERE gate = 'exit'")
     assert (decided["cell_action"], decided["action"]) == ("buffer", "persist")

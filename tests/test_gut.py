@@ -11,6 +11,7 @@ import pytest
 from pgvector import HalfVector
 
 from src.gates.emotion import emotional_charge
+from src.gates.exit import ExitSetup
 from src.gates.memory_gate import Gates
 from src.gates.persist_hooks import PersistHooks
 from src.gut import centroids as c
@@ -18,9 +19,10 @@ from src.gut.deep_pass import gut_deep_pass
 from src.gut.gut import Gut
 from src.gut.pca import gut_axes
 from src.gut.settings import GutSettings, LayerWeights
+from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import record_outcome
 from src.providers.embedding import embed_memories
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
@@ -127,8 +129,7 @@ async def test_exit_gate_uses_the_gut_charge_instead_of_v01(pool):
         persisted.append(ids)
     gates = Gates.build(pool, embedder, ScriptedMetaLLM(verdict=lambda a, b: False),
                         gate_settings(noise_floor=0.0, bootstrap_floor=0.0), Safety(), rng=random.Random(1),
-                        hooks=PersistHooks(gut=gut, on_persisted=seen))
-    gates.exit.set_attention(np.stack([item_vec]))
+                        setup=ExitSetup(hooks=PersistHooks(gut=gut, on_persisted=seen)))
     await gates.admit(text, exchange=False)
     await gates.exit.flush(reason="test")
     row = await pool.fetchrow("SELECT emotional_charge, memory_id, action FROM gate_decisions WHERE gate = 'exit'")
@@ -153,7 +154,8 @@ async def test_recall_emotional_component_comes_from_the_gut(pool):
     await gut.recompute_l2(pool, embedder.model_name)
     [focus] = await embedder.embed(["storm harbour wall damage"], "RETRIEVAL_QUERY")
     gut.read([focus])
-    felt = await Retriever(pool, embedder, None, Safety(), RetrievalSettings(), emotional=gut.alignment).retrieve("storm harbour", rng=np.random.default_rng(1), mutate=False)
+    felt = await Retriever(pool, embedder, None, Safety(), RetrievalSettings()).retrieve(
+        Cue("storm harbour", emotional=gut.alignment), rng=np.random.default_rng(1), mutate=False)
     for m in felt.memories:
         assert m.components[3] == pytest.approx(float(gut.alignment(m.hit.embedding[None, :])[0]))
     assert len({round(m.components[3], 6) for m in felt.memories} - {0.5}) == len(felt.memories) == 3
@@ -197,7 +199,7 @@ async def test_deep_pass_stores_named_axes_and_the_summary_uses_them(pool):
     for i in range(20):   # outcomes become apparent for 20 deltas: good when s > 0
         await record_outcome(pool, kind="feedback", valence=1.0 if s[i] > 0 else -1.0, description="fb",
                              at=T0 + timedelta(seconds=i, milliseconds=500), subjects=[("gut_delta", ids[i])],
-                             lookback=timedelta(milliseconds=1))
+                             links=OutcomeSettings(lookback_s=0.001))
     report = await gut_deep_pass(pool, gut, embedder.model_name, now=T0 + timedelta(hours=1))
     assert (report.l2_rows, report.deltas, report.axes, report.named) == (2, 60, 12, 1)
     rows = await pool.fetch("SELECT rank, name, outcomes_seen, samples FROM gut_axes ORDER BY rank")

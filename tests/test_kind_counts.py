@@ -70,7 +70,7 @@ async def test_every_write_path_keeps_the_counts_equal_to_a_scan(pool):
     store = MemoryStore(pool, HashEmbedder())
     ids = await store.store_many(_memories(rng, 200, "copied"))
     await _assert_matches(pool)
-    ids.append(await store.store("one more", memory_type="tension", source_tag="internal_dmn"))
+    ids.append(await store.store(NewMemory("one more", memory_type="tension", source_tag="internal_dmn")))
     batch = [ImportRecord(m, line=i + 1) for i, m in enumerate(_memories(rng, 80, "imported"))]
     assert (await write_batch(pool, HashEmbedder(), batch, {})).inserted == 80
     assert (await write_batch(pool, HashEmbedder(), batch, {})).inserted == 0

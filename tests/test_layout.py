@@ -36,9 +36,10 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("processes", frozenset({"consolidation", "dmn", "gut", "metacognition", "skills", "outcomes",
                              "tools"})),
     ("loop", frozenset({"loop"})),
-    # the wiring: settings composed, the process and its entry points, the web view, the CLI
-    ("wiring", frozenset({"config", "config_reference", "logging_setup", "cli_runner", "repl", "mind", "main", "web",
-                          "memory"})),
+    # the wiring: settings composed, the process and its entry points, the guardian's slash
+    # commands, the web view, the CLI
+    ("wiring", frozenset({"config", "config_reference", "logging_setup", "cli_runner", "repl", "mind", "main",
+                          "commands", "web", "memory"})),
 ]
 #: Imports allowed to run upward, as (importer, imported), each with its reason. An entry
 #: that no longer matches an import fails the test, so the list only shrinks.
@@ -171,6 +172,35 @@ def test_no_function_over_the_length_limit():
     assert too_long == [], f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {too_long}"
 
 
+#: A signature a reader can hold (issue 36): what travels together is one typed value.
+MAX_PARAMETERS = 8
+
+
+def wide_signatures(source: str, max_params: int = MAX_PARAMETERS) -> list[tuple[str, int]]:
+    """(function, parameter count) of each function taking more than `max_params`
+    parameters, `self`/`cls` not counted (a settings model's fields are no function)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg not in ("self", "cls")]
+            count = len(names) + (a.vararg is not None) + (a.kwarg is not None)
+            if count > max_params:
+                found.append((node.name, count))
+    return found
+
+
+def test_the_signature_check_counts_every_kind_of_parameter():
+    source = "class A:\n    def f(self, a, b, /, c, *d, e, f, g, h, **i):\n        pass\n"
+    assert wide_signatures(source) == [("f", 9)] and wide_signatures(source, 9) == []
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    wide = [f"{name}.{function} ({n})" for name, path in _modules().items()
+            for function, n in wide_signatures(path.read_text(encoding="utf-8"))]
+    assert wide == [], f"group what travels together into a typed value (at most {MAX_PARAMETERS}): {wide}"
+
+
 def layer_of(module: str) -> int:
     """Index in LAYERS of a src module. A package's `__main__` is a program (`python -m
     src.consolidation`): it loads the settings and runs, so it belongs to the wiring."""
@@ -265,11 +295,12 @@ def test_the_readme_map_names_every_package():
 
 
 def test_no_part_is_wired_after_it_is_built():
-    """Issue 36: every part gets what it needs in its constructor. The wiring (mind.py, main.py)
-    assigns no attribute of another object: `retriever.emotional = …` or `loop.on_answered = …`
-    after construction is work no signature shows."""
+    """Issue 36: every part gets what it needs in its constructor. The wiring (mind.py, main.py,
+    the commands main.py builds) assigns no attribute of another object: `retriever.emotional = …`
+    or `loop.on_answered = …` after construction is work no signature shows."""
     found = []
-    for name in ("mind.py", "main.py"):
+    wiring = ["mind.py", "main.py", *(p.relative_to(SRC).as_posix() for p in sorted((SRC / "commands").glob("*.py")))]
+    for name in wiring:
         tree = ast.parse((SRC / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             targets = (node.targets if isinstance(node, ast.Assign)
@@ -307,3 +338,33 @@ def test_the_process_module_holds_no_sql():
     text = (SRC / "main.py").read_text(encoding="utf-8")
     assert re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", text) is None
     assert ".fetch" not in text and ".execute(" not in text
+
+
+def _registered_commands() -> set[str]:
+    """The name of every `….add("name", …)` call under src/commands."""
+    found = set()
+    for path in sorted((SRC / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_the_process_module_implements_no_command():
+    """main.py keeps the process; the guardian's slash commands live in src/commands, and only
+    main.py builds them: it registers none itself, has no function named after one (`_status`,
+    `_memory_mode`), and no other module imports the package."""
+    commands = _registered_commands()
+    assert {"help", "quit", "status", "memory", "approve", "skill"} <= commands
+    tree = ast.parse((SRC / "main.py").read_text(encoding="utf-8"))
+    adds = [f"src/main.py:{node.lineno}: {ast.unparse(node.func)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"]
+    assert adds == []
+    functions = {node.name.strip("_") for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    assert sorted(functions & {name.replace("-", "_") for name in commands}) == []
+    importers = sorted(m for m, deps in import_graph().items()
+                       if any(d == "src.commands" or d.startswith("src.commands.") for d in deps)
+                       and m != "src.commands" and not m.startswith("src.commands."))
+    assert importers == ["src.main"]

@@ -96,7 +96,7 @@ async def test_every_source_goes_through_the_same_pipeline_with_its_tag(pool, tm
 async def test_state_report_and_memories_reach_system1(pool, tmp_path):
     s1 = ScriptedLLM().say(CONFIDENT)
     mind, delivered = await _mind(pool, tmp_path, system1=s1)
-    await mind.store.store("I drink earl grey tea every morning")
+    await mind.store.store(NewMemory("I drink earl grey tea every morning"))
     await mind.loop.submit("user", "what do I drink every morning?")
     await mind.loop.submit("dmn", "the garden needs water")
     record = await mind.loop.cycle()
@@ -307,7 +307,7 @@ async def test_a_failing_language_model_gets_a_plain_reply_and_the_loop_goes_on(
 
 async def test_values_and_goals_edited_while_running_take_effect_once_embedded(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path)
-    assert mind.retriever.layer_vecs == [] and mind.loop.goal_vecs == []
+    assert mind.retriever.layer_vecs == () and mind.loop.goal_vecs == []
     (tmp_path / "v.json").write_text(json.dumps([{"text": "honesty matters to me", "weight": 0.9}]))
     (tmp_path / "g.json").write_text(json.dumps([{"text": "learn Portuguese this year", "weight": 0.7}]))
     await mind.loop.submit("user", "I started a Portuguese course today")
@@ -315,7 +315,8 @@ async def test_values_and_goals_edited_while_running_take_effect_once_embedded(p
     await mind.layers.refreshed()
     await mind.loop.submit("user", "The course meets on Tuesdays")
     await mind.loop.cycle()
-    assert [w for _, w in mind.retriever.layer_vecs] == [0.9, 0.7]
+    # recall's cue carries the layers attention re-read this cycle (the retriever is not changed)
+    assert [w for _, w in mind.loop.attending.layer_vecs] == [0.9, 0.7]
     assert len(mind.loop.goal_vecs) == 1
     # the exit gate spreads from the same, current layers
     assert [w for _, w in await mind.gates.exit.layers()] == [0.9, 0.7]
@@ -326,7 +327,7 @@ async def test_one_maturity_setting_reaches_recall_the_exit_gate_and_the_thresho
     assert (mind.retriever.maturity_memories, mind.gates.exit.maturity_memories,
             mind.threshold.maturity_memories) == (4, 4, 4)
     for i in range(2):
-        await mind.store.store(f"memory number {i} about the garden")
+        await mind.store.store(NewMemory(f"memory number {i} about the garden"))
     reading = await mind.threshold.refresh()
     assert 2 <= reading.total_memories < 1000       # (seeding may have stored some already)
     # §3.5 on the 4-memory clock: the store counts as mature already
@@ -369,9 +370,10 @@ async def test_a_verb_of_external_effect_from_a_self_generated_thought_is_refuse
 
 
 async def test_user_messages_schedule_the_scratch_flush_as_they_arrive(pool, tmp_path):
-    """The store step (issue 23): each user message that passes the entry gate is an
-    exchange, counted at intake, not when its turn is answered; every `flush_every` the
-    background flush judges the buffer. Impulses and the mind's own answers are no exchange."""
+    """The store step (issue 23, 36): each user message that passes the entry gate is an
+    exchange, counted at intake, not when its turn is answered; the cycle's store step starts
+    the background flush every `flush_every`, and it judges the buffer. Impulses and the
+    mind's own answers are no exchange."""
     s1 = ScriptedLLM().say("You drink earl grey tea every morning, as you told me. Confidence: 0.95")
     mind, delivered = await _mind(pool, tmp_path, system1=s1, overrides={
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}, "scratch": {"flush_every": 2}}})
@@ -382,7 +384,8 @@ async def test_user_messages_schedule_the_scratch_flush_as_they_arrive(pool, tmp
     await mind.loop.cycle()                                # the answer is gated: no exchange
     assert lifecycle.exchanges == 1 and len(delivered) == 1
     await mind.loop.submit("user", "and I walk the dog along the river after breakfast")
-    assert lifecycle.exchanges == 2                        # the flush starts before any answer
+    assert lifecycle.exchanges == 2                        # counted before any answer
+    assert lifecycle.flush_if_due() is not None            # what the next store step decides
     walk = await pool.fetchval("SELECT id FROM scratch_buffer WHERE content LIKE 'and I walk the dog%'")
     for _ in range(300):
         if await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE gate = 'exit' AND scratch_id = $1", walk):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from src.providers.costs import CallUsage
 from src.providers.protocols import LLMResult
 from tests.fakes_llm import ScriptedLLM, result
 from tests.test_loop import _mind
@@ -28,7 +29,7 @@ async def test_a_background_flush_call_during_a_cycle_is_not_in_the_cycles_row(p
     async def flush_call() -> None:   # the scratch flush's contradiction check, another task
         await ledger_holder["ledger"].record(provider="scripted", model="scripted-1",
                                              purpose="gate_contradiction", ok=True,
-                                             tokens_in=1000, tokens_out=500)
+                                             usage=CallUsage(1000, 500))
 
     class Ledgered(ScriptedLLM):
         """Records to llm_calls like a real provider; System 1's call overlaps the flush's."""
@@ -37,7 +38,7 @@ async def test_a_background_flush_call_during_a_cycle_is_not_in_the_cycles_row(p
             await asyncio.create_task(flush_call())
             out = await super().generate(messages, **kw)
             await ledger_holder["ledger"].record(provider="scripted", model=out.model, purpose=kw["purpose"],
-                                                 ok=True, tokens_in=out.tokens_in, tokens_out=out.tokens_out)
+                                                 ok=True, usage=CallUsage(out.tokens_in, out.tokens_out))
             return out
 
     s1 = Ledgered().say(result("Earl grey, every morning. Confidence: 0.95", tokens_in=40, tokens_out=7))

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from src.loop.triggers import cycle_triggers
+from src.recall.store import NewMemory
 from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import CONFIDENT, _mind
 
@@ -46,7 +47,7 @@ async def test_an_input_touching_a_goal_goes_to_system2_even_when_system1_is_con
         "needed_correction": False, "error_type": "", "correction_pattern": ""})
     mind, delivered = await _mind(pool, tmp_path, system1=s1, system2=s2)
     text = "finish restoring the lighthouse by spring"
-    await mind.store.store(text, metadata={"kind": "goal"})
+    await mind.store.store(NewMemory(text, metadata={"kind": "goal"}))
     await mind.loop.submit("user", text)
     record = await mind.loop.cycle()
     assert (record.escalated, record.path) == (True, "system2")

@@ -23,6 +23,7 @@ from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
+from src.recall.store import NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 from tests.proc import agent_env, run_agent
@@ -99,7 +100,7 @@ async def test_a_model_answer_that_repeats_it_is_not_kept_either(pool, tmp_path)
     mind, delivered = await _mind(pool, tmp_path, "off", [
         "Zebulon's seventeen quokkas in the attic sound lively. Confidence: 0.95",
         "Glad I got the quokkas right. Confidence: 0.95"])
-    await mind.store.store("my sister Alma lives in Porto and teaches piano")
+    await mind.store.store(NewMemory("my sister Alma lives in Porto and teaches piano"))
     for text in (SAID, FEEDBACK):
         assert await mind.loop.submit("user", text) is not None
         await mind.loop.run(burst=True)

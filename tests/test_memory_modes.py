@@ -19,12 +19,12 @@ from src.gates.contradiction import Verdict
 from src.gates.copilot import QUESTION, Confirmations, Held, Settlement, unsure
 from src.gates.matrix import CellDecision
 from src.gates.modes import MemoryMode
-from src.metacognition.escalation import loop_before_escalate
+from src.metacognition.escalation import Recording, loop_before_escalate
 from src.mind import build_mind
 from src.providers.costs import CostLedger
 from src.providers.endpoint_gate import EndpointGates
 from src.providers.settings import ProvidersSettings
-from src.recall.store import MemoryStore
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 from tests.test_escalation import FOCUS, HEDGED, HEDGED_AGAIN, MESSAGES, THRESHOLD, models
@@ -82,7 +82,7 @@ async def _settle_background_flush(mind) -> None:
 
 async def test_off_persists_nothing_across_twenty_messages_while_recall_works(pool, tmp_path):
     mind, delivered, system1 = await _mind(pool, tmp_path, "off", turns=20)
-    known = await mind.store.store("my sister Alma lives in Porto and teaches piano")
+    known = await mind.store.store(NewMemory("my sister Alma lives in Porto and teaches piano"))
     before = await pool.fetchval("SELECT count(*) FROM memories")
     for n in range(20):
         await _turn(mind, f"{TOPICS[n % 10]} (message {n + 1})")
@@ -167,13 +167,13 @@ async def test_copilot_holds_unsure_items_until_the_guardian_answers(pool, tmp_p
 async def test_a_line_that_is_not_an_answer_closes_the_question(pool, tmp_path):
     mind, delivered, _ = await _mind(pool, tmp_path, "copilot", turns=7)
     born = await pool.fetchval("SELECT count(*) FROM memories")     # seeded at birth (boundaries)
-    for n in range(4):
+    for n in range(5):
         await _turn(mind, TOPICS[n])
-    # the fifth message starts the flush; it is done before that message is answered, so the
-    # question follows that answer (else it would follow the next one: a race, not a rule)
-    assert await mind.loop.submit("user", TOPICS[4]) is not None
+    # the fifth exchange's store step started the flush; once it is done the held items are
+    # asked about after the next answer (before it is done: a race, not a rule)
     await _settle_background_flush(mind)
-    await mind.loop.run(burst=True)
+    assert sum(t.endswith(QUESTION) for t in delivered) == 0
+    await _turn(mind, TOPICS[6])
     assert sum(t.endswith(QUESTION) for t in delivered) == 1
     assert await mind.gates.answer_confirmation("tell me about the Azores") is None
     assert await mind.gates.answer_confirmation("y") is None            # the question closed with that line
@@ -240,8 +240,8 @@ def test_memory_mode_command_and_report_line():
 async def test_off_keeps_system2_corrections_out_but_logs_the_escalation(pool):
     store = MemoryStore(pool, HashEmbedder())
     s1, s2 = models(HEDGED, HEDGED_AGAIN)
-    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD, store=store,
-                                     keep_corrections=False)
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
+                                     recording=Recording(store, keep_corrections=False))
     assert out.path == "system2" and out.correction_id is None
     assert await pool.fetchval("SELECT count(*) FROM memories") == 0
     assert await pool.fetchval("SELECT path FROM escalations WHERE id = $1", out.escalation_id) == "system2"

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from src.db.deferred import run_now
 from src.errors import ProviderUnavailable
 from src.recall import search
 from src.recall.mutation import apply_near_misses
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
@@ -109,6 +110,8 @@ async def test_mutation_changes_exactly_what_the_plan_says(pool):
     ids = await _seed(pool, embedder, TEA + OTHER)
     retriever = _retriever(pool, embedder, limit=12)
     result = await retriever.retrieve("tea", rng=np.random.default_rng(3), now=NOW)
+    assert [w.label for w in result.writes] == ["retrieval mutation"]   # handed back, not run
+    await run_now(result.writes)
     kept, near = result.ids, [r.id for r in result.near_misses]
     assert len(kept) == 5 and len(near) == 7
     # the near misses' suppression is queued for the light ticker (one row), not applied yet
@@ -141,6 +144,8 @@ async def test_concurrent_retrievals_lose_no_update(pool):
     retriever = _retriever(pool, embedder)
     rngs = [np.random.default_rng(i) for i in range(10)]
     results = await asyncio.gather(*(retriever.retrieve("tea", rng=r, now=NOW) for r in rngs))
+    for res in results:
+        await run_now(res.writes)
     await apply_near_misses(pool, Safety(), limit=100)    # the light ticker's part of §3.8
     retrieved = Counter(i for res in results for i in res.ids)
     near = Counter(r.id for res in results for r in res.near_misses)
@@ -254,8 +259,8 @@ async def test_partners_from_context_join_with_their_rows_read_beside_the_search
         return hits, spread
 
     monkeypatch.setattr(retriever, "_spread_from", spread_from)
-    await retriever.retrieve("earl grey tea", rng=np.random.default_rng(1), now=NOW, mutate=False,
-                             active_ids=[bicycle])
+    await retriever.retrieve(Cue("earl grey tea", active_ids=[bicycle]), rng=np.random.default_rng(1), now=NOW,
+                             mutate=False)
     assert joined == [[sister]]
     strongest = [tea, sister, asyncio_] if tea_strength > 8 else [sister, tea, asyncio_]
     assert calls == [strongest]

@@ -66,7 +66,7 @@ async def test_hybrid_finds_a_keyword_the_embedding_misses(pool):
     embedder = HashEmbedder(ignore=frozenset({"zanzibar"}))
     store = MemoryStore(pool, embedder)
     ids = await store.store_many([NewMemory(t) for t in DISTRACTORS])
-    target = await store.store(TARGET)
+    target = await store.store(NewMemory(TARGET))
     assert len(ids) + 1 == 20
     question = "When was the Zanzibar booking?"
     qvec = await _query_vec(embedder, question)
@@ -164,8 +164,8 @@ async def test_rrf_in_sql_equals_the_python_reference(pool, k, w_vector, w_fullt
 async def test_rrf_hand_computed_values(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    both = await store.store("walrus walrus walrus")
-    vector_only = await store.store("giraffe")
+    both = await store.store(NewMemory("walrus walrus walrus"))
+    vector_only = await store.store(NewMemory("giraffe"))
     qvec = await _query_vec(embedder, "walrus")
     hits = await search_hybrid(pool, "walrus", qvec, embed_model=MODEL, now=NOW, w_recency=0.0)
     assert [(h.id, h.vec_rank, h.fts_rank) for h in hits] == [(both, 1, 1), (vector_only, 2, None)]
@@ -190,7 +190,7 @@ async def test_recency_values_and_which_timestamp_counts(pool):
     }
     ids = {}
     for name, (created, event, accessed, _) in cases.items():
-        ids[name] = await store.store(f"lantern {name}")
+        ids[name] = await store.store(NewMemory(f"lantern {name}"))
         await _set_times(pool, ids[name], created=created, event=event, accessed=accessed)
     hits = await search_hybrid(pool, "lantern", None, embed_model=MODEL, now=NOW)
     recency = {h.id: h.recency for h in hits}
@@ -204,14 +204,14 @@ async def test_recency_values_and_which_timestamp_counts(pool):
 async def test_year_old_strong_match_outranks_a_fresh_weak_match(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    old = await store.store("marine biology lab budget review")
+    old = await store.store(NewMemory("marine biology lab budget review"))
     # month-old memories that match part of the question rank between the two
     middling = await store.store_many([NewMemory(t) for t in [
         "marine biology lab budget", "marine biology lab review", "biology lab budget review",
         "marine lab budget review", "marine biology budget review", "marine biology lab",
         "biology lab budget", "lab budget review", "marine biology review", "marine budget review",
     ]])
-    fresh = await store.store("the lab coffee machine is broken again")
+    fresh = await store.store(NewMemory("the lab coffee machine is broken again"))
     year_ago, month_ago = NOW - timedelta(days=365), NOW - timedelta(days=30)
     await _set_times(pool, old, created=year_ago, event=year_ago)
     for memory_id in middling:
@@ -234,8 +234,8 @@ async def test_recency_breaks_a_near_tie_in_favour_of_the_fresh_memory(pool):
     """Second in both arms and fresh beats first in both arms and a year old: by design."""
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    old = await store.store("marine biology lab budget review")
-    fresh = await store.store("marine biology lab budget")
+    old = await store.store(NewMemory("marine biology lab budget review"))
+    fresh = await store.store(NewMemory("marine biology lab budget"))
     year_ago = NOW - timedelta(days=365)
     await _set_times(pool, old, created=year_ago, event=year_ago)
     question = "marine biology lab budget review"
@@ -251,8 +251,8 @@ async def test_recency_breaks_a_near_tie_in_favour_of_the_fresh_memory(pool):
 async def test_rows_of_another_embed_model_are_only_in_the_keyword_arm(pool):
     current = HashEmbedder()
     old_model = HashEmbedder(model_name="old-model-768")
-    old_same_words = await MemoryStore(pool, old_model).store("violet telescope")
-    old_keyword = await MemoryStore(pool, old_model).store("the platypus exhibit")
+    old_same_words = await MemoryStore(pool, old_model).store(NewMemory("violet telescope"))
+    old_keyword = await MemoryStore(pool, old_model).store(NewMemory("the platypus exhibit"))
     fresh = await MemoryStore(pool, current).store_many(
         [NewMemory(t) for t in ["violet flowers", "a telescope", "the platypus swims"]])
     qvec = await _query_vec(current, "violet telescope")
@@ -272,9 +272,9 @@ async def test_rows_of_another_embed_model_are_only_in_the_keyword_arm(pool):
 
 async def test_without_a_query_vector_only_full_text_runs(pool):
     store = MemoryStore(pool, HashEmbedder())
-    a = await store.store("narwhal narwhal tusk")
-    b = await store.store("a narwhal")
-    await store.store("unrelated")
+    a = await store.store(NewMemory("narwhal narwhal tusk"))
+    b = await store.store(NewMemory("a narwhal"))
+    await store.store(NewMemory("unrelated"))
     hits = await search_hybrid(pool, "narwhal", None, embed_model=MODEL, now=NOW, w_recency=0.0)
     assert [(h.id, h.vec_rank, h.fts_rank, h.similarity) for h in hits] == [
         (a, None, 1, None), (b, None, 2, None)]
@@ -286,9 +286,9 @@ async def test_without_a_query_vector_only_full_text_runs(pool):
 async def test_hits_carry_every_field_downstream_needs(pool):
     embedder = HashEmbedder()
     when = datetime(2025, 5, 5, tzinfo=UTC)
-    memory_id = await MemoryStore(pool, embedder).store(
+    memory_id = await MemoryStore(pool, embedder).store(NewMemory(
         "okapi sighting at the zoo", "episodic", source_tag="external_user", source_confidence=0.8,
-        event_time=when, compressed="okapi at zoo", alpha=2.0, beta=3.0, metadata={"place": "zoo"})
+        event_time=when, compressed="okapi at zoo", alpha=2.0, beta=3.0, metadata={"place": "zoo"}))
     await pool.execute("UPDATE memories SET access_count = 2, access_timestamps = $2 WHERE id = $1",
                        memory_id, [when, when + timedelta(days=1)])
     qvec = await _query_vec(embedder, "okapi")
@@ -321,7 +321,7 @@ HOSTILE = [
 async def test_hostile_questions_run_and_still_find_the_keyword(pool, question):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    target = await store.store(TARGET)
+    target = await store.store(NewMemory(TARGET))
     await store.store_many([NewMemory(t) for t in DISTRACTORS[:5]])
     hits = await search_hybrid(pool, question, None, embed_model=MODEL, now=NOW)
     assert (hits[0].id, hits[0].fts_rank) == (target, 1)
@@ -331,8 +331,8 @@ async def test_hostile_questions_run_and_still_find_the_keyword(pool, question):
 
 async def test_odd_unicode_memories_are_found_by_their_own_words(pool):
     store = MemoryStore(pool, HashEmbedder())
-    target = await store.store("日本語のメモ Ünïcödé ﬁle")
-    await store.store("plain ascii text")
+    target = await store.store(NewMemory("日本語のメモ Ünïcödé ﬁle"))
+    await store.store(NewMemory("plain ascii text"))
     hits = await search_hybrid(pool, "Ünïcödé 😀", None, embed_model=MODEL, now=NOW)
     assert [h.id for h in hits] == [target]
     hits = await search_hybrid(pool, "日本語のメモ", None, embed_model=MODEL, now=NOW)
@@ -367,7 +367,7 @@ async def test_stop_word_and_empty_questions_give_no_error_and_no_notice(pool):
 
 async def test_megabyte_question_runs(pool):
     store = MemoryStore(pool, HashEmbedder())
-    target = await store.store("zanzibar ferry")
+    target = await store.store(NewMemory("zanzibar ferry"))
     question = ("zanzibar " + " ".join(f"w{i}" for i in range(200_000)))[:1_000_000]
     hits = await search_hybrid(pool, question, None, embed_model=MODEL, now=NOW)
     assert [h.id for h in hits] == [target]
@@ -491,7 +491,8 @@ async def test_check_novelty_returns_the_nearest_memories_of_the_same_model(pool
     store = MemoryStore(pool, embedder)
     texts = ["red kite over the hill", "red kite", "blue whale song", "green tea", "kite string"]
     ids = await store.store_many([NewMemory(t) for t in texts])
-    await MemoryStore(pool, HashEmbedder(model_name="old-model-768")).store("red kite over the hill")
+    await MemoryStore(pool, HashEmbedder(model_name="old-model-768")).store(
+        NewMemory("red kite over the hill"))
     [vec] = await embedder.embed(["Personal experience memory: red kite over the hill"],
                                  "RETRIEVAL_DOCUMENT", ["episodic"])
     near = await check_novelty(pool, vec, MODEL, k=3)
@@ -515,10 +516,11 @@ async def test_the_own_arm_ranks_the_users_statements_apart_from_other_speakers(
     store = MemoryStore(pool, embedder)
     await store.store_many([NewMemory(f"garden bees garden bees note {i}", metadata={"speaker": "Sam"})
                             for i in range(12)])
-    said = await store.store("garden bees garden bees I told you", source_tag="internal_self")
-    fact = await store.store("my garden has bees and a pond")
-    labelled = await store.store("the bees swarmed over the garden wall", metadata={"speaker": " User "})
-    unrelated = await store.store("I like strong tea in the morning")
+    said = await store.store(NewMemory("garden bees garden bees I told you", source_tag="internal_self"))
+    fact = await store.store(NewMemory("my garden has bees and a pond"))
+    labelled = await store.store(NewMemory("the bees swarmed over the garden wall",
+                                           metadata={"speaker": " User "}))
+    unrelated = await store.store(NewMemory("I like strong tea in the morning"))
     question = "garden bees"
     qvec = await _query_vec(embedder, question)
     tuning = {"embed_model": MODEL, "now": NOW, "limit": 5, "candidates": 5, "k": 60, "w_fulltext": 0.0,

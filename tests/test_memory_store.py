@@ -43,12 +43,12 @@ async def test_store_writes_every_field_and_embeds_with_prefix_and_title(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
     when = datetime(2025, 3, 1, 12, 30, tzinfo=UTC)
-    memory_id = await store.store(
+    memory_id = await store.store(NewMemory(
         "Water boils at 100 degrees Celsius at sea level", "semantic",
         source_tag="consolidation", source_confidence=0.75, event_time=when,
         compressed="water boils at 100C", immutable=True, alpha=2.5, beta=1.5,
         metadata={"topic": "physics", "n": 3},
-    )
+    ))
     row = await _row(pool, memory_id)
     assert row["content"] == "Water boils at 100 degrees Celsius at sea level"
     assert row["memory_type"] == "semantic"
@@ -73,7 +73,7 @@ async def test_store_writes_every_field_and_embeds_with_prefix_and_title(pool):
 
 
 async def test_store_defaults_are_a_blank_slate_episodic_memory(pool):
-    memory_id = await MemoryStore(pool, HashEmbedder()).store("met Ana at the station")
+    memory_id = await MemoryStore(pool, HashEmbedder()).store(NewMemory("met Ana at the station"))
     row = await _row(pool, memory_id)
     assert (row["memory_type"], row["source_tag"], row["source_confidence"]) == (
         "episodic", "external_user", 1.0)
@@ -84,8 +84,8 @@ async def test_store_defaults_are_a_blank_slate_episodic_memory(pool):
 
 async def test_nul_bytes_and_invalid_utf8_are_cleaned_before_insert(pool):
     store = MemoryStore(pool, HashEmbedder())
-    first = await store.store("nul\x00 inside\x00 text")
-    second = await store.store(b"bad \xff byte and \x00nul")
+    first = await store.store(NewMemory("nul\x00 inside\x00 text"))
+    second = await store.store(NewMemory(b"bad \xff byte and \x00nul"))
     assert (await _row(pool, first))["content"] == "nul inside text"
     assert (await _row(pool, second))["content"] == "bad \ufffd byte and nul"
 
@@ -94,7 +94,7 @@ async def test_nul_bytes_and_invalid_utf8_are_cleaned_before_insert(pool):
 async def test_empty_content_is_rejected_and_nothing_stored(pool, content):
     embedder = HashEmbedder()
     with pytest.raises(InputRejected) as info:
-        await MemoryStore(pool, embedder).store(content)
+        await MemoryStore(pool, embedder).store(NewMemory(content))
     assert str(info.value) == ("memory: the memory content is empty (after removing NUL bytes "
                                "and whitespace); nothing was stored")
     assert await pool.fetchval("SELECT count(*) FROM memories") == 0
@@ -113,7 +113,7 @@ async def test_empty_content_is_rejected_and_nothing_stored(pool, content):
 ])
 async def test_invalid_fields_are_rejected_with_a_message(pool, kwargs, message):
     with pytest.raises(InputRejected) as info:
-        await MemoryStore(pool, HashEmbedder()).store("some content", **kwargs)
+        await MemoryStore(pool, HashEmbedder()).store(NewMemory("some content", **kwargs))
     assert str(info.value) == message
     assert await pool.fetchval("SELECT count(*) FROM memories") == 0
 
@@ -122,7 +122,7 @@ async def test_megabyte_content_is_stored_whole_embedded_by_its_head_and_searcha
     embedder = HashEmbedder()
     content = "quasar " + "lorem ipsum dolor sit amet " * 38_000
     assert len(content) > 1_000_000
-    memory_id = await MemoryStore(pool, embedder).store(content)
+    memory_id = await MemoryStore(pool, embedder).store(NewMemory(content))
     row = await _row(pool, memory_id)
     assert row["content"] == content
     assert embedder.calls[0].texts == ["Personal experience memory: " + content[:EMBED_MAX_CHARS]]
@@ -134,7 +134,7 @@ async def test_megabyte_content_is_stored_whole_embedded_by_its_head_and_searcha
 async def test_embedder_failure_still_stores_the_memory_unembedded(pool, caplog):
     embedder = FailingEmbedder()
     with caplog.at_level(logging.WARNING, logger="src.recall.store"):
-        memory_id = await MemoryStore(pool, embedder).store("the zeppelin landed at noon")
+        memory_id = await MemoryStore(pool, embedder).store(NewMemory("the zeppelin landed at noon"))
     row = await _row(pool, memory_id)
     assert row["content"] == "the zeppelin landed at noon"
     assert row["embedding"] is None and row["embed_model"] is None
@@ -148,7 +148,7 @@ async def test_embedder_failure_still_stores_the_memory_unembedded(pool, caplog)
 
 
 async def test_embedder_returning_the_wrong_width_stores_unembedded(pool):
-    memory_id = await MemoryStore(pool, WrongShapeEmbedder()).store("narrow vectors")
+    memory_id = await MemoryStore(pool, WrongShapeEmbedder()).store(NewMemory("narrow vectors"))
     row = await _row(pool, memory_id)
     assert row["embedding"] is None and row["embed_model"] is None
 
@@ -156,7 +156,7 @@ async def test_embedder_returning_the_wrong_width_stores_unembedded(pool):
 async def test_store_many_returns_ids_in_input_order_and_embeds_in_batches_of_100(pool):
     embedder = HashEmbedder()
     store = MemoryStore(pool, embedder)
-    await store.store("one row before, so ids do not start at 1")
+    await store.store(NewMemory("one row before, so ids do not start at 1"))
     types = ["episodic", "semantic", "procedural", "preference"]
     items = [NewMemory(f"memory number {i} about topic {i % 7}", types[i % 4],
                        source_tag="import", metadata={"i": i})
@@ -183,7 +183,7 @@ async def test_store_many_returns_ids_in_input_order_and_embeds_in_batches_of_10
     expected = await HashEmbedder().embed([bulk_calls[2].texts[1]], "RETRIEVAL_DOCUMENT", ["semantic"])
     np.testing.assert_allclose(vec.astype(np.float32), expected[0], atol=1e-3)
     # the identity sequence keeps working after the reserved ids
-    after = await store.store("one row after")
+    after = await store.store(NewMemory("one row after"))
     assert after > max(ids)
 
 
@@ -234,7 +234,7 @@ async def test_store_many_keeps_every_field(pool):
 
 
 async def test_metadata_strings_lose_nul_and_lone_surrogates_only(pool):
-    memory_id = await MemoryStore(pool, HashEmbedder()).store(
-        "with odd metadata", metadata={"a\x00b": ["x\x00y", "bad \ud800 half", "line\n"], "n": 1.5})
+    memory_id = await MemoryStore(pool, HashEmbedder()).store(NewMemory(
+        "with odd metadata", metadata={"a\x00b": ["x\x00y", "bad \ud800 half", "line\n"], "n": 1.5}))
     assert json.loads((await _row(pool, memory_id))["metadata"]) == {
         "ab": ["xy", "bad ? half", "line\n"], "n": 1.5}

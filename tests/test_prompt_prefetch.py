@@ -1,6 +1,6 @@
-"""The prompt's reads start as recall's search returns (src/loop/prompting.py `prefetch`):
-after the search (on two cores, beside it they slowed it), once per cycle, and dropped
-cleanly when the cycle does not get to build its prompt."""
+"""The prompt's reads start as recall's search returns (src/loop/prompting.py `start_reads`,
+called by the cycle): after the search (on two cores, beside it they slowed it), once per
+cycle, and dropped cleanly when the cycle does not get to build its prompt."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ async def test_the_reads_start_after_the_search_once_a_cycle_and_the_prompt_uses
         assert record.retrieval.ids and record.timings_ms["assembly"] >= 0
     # the identity read went out before recall scored its hits, once a cycle
     assert events == ["searched", "identity read", "scored"] * 2
-    assert len(delivered) == 2 and mind.loop.prompting._reads is None
+    assert len(delivered) == 2
 
 
 async def test_reads_of_a_cycle_that_builds_no_prompt_are_dropped(pool, tmp_path, monkeypatch):
@@ -75,18 +75,19 @@ async def test_reads_of_a_cycle_that_builds_no_prompt_are_dropped(pool, tmp_path
 
     monkeypatch.setattr(mind.loop.prompting, "build", broken_build)
     started_reads = []
-    real_prefetch = mind.loop.prompting.prefetch
+    real_start = mind.loop.prompting.start_reads
 
-    def prefetch(*args):
-        real_prefetch(*args)
-        started_reads.extend(mind.loop.prompting._reads)
+    def start_reads(*args):
+        reads = real_start(*args)
+        started_reads.extend(reads)
+        return reads
 
-    monkeypatch.setattr(mind.loop.prompting, "prefetch", prefetch)
+    monkeypatch.setattr(mind.loop.prompting, "start_reads", start_reads)
     await mind.loop.submit("user", "tell me about the lighthouse lamp")
     with pytest.raises(RuntimeError, match="assembly broke"):
         await mind.loop.cycle()
     await asyncio.sleep(0.01)
-    assert len(started_reads) == 3 and mind.loop.prompting._reads is None
+    assert len(started_reads) == 3
     assert started_reads[0].cancelled()            # the identity read, still waiting, was cancelled
     assert all(read.done() for read in started_reads)
     assert not delivered

@@ -219,7 +219,7 @@ SINK_LITERAL_CHARS = 25
 #: `purpose`, the ledger's tag).
 MODEL_CALLS: dict[str, set[str] | None] = {
     "generate": None, "generate_structured": None, "meta_call": None, "meta_call_structured": None,
-    "ChatMessage": None, "ask_batched": {"question"}, "ToolVerb": {"when"},
+    "ChatMessage": None, "BatchQuestion": {"question"}, "ToolVerb": {"when"},
 }
 #: Long literals outside the prompts modules that no model reads, each with its reader.
 NOT_PROMPTS: dict[tuple[str, str], str] = {

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from src.providers.costs import (
+    CallUsage,
     CostLedger,
     CostTotals,
     Pricing,
@@ -45,9 +46,10 @@ def test_a_model_without_a_price_costs_zero_and_is_logged_once(caplog):
 async def test_a_call_becomes_one_row(pool):
     ledger = CostLedger(pool, session_id="s1", prices=ProvidersSettings().prices, now=Clock())
     await ledger.record(provider="anthropic", model="claude-sonnet-4-5", purpose="escalation", ok=True,
-                        tokens_in=1000, tokens_out=500, latency_ms=812.5)
+                        usage=CallUsage(1000, 500, latency_ms=812.5))
     await ledger.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=False,
-                        latency_ms=30.0, error="ProviderUnavailable: gemini answered HTTP 503: overloaded")
+                        usage=CallUsage(latency_ms=30.0),
+                        error="ProviderUnavailable: gemini answered HTTP 503: overloaded")
     rows = await pool.fetch("SELECT at, session_id, provider, model, purpose, tokens_in, tokens_out, cost_usd,"
                             " latency_ms, ok, error FROM llm_calls ORDER BY id")
     assert [tuple(r) for r in rows] == [
@@ -63,18 +65,18 @@ async def _history(pool) -> tuple[CostLedger, Clock]:
     clock = Clock(NOW - timedelta(hours=30))
     old = CostLedger(pool, session_id="s0", prices=ProvidersSettings().prices, now=clock)
     await old.record(provider="anthropic", model="claude-sonnet-4-5", purpose="escalation", ok=True,
-                     tokens_in=100_000, tokens_out=10_000)  # $0.45, lifetime only
+                     usage=CallUsage(100_000, 10_000))  # $0.45, lifetime only
     clock.at = NOW - timedelta(hours=2)
     await old.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=True,
-                     tokens_in=1_000_000, tokens_out=250_000)  # $0.20, last 24 h, not this session
+                     usage=CallUsage(1_000_000, 250_000))  # $0.20, last 24 h, not this session
     clock.at = NOW
     current = CostLedger(pool, session_id="s1", prices=ProvidersSettings().prices, now=clock)
     await current.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=True,
-                         tokens_in=500_000, tokens_out=125_000)  # $0.10
+                         usage=CallUsage(500_000, 125_000))  # $0.10
     await current.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=False,
                          error="RateLimited: 429")
     await current.record(provider="gemini", model="gemini-embedding-001", purpose="embed:RETRIEVAL_QUERY",
-                         ok=True, tokens_in=200_000)  # $0.03
+                         ok=True, usage=CallUsage(200_000))  # $0.03
     return current, clock
 
 
@@ -120,7 +122,7 @@ async def test_a_refused_write_is_queued_and_flushed_with_the_next_one(pool, cap
     await pool.execute("ALTER TABLE llm_calls RENAME TO llm_calls_away")
     with caplog.at_level(logging.WARNING, logger="src.providers.costs"):
         rec = await ledger.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=True,
-                                  tokens_in=10, tokens_out=2)
+                                  usage=CallUsage(10, 2))
     assert rec.cost_usd == Decimal("0.00000180")
     assert ledger.pending == 1
     assert caplog.messages == ['could not write 1 llm_calls row(s) (UndefinedTableError: relation "llm_calls" '
@@ -134,7 +136,7 @@ async def test_a_refused_write_is_queued_and_flushed_with_the_next_one(pool, cap
         "showing only calls not yet written)")
     await pool.execute("ALTER TABLE llm_calls_away RENAME TO llm_calls")
     await ledger.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=True,
-                        tokens_in=20, tokens_out=4)
+                        usage=CallUsage(20, 4))
     assert ledger.pending == 0
     assert [r["tokens_in"] for r in await pool.fetch("SELECT tokens_in FROM llm_calls ORDER BY id")] == [10, 20]
 
@@ -144,7 +146,7 @@ async def test_the_queue_is_bounded_and_drops_the_oldest(pool, caplog):
     await pool.execute("ALTER TABLE llm_calls RENAME TO llm_calls_away")
     with caplog.at_level(logging.WARNING, logger="src.providers.costs"):
         for n in (1, 2, 3):
-            await ledger.record(provider="gemini", model="m", purpose="reply", ok=True, tokens_in=n)
+            await ledger.record(provider="gemini", model="m", purpose="reply", ok=True, usage=CallUsage(n))
     assert [r.tokens_in for r in ledger._pending] == [2, 3]
     assert "llm_calls queue full (2 rows): dropped the oldest row (1 dropped so far)" in caplog.messages
     await pool.execute("ALTER TABLE llm_calls_away RENAME TO llm_calls")
@@ -155,7 +157,7 @@ async def test_the_queue_is_bounded_and_drops_the_oldest(pool, caplog):
 async def test_queued_rows_count_in_the_totals(pool):
     ledger = CostLedger(pool, session_id="s1", prices=ProvidersSettings().prices, now=Clock())
     rec = await ledger.record(provider="gemini", model="gemini-2.5-flash-lite", purpose="reply", ok=True,
-                              tokens_in=1_000_000)
+                              usage=CallUsage(1_000_000))
     ledger._pending.append(replace(rec))  # a copy waiting in the queue, as after a refused write
     totals = await ledger.totals()
     assert totals.pending == 1

@@ -26,7 +26,7 @@ from src.providers.llm_openai_compat import OpenAICompatBackend
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import ChatMessage, LanguageModel, TokenLogprob
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings
+from src.providers.settings import LLMSettings, ProvidersSettings
 from src.providers.structured import extract_json, schema_instruction
 from tests.providers.fakes import (
     FAKE_ANTHROPIC_KEY,
@@ -59,8 +59,8 @@ def wrap(backend, *, attempts: int = 3, failures: int = 10, timeout_s: float = 5
     resilience = Resilience(RetryPolicy(timeout_s=timeout_s, max_attempts=attempts),
                             CircuitBreaker(backend.provider, failures, 30.0),
                             sleep=Sleeps(), rng=random.Random(1))
-    return ResilientLanguageModel(backend, resilience=resilience, ledger=ledger, max_output_tokens=256,
-                                  request_logprobs=request_logprobs)
+    return ResilientLanguageModel(backend, resilience=resilience, ledger=ledger,
+                                  settings=LLMSettings(max_output_tokens=256, request_logprobs=request_logprobs))
 
 
 def gemini(server: FakeServer, **kw) -> ResilientLanguageModel:

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from src.bootstrap.readiness import format_readiness, readiness
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
-from src.dmn.generator import DmnGenerator
+from src.dmn.generator import DmnGenerator, DmnQueue
 from src.dmn.settings import DmnSettings
 from src.outcomes.alignment import self_formed_values
 from src.recall.store import NewMemory
@@ -63,9 +63,9 @@ async def _say(mind, text: str, at: datetime) -> None:
 
 async def _deep(mind, backend, at: datetime):
     report = await run_deep_pass(
-        mind.pool, embedder=mind.providers.embedder, llm=language_model(backend, mind.pool), safety=mind.safety,
-        settings=ConsolidationSettings(), trigger="manual", now=at, rng=random.Random(7),
-        after=mind.consolidation.after)
+        ConsolidationParts(mind.pool, embedder=mind.providers.embedder, llm=language_model(backend, mind.pool),
+                           safety=mind.safety, settings=ConsolidationSettings()),
+        trigger="manual", now=at, rng=random.Random(7), after=mind.consolidation.after)
     assert report.status == "done", report.error
     return report
 
@@ -126,8 +126,9 @@ async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
 
     # day 36, idle: the DMN wanders (8), its self-prompt is answered (5), and that autonomous
     # answer is aligned with the value the mind's own promotion raised (10)
-    gen = DmnGenerator(pool, embed_model=mind.providers.embedder.model_name, submit=mind.loop.submit,
-                       pending=lambda: mind.loop.queue.counts()["dmn"], rng=np.random.default_rng(2),
+    gen = DmnGenerator(pool, embed_model=mind.providers.embedder.model_name,
+                       queue=DmnQueue(mind.loop.submit, lambda: mind.loop.queue.counts()["dmn"]),
+                       rng=np.random.default_rng(2),
                        settings=DmnSettings(samples_per_tick=6, max_pending=5),
                        on_creative=lambda item_id, out, now: mind.loop.inner.milestone(
                            8, {"dmn_item_id": item_id, "memory_ids": out.memory_ids}, now))

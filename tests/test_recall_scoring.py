@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.scoring import about_user
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
@@ -36,7 +36,7 @@ def _retriever(pool, embedder=None, **settings) -> Retriever:
 async def _firsts(retriever: Retriever, question: str, seeds: int = 30, **kwargs) -> list[int]:
     out = []
     for seed in range(seeds):
-        r = await retriever.retrieve(question, rng=np.random.default_rng(seed), now=NOW, mutate=False, **kwargs)
+        r = await retriever.retrieve(Cue(question, **kwargs), rng=np.random.default_rng(seed), now=NOW, mutate=False)
         out.append(r.ids[0])
     return out
 
@@ -80,8 +80,8 @@ async def test_a_memory_in_context_spreads_only_as_much_as_it_bears_on_the_quest
     retriever = _retriever(pool, spread_join=5)
 
     async def spread_to_dentist(question: str) -> float:
-        r = await retriever.retrieve(question, rng=np.random.default_rng(1), now=NOW, mutate=False,
-                                     active_ids=[bicycle])
+        r = await retriever.retrieve(Cue(question, active_ids=[bicycle]), rng=np.random.default_rng(1), now=NOW,
+                                     mutate=False)
         return next((m.spread for m in r.memories + r.near_misses if m.id == dentist), 0.0)
 
     assert await spread_to_dentist("where is the blue bicycle") > 0.3     # the bicycle bears on it
@@ -120,8 +120,8 @@ async def test_full_texts_decisive_first_stays_in_the_top_5_whatever_the_layers_
     retriever = _retriever(pool, embedder)
     kept = 0
     for seed in range(30):
-        r = await retriever.retrieve("which book is Middlemarch", rng=np.random.default_rng(seed), now=NOW,
-                                     mutate=False, active_ids=hub_ids[:3])
+        r = await retriever.retrieve(Cue("which book is Middlemarch", active_ids=hub_ids[:3]),
+                                     rng=np.random.default_rng(seed), now=NOW, mutate=False)
         kept += fact in r.ids
     assert kept == 30
 

@@ -9,10 +9,11 @@ import aiohttp
 import numpy as np
 
 from src.context.assembly import ContextAssembler
+from src.gates.exit import ExitSetup
 from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
 from src.recall.explain import retrieval_json
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.settings import RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.recall.working import NOT_CONSOLIDATED, recall_working
@@ -26,7 +27,7 @@ from tests.gate_fakes import ScriptedMetaLLM, gate_settings
 
 async def _gates(pool, mode: MemoryMode | None = None) -> Gates:
     return Gates.build(pool, HashEmbedder(), ScriptedMetaLLM(configured=False), gate_settings(noise_floor=0.0),
-                       Safety(), rng=random.Random(1), mode=mode)
+                       Safety(), rng=random.Random(1), setup=ExitSetup(mode=mode))
 
 
 async def test_the_parrot_said_one_message_ago_is_recalled_before_any_flush(pool):
@@ -38,8 +39,8 @@ async def test_the_parrot_said_one_message_ago_is_recalled_before_any_flush(pool
     assert await pool.fetchval("SELECT count(*) FROM scratch_buffer WHERE flushed_at IS NULL") == 2
 
     retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
-    result = await retriever.retrieve("what is my neighbour's parrot called?", rng=np.random.default_rng(0),
-                                      exclude_scratch=[asked.scratch_id], mutate=False)
+    result = await retriever.retrieve(Cue("what is my neighbour's parrot called?", exclude_scratch=[asked.scratch_id]),
+                                      rng=np.random.default_rng(0), mutate=False)
     assert [(w.scratch_id, w.content) for w in result.working] == [
         (said.scratch_id, "my neighbour's parrot is called Captain Biscuit")]
     assert result.working[0].fts_score > 0
@@ -128,8 +129,8 @@ async def test_a_line_flushed_while_recall_runs_comes_back_once(pool, monkeypatc
 
     monkeypatch.setattr(search, "search_hybrid", flush_then_search)
     retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
-    result = await retriever.retrieve("what is my neighbour's parrot called?", rng=np.random.default_rng(0),
-                                      exclude_scratch=[asked.scratch_id], mutate=False)
+    result = await retriever.retrieve(Cue("what is my neighbour's parrot called?", exclude_scratch=[asked.scratch_id]),
+                                      rng=np.random.default_rng(0), mutate=False)
     found = [m.hit.content for m in result.memories] + [w.content for w in result.working]
     assert found.count("my neighbour's parrot is called Captain Biscuit") == 1
     assert said.scratch_id not in [w.scratch_id for w in result.working]     # it is a memory now

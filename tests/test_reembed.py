@@ -9,7 +9,14 @@ import pytest
 
 from src.errors import ProviderRejected, ProviderSkipped, ProviderUnavailable
 from src.providers.embedding import storage_text
-from src.recall.reembed import ReembedWorker, check_embed_model, count_stale, progress_bar
+from src.recall.reembed import (
+    ReembedPacing,
+    ReembedTiming,
+    ReembedWorker,
+    check_embed_model,
+    count_stale,
+    progress_bar,
+)
 from src.recall.search import search_hybrid
 from src.recall.store import EMBED_MAX_CHARS, MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
@@ -86,7 +93,7 @@ async def test_reembeds_in_batches_of_100_with_progress_and_the_row_becomes_vect
         idle.append(1)
 
     worker = ReembedWorker(pool, embedder, on_progress=lambda *a: progress.append(a),
-                           sleep=sleep, wait_idle=wait_idle, clock=clock)
+                           wait_idle=wait_idle, timing=ReembedTiming(sleep=sleep, clock=clock))
     report = await worker.start()
 
     assert [len(c.texts) for c in embedder.calls] == [100, 100, 51]
@@ -129,8 +136,8 @@ async def test_provider_errors_back_off_and_retry(pool):
     async def sleep(seconds):
         sleeps.append(seconds)
 
-    worker = ReembedWorker(pool, embedder, sleep=sleep, rng=random.Random(5), clock=clock,
-                           backoff_base_s=2.0)
+    worker = ReembedWorker(pool, embedder, pacing=ReembedPacing(backoff_base_s=2.0),
+                           timing=ReembedTiming(sleep=sleep, clock=clock, rng=random.Random(5)))
     report = await worker.run()
     jitter = random.Random(5)
     expected = [2.0 * (0.5 + 0.5 * jitter.random()), 4.0 * (0.5 + 0.5 * jitter.random())]
@@ -148,8 +155,8 @@ async def test_an_outage_pauses_the_worker_and_it_resumes_the_same_batch(pool):
     async def sleep(seconds):
         sleeps.append(seconds)
 
-    report = await ReembedWorker(pool, embedder, max_attempts=2, sleep=sleep, clock=clock,
-                                 rng=random.Random(1), backoff_max_s=60.0).run()
+    report = await ReembedWorker(pool, embedder, pacing=ReembedPacing(max_attempts=2, backoff_max_s=60.0),
+                                 timing=ReembedTiming(sleep=sleep, clock=clock, rng=random.Random(1))).run()
     assert (report.done, report.skipped, report.failures, report.stopped) == (150, 0, 2, "complete")
     assert 60.0 in sleeps                           # paused for the longest backoff, then went on
     assert await count_stale(pool, "new-model") == 0
@@ -163,7 +170,7 @@ async def test_an_embedder_that_refuses_is_not_retried(pool):
     async def sleep(seconds):
         sleeps.append(seconds)
 
-    report = await ReembedWorker(pool, embedder, sleep=sleep).run()
+    report = await ReembedWorker(pool, embedder, timing=ReembedTiming(sleep=sleep)).run()
     assert (report.done, report.failures, report.stopped) == (0, 1, "provider refused")
     assert sleeps == [] and len(embedder.calls) == 0  # the refused call raised before recording
     assert await count_stale(pool, "new-model") == 5
@@ -190,7 +197,7 @@ async def test_cancel_stops_cleanly_between_or_inside_batches(pool):
             await asyncio.sleep(3600)
 
     embedder.before_embed = block_second
-    worker = ReembedWorker(pool, embedder, clock=clock)
+    worker = ReembedWorker(pool, embedder, timing=ReembedTiming(clock=clock))
     task = worker.start()
     await blocked.wait()
     await worker.stop()
@@ -211,7 +218,7 @@ async def test_a_row_rewritten_during_embedding_is_left_alone(pool):
                                ids[3])
 
     embedder.before_embed = consolidation_rewrites
-    report = await ReembedWorker(pool, embedder, clock=clock).run()
+    report = await ReembedWorker(pool, embedder, timing=ReembedTiming(clock=clock)).run()
     assert (report.done, report.skipped) == (19, 1)
     assert await pool.fetchval("SELECT embed_model FROM memories WHERE id = $1", ids[3]) == "old-model"
 
@@ -234,4 +241,4 @@ def test_progress_bar_edges():
     assert progress_bar(500, 1000, 120.4) == "re-embedding [#####-----] 500/1000 (120/s)"
     assert progress_bar(1200, 1000, 5.0) == "re-embedding [##########] 1200/1200 (5/s)"
     with pytest.raises(ValueError, match=r"batch_size must be in 1..100"):
-        ReembedWorker(None, HashEmbedder(), batch_size=101)
+        ReembedWorker(None, HashEmbedder(), pacing=ReembedPacing(batch_size=101))

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
-from src.metacognition.escalation import EscalationTriggers, loop_before_escalate
+from src.metacognition.escalation import Asking, EscalationTriggers, Recording, loop_before_escalate
 from src.metacognition.reflection import (
+    NewCorrection,
     PastCorrection,
     corrections_for,
     reflection_block,
@@ -18,7 +19,7 @@ from src.metacognition.reflection import (
 )
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
-from src.recall.store import MemoryStore
+from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM, fok
 
@@ -38,17 +39,17 @@ class DownEmbedder(HashEmbedder):
 
 
 async def add(store: MemoryStore, trigger: str, correction: str, error_type: str = "missed step") -> int:
-    return await store_correction(
-        store, trigger=trigger, error_type=error_type, original_reasoning="I said to restart everything.",
-        correction=correction, context="source external_user; escalated because identity_touched")
+    return await store_correction(store, NewCorrection(
+        trigger=trigger, error_type=error_type, original_reasoning="I said to restart everything.",
+        correction=correction, context="source external_user; escalated because identity_touched"))
 
 
 async def test_a_correction_is_a_readable_memory_with_its_five_fields(pool) -> None:
     store = MemoryStore(pool, HashEmbedder())
-    mid = await store_correction(
-        store, trigger=FOCUS, error_type="missed step", original_reasoning="Restart the database. " * 40,
+    mid = await store_correction(store, NewCorrection(
+        trigger=FOCUS, error_type="missed step", original_reasoning="Restart the database. " * 40,
         correction="Rotate with two valid credentials: add the new one, switch clients, then revoke.",
-        context="source external_user; confidence 0.31", extra={"system2_model": "claude"})
+        context="source external_user; confidence 0.31"), extra={"system2_model": "claude"})
     row = await pool.fetchrow("SELECT * FROM memories WHERE id = $1", mid)
     assert (row["memory_type"], row["source_tag"], row["source_confidence"]) == (
         "correction", "internal_system2", 0.8)
@@ -64,8 +65,8 @@ async def test_a_correction_is_a_readable_memory_with_its_five_fields(pool) -> N
     assert meta["trigger"] == FOCUS and meta["context"] == "source external_user; confidence 0.31"
     assert meta["original_reasoning"] == ("Restart the database. " * 40).strip()
     with pytest.raises(ValueError, match="a correction needs a non-empty correction"):
-        await store_correction(store, trigger="x", error_type="", original_reasoning="", correction="  ",
-                               context="")
+        await store_correction(store, NewCorrection(trigger="x", error_type="", original_reasoning="",
+                                                    correction="  ", context=""))
 
 
 async def test_recall_follows_the_focus_not_the_rest(pool) -> None:
@@ -75,7 +76,7 @@ async def test_recall_follows_the_focus_not_the_rest(pool) -> None:
     tz = await add(store, "What time is the meeting in Tokyo for me in Berlin?",
                    "Convert time zones with the date: daylight saving changes the offset.", "wrong offset")
     # the same words in an ordinary memory never count as a correction
-    await store.store(f"{FOCUS} Rotate credentials.", "semantic")
+    await store.store(NewMemory(f"{FOCUS} Rotate credentials.", "semantic"))
 
     similar = await corrections_for(pool, embedder, "rotate the database credentials tonight without downtime",
                                     settings=LOOSE)
@@ -163,7 +164,7 @@ async def test_system2s_correction_surfaces_next_time_for_a_similar_focus(pool) 
         "error_type": "risky shortcut",
         "correction_pattern": "For credential rotation keep two valid credentials during the switch."})
     out = await loop_before_escalate(s1, s2, (ChatMessage("user", FOCUS),), focus=FOCUS, threshold=0.55,
-                                     store=store, source_tag="external_user")
+                                     recording=Recording(store, source_tag="external_user"))
     assert out.path == "system2" and out.correction_id is not None
 
     # next cycle: a DMN thought about the same thing is the focus
@@ -188,7 +189,8 @@ async def test_no_correction_is_stored_when_system2_found_nothing_wrong(pool) ->
         "answer": "Rotate with two credentials.", "explanation": "The draft was right.",
         "needed_correction": False, "error_type": "", "correction_pattern": ""})
     out = await loop_before_escalate(s1, s2, (ChatMessage("user", FOCUS),), focus=FOCUS, threshold=0.55,
-                                     store=store, triggers=EscalationTriggers(irreversibility=True))
+                                     recording=Recording(store),
+                                     asking=Asking(triggers=EscalationTriggers(irreversibility=True)))
     assert out.path == "system2" and out.correction_id is None
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type = 'correction'") == 0
     assert await pool.fetchval("SELECT count(*) FROM escalations") == 1

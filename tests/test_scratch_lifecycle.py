@@ -52,7 +52,10 @@ async def test_buffer_ten_flush_survivors_persisted_and_expired_cleaned(pool):
     await pool.execute("UPDATE scratch_buffer SET created_at = now() - interval '25 hours', "
                        "expires_at = now() - interval '1 hour' WHERE id = ANY($1)", ids[:2])
 
-    tasks = [gates.lifecycle.note_exchange() for _ in range(5)]
+    tasks = []
+    for _ in range(5):
+        gates.lifecycle.note_exchange()                  # counted as messages arrive
+        tasks.append(gates.lifecycle.flush_if_due())     # decided by the loop's store step
     assert tasks[:4] == [None] * 4 and tasks[4] is not None
     await tasks[4]
 
@@ -74,7 +77,8 @@ async def test_flush_every_n_exchanges(pool):
     started = []
     for i in range(12):
         await gates.admit(f"{TEN[i % 10]} (said {'once' if i < 10 else 'again'})", exchange=False)
-        task = gates.lifecycle.note_exchange()
+        gates.lifecycle.note_exchange()
+        task = gates.lifecycle.flush_if_due()
         started.append(task is not None)
         if task is not None:
             await task
@@ -173,8 +177,8 @@ async def test_items_that_cannot_be_embedded_stay_buffered(pool, caplog):
 async def test_shutdown_waits_for_a_running_flush(pool):
     gates = _gates(pool)
     for text in TEN[:5]:
-        await gates.admit(text)            # the fifth starts a background flush
-    running = gates.lifecycle._task
+        await gates.admit(text)            # counted: the fifth is due
+    running = gates.lifecycle.flush_if_due()      # the loop's store step starts the background flush
     assert running is not None and not running.done()
     report = await gates.shutdown()
     assert running.done() and report.evaluated == 0

@@ -90,7 +90,7 @@ async def test_the_deep_pass_phase_proposes_from_a_procedural_cluster_and_approv
     from src.consolidation.evolution import approvals
     from src.consolidation.evolution.settings import EvolutionSettings
     from src.consolidation.settings import ConsolidationSettings
-    from src.recall.store import MemoryStore
+    from src.recall.store import MemoryStore, NewMemory
     from src.skills import consolidation as skills_phase
     from src.weights.safety import Safety
     from tests.fakes import HashEmbedder
@@ -100,8 +100,8 @@ async def test_the_deep_pass_phase_proposes_from_a_procedural_cluster_and_approv
     texts = ["water the fern when the soil is dry and empty the saucer",
              "water the fern when the soil is dry, then empty the saucer",
              "water the fern when soil is dry and always empty the saucer"]
-    ids = [await store.store(t, "procedural") for t in texts]
-    await store.store("water the fern when the soil is dry and empty the saucer")   # episodic: not a pattern
+    ids = [await store.store(NewMemory(t, "procedural")) for t in texts]
+    await store.store(NewMemory("water the fern when the soil is dry and empty the saucer"))  # episodic: not a pattern
     llm = ScriptedLLM(meta=lambda question, schema: DRAFT)
     ctx = DeepPassContext(pool=pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
                           now=NOW, rng=random.Random(1), pass_id=1, budget=CallBudget(limit=5),

@@ -14,7 +14,7 @@ import random
 import re
 from datetime import UTC, datetime
 
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.context import tracks
 from src.recall.speakers import USER, speaker_of
@@ -38,7 +38,8 @@ async def _seed(pool, embedder):
 
 
 async def _pass(pool, embedder, llm):
-    return await run_deep_pass(pool, embedder=embedder, llm=llm, safety=Safety(), settings=ConsolidationSettings(),
+    return await run_deep_pass(ConsolidationParts(pool, embedder=embedder, llm=llm, safety=Safety(),
+                                                  settings=ConsolidationSettings()),
                                trigger="manual", now=NOW, rng=random.Random(7))
 
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from src.config import load_settings
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.settings import ConsolidationSettings
 from src.db.manifest import record_start
 from src.mind import build_mind
@@ -157,9 +157,10 @@ async def test_the_mind_never_takes_the_users_statements_as_its_own(pool, tmp_pa
     assert replies and {speaker_of(r["source_tag"]) for r in replies} == {SELF}
 
     backend = ReadsSpeakers()
-    report = await run_deep_pass(pool, embedder=mind.providers.embedder, llm=language_model(backend, pool),
-                                 safety=Safety(), settings=ConsolidationSettings(), trigger="manual",
-                                 now=NOW + timedelta(hours=1), rng=random.Random(7))
+    report = await run_deep_pass(ConsolidationParts(pool, embedder=mind.providers.embedder,
+                                                    llm=language_model(backend, pool), safety=Safety(),
+                                                    settings=ConsolidationSettings()),
+                                 trigger="manual", now=NOW + timedelta(hours=1), rng=random.Random(7))
     assert report is not None and "insights" in backend.kinds()
     insight_prompt = next(r.messages[0].content for r in backend.requests if backend.kind_of(r) == "insights")
     assert "The user said: " in insight_prompt and "third person" in insight_prompt

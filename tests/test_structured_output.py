@@ -22,7 +22,7 @@ from src.providers.llm_gemini import GeminiBackend
 from src.providers.llm_openai_compat import OpenAICompatBackend
 from src.providers.protocols import ChatMessage
 from src.providers.resilience import CircuitBreaker, Resilience, RetryPolicy
-from src.providers.settings import ProvidersSettings
+from src.providers.settings import LLMSettings, ProvidersSettings
 from src.providers.structured import coerce, parse_structured, response_schema, schema_refused
 from src.skills import repository as repo
 from src.skills.commands import SkillCommands
@@ -58,7 +58,8 @@ def local(server: FakeServer, ledger: MemoryLedger | None = None) -> ResilientLa
         OpenAICompatBackend(http, "qwen2.5-coder-1.5b"),
         resilience=Resilience(RetryPolicy(timeout_s=5.0, max_attempts=1), CircuitBreaker("openai_compat", 10, 30.0),
                               sleep=Sleeps(), rng=random.Random(1)),
-        ledger=ledger or MemoryLedger(ProvidersSettings().prices, session_id="s1"), max_output_tokens=256)
+        ledger=ledger or MemoryLedger(ProvidersSettings().prices, session_id="s1"),
+        settings=LLMSettings(max_output_tokens=256))
 
 
 def schema_refusal() -> httpx2.Response:

@@ -9,7 +9,7 @@ import logging
 import asyncpg
 
 from src.logging_setup import PlainFormatter
-from src.recall.store import MemoryStore
+from src.recall.store import MemoryStore, NewMemory
 from src.repl import say
 from src.terminal import escape
 from tests.fakes import HashEmbedder
@@ -36,7 +36,7 @@ def test_say_and_log_lines_are_escaped():
 
 
 async def test_memory_command_prints_a_hostile_memory_escaped(db_dsn, pool):
-    memory_id = await MemoryStore(pool, HashEmbedder()).store(HOSTILE)
+    memory_id = await MemoryStore(pool, HashEmbedder()).store(NewMemory(HOSTILE))
     result = run_agent(b"/memory octopus den\n/quit\n", agent_env(DATABASE_URL=db_dsn), timeout=120)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()

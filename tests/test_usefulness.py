@@ -14,6 +14,7 @@ from src.consolidation.evolution.dirichlet_evolution import run_outcomes
 from src.consolidation.evolution.settings import EvolutionSettings
 from src.outcomes.settings import UseSettings
 from src.outcomes.use import reflection, reflections, words
+from src.recall.store import NewMemory
 from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import _mind
 
@@ -77,7 +78,7 @@ async def test_recalled_ten_times_but_never_drawn_on_is_not_used(pool, tmp_path)
     s1 = ScriptedLLM().say(*(["I could not say much about that. Confidence: 0.95"] * 9),
                            "Your sister Mara keeps three beehives behind the orchard. Confidence: 0.95")
     mind, _ = await _mind(pool, tmp_path, system1=s1)
-    lighthouse, beehives = [await mind.store.store(t) for t in (LIGHTHOUSE, BEEHIVES)]
+    lighthouse, beehives = [await mind.store.store(NewMemory(t)) for t in (LIGHTHOUSE, BEEHIVES)]
     for i in range(10):
         await _answer(mind, f"what comes to mind, question number {i}?")
     starts = await pool.fetch("SELECT memory_id, at FROM recall_outcomes ORDER BY id")
@@ -111,7 +112,7 @@ async def test_the_users_plain_feedback_confirms_what_the_answer_before_drew_on(
                            "The lighthouse keeper painted the harbour door blue. Confidence: 0.95",
                            "Sorry about that. Confidence: 0.95")
     mind, _ = await _mind(pool, tmp_path, system1=s1)
-    lighthouse, beehives = [await mind.store.store(t) for t in (LIGHTHOUSE, BEEHIVES)]
+    lighthouse, beehives = [await mind.store.store(NewMemory(t)) for t in (LIGHTHOUSE, BEEHIVES)]
     await _answer(mind, "who keeps what behind the orchard?")
     await _answer(mind, "Thank you, that's right.")
     await _answer(mind, "and the harbour?")

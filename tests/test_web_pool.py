@@ -25,7 +25,7 @@ from src.providers.budget import BackgroundBudget
 from src.providers.settings import BudgetSettings
 from src.recall.retrieval import Retriever
 from src.recall.settings import RetrievalSettings
-from src.recall.store import MemoryStore
+from src.recall.store import MemoryStore, NewMemory
 from src.web.__main__ import _budget_from_ledger
 from src.web.pace import Pace
 from src.web.serve import WEB_APPLICATION, open_view_pool, start_beside_mind
@@ -80,7 +80,7 @@ async def test_a_slow_page_statement_is_cut_by_the_timeout(db_dsn, tmp_path):
 async def test_pages_and_search_are_served_while_the_mind_holds_all_its_connections(db_dsn, tmp_path):
     mind_pool = await create_pool(db_dsn, min_size=2, max_size=2)
     store = MemoryStore(mind_pool, HashEmbedder())
-    await store.store("the spare key is under the blue flowerpot")
+    await store.store(NewMemory("the spare key is under the blue flowerpot"))
     server, _ = await start_beside_mind(_settings(tmp_path), _mind(mind_pool), "s1", dsn=db_dsn)
     held = [await mind_pool.acquire() for _ in range(2)]        # the loop busy on every connection
     try:

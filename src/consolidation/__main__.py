@@ -19,7 +19,7 @@ import uuid
 
 from src.cli_runner import run_entry
 from src.config import Settings
-from src.consolidation.deep.deep_pass import run_deep_pass
+from src.consolidation.deep.deep_pass import ConsolidationParts, run_deep_pass
 from src.consolidation.deep.why import format_chain, why_do_i_believe
 from src.consolidation.evolution import approvals
 from src.consolidation.light.ticker import LightTicker
@@ -45,8 +45,9 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         try:
             safety = Safety(settings.weights.safety)
             if args.deep:
-                report = await run_deep_pass(db.pool, embedder=providers.embedder, llm=providers.meta,
-                                             safety=safety, settings=settings.consolidation, trigger="manual")
+                parts = ConsolidationParts(db.pool, embedder=providers.embedder, llm=providers.meta,
+                                           safety=safety, settings=settings.consolidation)
+                report = await run_deep_pass(parts, trigger="manual")
                 if report is None:
                     print("a deep pass is already running (another process holds the lock); try again later")
                     return 1

@@ -15,14 +15,14 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
-
-import asyncpg
 
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.deep_pass import (
     DEEP_PHASES,
     AfterPass,
+    ConsolidationParts,
     PassReport,
     Submit,
     announce_hook,
@@ -36,8 +36,6 @@ from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice, tick_until_stopped
 from src.providers.budget import BackgroundBudget, charge_to, spending_for
-from src.providers.protocols import Embedder, LanguageModel
-from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
@@ -45,29 +43,28 @@ log = logging.getLogger(__name__)
 class Consolidation:
     """Owns the ticker and the scheduler; `/consolidate` and `/status` talk to it."""
 
-    def __init__(self, pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
-                 settings: ConsolidationSettings, submit: Submit | None = None,
+    def __init__(self, parts: ConsolidationParts, *, submit: Submit | None = None,
                  recompute_centroid: Callable[[], Awaitable[object]] | None = None,
                  rng: random.Random | None = None, phases: Sequence[Phase] = DEEP_PHASES,
                  clock: Callable[[], datetime] | None = None, budget: BackgroundBudget | None = None,
                  after: Sequence[AfterPass] = ()):
-        """`budget`: spend within the background budget (src/providers/budget.py): while it is
-        spent the scheduled pass waits (its trigger stays due) and the ticker's model layer is
-        skipped; a scheduled pass gets no more calls than are left. `/consolidate` is the
-        guardian's request: counted, never held back. `after`: hooks run after every pass,
-        after the service's own (monitors, the centroid, announcements)."""
-        self.pool = pool
-        self.embedder = embedder
-        self.llm = llm
-        self.safety = safety
-        self.settings = settings
+        """`parts`: what the ticker and every pass work with. `budget`: spend within the
+        background budget (src/providers/budget.py): while it is spent the scheduled pass
+        waits (its trigger stays due) and the ticker's model layer is skipped; a scheduled
+        pass gets no more calls than are left. `/consolidate` is the guardian's request:
+        counted, never held back. `after`: hooks run after every pass, after the service's
+        own (monitors, the centroid, announcements)."""
+        self.parts = parts
+        self.pool = parts.pool
+        self.settings = parts.settings
         self.rng = rng or random.Random()
         self.phases = phases
         self.budget = budget
+        llm = parts.llm
         ticker_llm = budget.guard(llm, "consolidation") if budget is not None and llm is not None else llm
-        self.ticker = LightTicker(pool, embedder=embedder, llm=ticker_llm, safety=safety, settings=settings,
-                                  rng=self.rng)
-        hooks: list[AfterPass] = [monitors_hook(pool, safety)]
+        self.ticker = LightTicker(parts.pool, embedder=parts.embedder, llm=ticker_llm, safety=parts.safety,
+                                  settings=parts.settings, rng=self.rng)
+        hooks: list[AfterPass] = [monitors_hook(parts.pool, parts.safety)]
         if recompute_centroid is not None:
             hooks.append(centroid_hook(recompute_centroid))
         if submit is not None:
@@ -109,8 +106,8 @@ class Consolidation:
         if self._pass_lock.locked():
             return None
         async with self._pass_lock:
-            report = await run_deep_pass(self.pool, embedder=self.embedder, llm=self.llm, safety=self.safety,
-                                         settings=self._within_budget(trigger), trigger=trigger, rng=self.rng, now=self.clock(),
+            parts = replace(self.parts, settings=self._within_budget(trigger))
+            report = await run_deep_pass(parts, trigger=trigger, rng=self.rng, now=self.clock(),
                                          importance=importance, after=self.after, phases=self.phases)
         if report is not None:
             self.last_report = report

@@ -54,8 +54,8 @@ import numpy as np
 from src.context import tracks
 from src.context.prompts import IDENTITY_HEADER, IMMUTABLE_HEADER, SITUATIONAL_HEADER
 from src.context.settings import ContextBudget, ContextSettings
+from src.db.deferred import Deferred
 from src.db.sql import Executor
-from src.db.write_behind import WriteBehind
 from src.recall.co_access import co_access_pairs, record_co_access
 from src.recall.retrieval import Recalled, Retrieval
 from src.recall.speakers import speaker_of
@@ -128,7 +128,8 @@ class AssembledContext:
     inertia: tracks.InertiaState | None
     cycle: int
     identity_refreshed: bool
-    co_access_pairs: int
+    co_access_pairs: int                  # pairs of placed memories its co-access write records
+    writes: tuple[Deferred, ...] = ()     # that write, not yet run (src/db/deferred.py)
 
     @property
     def sections(self) -> tuple[ContextSection, ContextSection, ContextSection]:
@@ -306,22 +307,19 @@ class ContextAssembler:
 
     async def assemble(self, retrieval: Retrieval | None, *, rng: np.random.Generator,
                        now: datetime, session: tracks.SessionStats | None = None,
-                       refresh_identity: bool = False, write_behind: WriteBehind | None = None,
+                       refresh_identity: bool = False,
                        identity: Awaitable[IdentityRows] | None = None) -> AssembledContext:
         """Build this cycle's memory context.
 
         `identity`: `read_identity` already started (the loop starts it as recall's search
         returns); else read here, with `refresh_identity`. Draws from `rng` in a fixed
-        order: identity rolls, then situational scores. `write_behind`: started once the
-        identity rows are read (retrieval's bookkeeping runs beside the rest); the co-access
-        of the placed memories is queued there, not awaited.
+        order: identity rolls, then situational scores. The co-access of the placed
+        memories comes back in `writes`, not run (src/db/deferred.py).
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
         read = await (identity if identity is not None else self.read_identity(refresh=refresh_identity))
         ids, refreshed, rows = read.ids, read.refreshed, read.rows
-        if write_behind is not None:     # the weights this cycle draws on are read: its bookkeeping may run
-            write_behind.start()
         by_id = {r["id"]: _candidate(r) for r in rows}
 
         im_placed = []
@@ -358,21 +356,20 @@ class ContextAssembler:
             compressed_max_chars=cfg.compressed_max_chars, min_score=cfg.min_injection_score)
         sit_section = _section("situational", SITUATIONAL_HEADER, filled.placed, budget.situational, working)
 
-        pairs = await self._co_access([p.id for p in filled.placed], now, write_behind)
+        placed = [p.id for p in filled.placed]
+        co_access = self._co_access(placed, now)
         return AssembledContext(
             im_section, id_section, sit_section, budget, roll.observed, roll.dropped_for_cap,
-            filled.skipped_no_room, len(cands), self._take_inertia(), self.cycle, refreshed, pairs)
+            filled.skipped_no_room, len(cands), self._take_inertia(), self.cycle, refreshed,
+            co_access_pairs(placed) if co_access else 0, co_access)
 
-    async def _co_access(self, placed: list[int], now: datetime, write_behind: WriteBehind | None) -> int:
-        """The placed situational memories were active together (plan §3.1): pairs recorded,
-        or queued on `write_behind`; how many."""
+    def _co_access(self, placed: list[int], now: datetime) -> tuple[Deferred, ...]:
+        """The placed situational memories were active together (plan §3.1): their pairs'
+        write, to be queued or run by the caller (none for fewer than two)."""
         if not self.settings.record_co_access or len(placed) < 2:
-            return 0
-        if write_behind is None:
-            return await record_co_access(self.pool, placed, now)
-        write_behind.queue("context co-access", functools.partial(record_co_access, self.pool, placed, now),
-                           lane="co-access")
-        return co_access_pairs(placed)
+            return ()
+        return (Deferred("context co-access", functools.partial(record_co_access, self.pool, placed, now),
+                         lane="co-access"),)
 
     def _take_inertia(self) -> tracks.InertiaState | None:
         # Reported once, for the cycle whose focus() produced it.

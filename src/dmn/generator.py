@@ -60,25 +60,42 @@ class TickReport:
     queued_item_id: int | None = None
 
 
-class DmnGenerator:
-    """One per mind. `submit` is the loop's `submit`; `pending` counts queued DMN items."""
+@dataclass(frozen=True)
+class DmnQueue:
+    """The one cognitive loop as the DMN feeds it: its `submit` and its count of queued DMN items."""
 
-    def __init__(self, pool, *, embed_model: str, submit: Submit, pending: Callable[[], int],
+    submit: Submit
+    pending: Callable[[], int]
+
+
+@dataclass(frozen=True)
+class DmnLimits:
+    """What may hold the DMN back: the background budget and the safety circuit breaker (None: none)."""
+
+    budget: BackgroundBudget | None = None
+    safety: Safety | None = None
+
+
+class DmnGenerator:
+    """One per mind. `queue` is the loop's way in and its count of queued DMN items."""
+
+    def __init__(self, pool, *, embed_model: str, queue: DmnQueue,
                  rng: np.random.Generator, settings: DmnSettings | None = None,
                  layers: Callable[[], Awaitable[tuple[Layer, Layer]]] | None = None,
                  on_creative: Callable[[int, ch.DmnOutput, datetime], Awaitable[None]] | None = None,
-                 budget: BackgroundBudget | None = None, safety: Safety | None = None):
+                 limits: DmnLimits | None = None):
+        limits = limits or DmnLimits()
         self.pool = pool
         self.embed_model = embed_model
-        self.submit = submit
-        self.pending = pending
+        self.submit = queue.submit
+        self.pending = queue.pending
         self.rng = rng
         self.settings = settings or DmnSettings()
         self.layers = layers
         self.on_creative = on_creative
         self.guard = EntropyGuard(self.settings.entropy)
-        self.budget = budget                       # issue 24: a spent budget stops production
-        self.safety = safety                       # Phase C: the DMN's surfacing loops feed the breaker
+        self.budget = limits.budget                # issue 24: a spent budget stops production
+        self.safety = limits.safety                # Phase C: the DMN's surfacing loops feed the breaker
         self.pacing = Pacing.of(self.settings)     # issue 24: slower while nothing new arrives
         self.ticks = 0
         self.produced = 0

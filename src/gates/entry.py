@@ -51,6 +51,7 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
+import numpy as np
 
 from src.errors import InputRejected
 from src.gates import scratch
@@ -211,8 +212,9 @@ class EntryGate:
 
     async def admit(self, content: str, *, source_tag: str = "external_user",
                     source_confidence: float = 1.0,
-                    metadata: dict[str, Any] | None = None) -> Admitted:
-        """Run `content` through the gate; a kept item is in scratch_buffer on return.
+                    metadata: dict[str, Any] | None = None, focus: np.ndarray | None = None) -> Admitted:
+        """Run `content` through the gate; a kept item is in scratch_buffer on return, with the
+        attention `focus` it was said under when known (the exit gate judges it by that).
 
         The content is cleaned (src/text.clean_text) first; empty content is refused
         with InputRejected and nothing is recorded.
@@ -226,7 +228,7 @@ class EntryGate:
             content=content, source_tag=source_tag, source_confidence=source_confidence,
             tags=list(decision.tags), metadata=dict(metadata or {}), rule=decision.rule,
             reason=decision.reason, draw=decision.draw, skip_rate=decision.skip_rate,
-            preview=content[:PREVIEW_CHARS], mechanical=decision.mechanical,
+            preview=content[:PREVIEW_CHARS], mechanical=decision.mechanical, focus=focus,
         )
         if decision.action == "skip":
             await scratch.record_skip(self.pool, record)

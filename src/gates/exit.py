@@ -20,11 +20,10 @@ A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
 
 Relevance is judged against the conversation in which an item was said, never the
 focus at flush time (issue 22: five exchanges later the conversation has moved on,
-and a fact the user stated looked irrelevant to it). The loop names, with
-`note_focus`, the scratch rows attended under the focus it last set with
-`set_attention`; an item with no noted focus (a row from before a crash, a pruned
-message) is judged against its window: the other items of its chunk and the most
-recent memories. The user's own lines are further classified (src/gates/utterance.py):
+and a fact the user stated looked irrelevant to it). The loop stores that focus with
+the scratch row (`BufferedItem.focus`, src/gates/scratch.py); an item without one (a
+pruned message, an input without a vector) is judged against its window: the other
+items of its chunk and the most recent memories. The user's own lines are further classified (src/gates/utterance.py):
 a statement that carries information is core, whatever the store's maturity; chatter
 is irrelevant; a question is not a fact and is dropped (no noise flip: stored, it
 would answer later questions with a question).
@@ -35,9 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import asyncpg
@@ -53,6 +51,7 @@ from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.held import evaluation_json, restore
 from src.gates.matrix import (
     PERSISTING,
+    BufferRounds,
     bootstrap_floor,
     confirmed_or_novel,
     decide_cell,
@@ -84,59 +83,50 @@ GATE_MEMORY_TYPE = "episodic"
 COMPRESSED_FALLBACK_CHARS = 120
 
 LayerSource = Callable[[], Awaitable[list[tuple[np.ndarray, float]]]]
-#: Noted foci kept for unflushed items (oldest forgotten first; such items fall back to
-#: their window). A flush every five exchanges needs a handful.
-FOCUS_MEMORY = 2000
 
+
+@dataclass(frozen=True)
+class ExitSetup:
+    """What an exit gate is built with beyond its store, models and settings: the identity
+    layers' source (ACT-R's S_i), the embedder for context-window pruning (rate-limited,
+    src/gates/rate_limit.py; default: the gate's own), the v0.1 store centroid, the mind's
+    memory mode, its notion of age (`agent.maturity_memories`), the clock, and what runs
+    when items persist (the gut, milestone 1)."""
+
+    layers: LayerSource | None = None
+    prune_embedder: Embedder | None = None
+    centroid: StoreCentroid | None = None
+    mode: MemoryMode | None = None
+    maturity_memories: int = MATURITY_MEMORIES
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    hooks: PersistHooks | None = None
 
 
 class ExitGate:
     """Scores buffered items and writes the survivors; see the module docstring."""
 
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
-                 settings: GateSettings, rng: random.Random, safety: Safety, *,
-                 layers: LayerSource | None = None, prune_embedder: Embedder | None = None,
-                 centroid: StoreCentroid | None = None, mode: MemoryMode | None = None,
-                 maturity_memories: int = MATURITY_MEMORIES,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 hooks: PersistHooks | None = None):
+                 settings: GateSettings, rng: random.Random, safety: Safety, setup: ExitSetup | None = None):
+        setup = setup or ExitSetup()
         self.pool = pool
         self.embedder = embedder
-        self.prune_embedder = prune_embedder or embedder
+        self.prune_embedder = setup.prune_embedder or embedder
         self.llm = llm
         self.settings = settings
         self.rng = rng
         self.safety = safety
-        self.layers = layers
-        self.centroid = centroid or StoreCentroid(settings.exit.centroid_refresh_s)
-        self.clock = clock
-        self.mode = mode or MemoryMode()
+        self.layers = setup.layers
+        self.centroid = setup.centroid or StoreCentroid(settings.exit.centroid_refresh_s)
+        self.clock = setup.clock
+        self.mode = setup.mode or MemoryMode()
         self.confirmations = Confirmations()   # copilot: items held for the guardian
-        self.maturity_memories = maturity_memories   # `agent.maturity_memories`
+        self.maturity_memories = setup.maturity_memories   # `agent.maturity_memories`
         self._store_size = StoreSize()
-        self.attention: np.ndarray | None = None
-        # scratch id -> the attention focus under which the loop attended to it
-        self._focus: OrderedDict[int, np.ndarray] = OrderedDict()
-        hooks = hooks or PersistHooks()
+        hooks = setup.hooks or PersistHooks()
         self.gut = hooks.gut
         self.on_persisted = hooks.on_persisted
         self._directions: dict[str, NegationDirection | None] = {}
         self._lock = asyncio.Lock()
-
-    def set_attention(self, vectors: np.ndarray | None) -> None:
-        """The current attention focus (rows of unit vectors) of the loop's cycle."""
-        self.attention = None if vectors is None else np.atleast_2d(np.asarray(vectors, np.float32))
-
-    def note_focus(self, scratch_ids: Sequence[int | None]) -> None:
-        """These scratch rows were said in the current focus: judge their relevance by it."""
-        if self.attention is None:
-            return
-        for sid in scratch_ids:
-            if sid is not None:
-                self._focus[sid] = self.attention
-                self._focus.move_to_end(sid)
-        while len(self._focus) > FOCUS_MEMORY:
-            self._focus.popitem(last=False)
 
     async def flush(self, *, reason: str, ids: Sequence[int] | None = None,
                     created_before: datetime | None = None, burst: bool = False) -> FlushReport:
@@ -243,14 +233,14 @@ class ExitGate:
         layers = await self.layers() if self.layers is not None else []
         # an item's window (chunk and newest memories) stands in when no focus was noted for it
         recent = (await gate_record.recent_vectors(self.pool, model, cfg.context_recent_memories)
-                  if any(i.id not in self._focus for i in items) else None)
+                  if any(i.focus is None for i in items) else None)
         novelty_vecs = vecs if novelty_vecs is None else novelty_vecs
         found, stored = await check_novelty_many(self.pool, novelty_vecs, model, cfg.novelty_k)
         in_batch = novelty_vecs @ novelty_vecs.T
 
         evaluations: list[Evaluation] = []
         for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):
-            context = self._focus.get(item.id)
+            context = item.focus
             if context is None:
                 context = np.vstack([vecs[:j], vecs[j + 1:], recent])
             act = activation([item.created_at], now, self.rng, vec, context, layers)
@@ -321,8 +311,7 @@ class ExitGate:
             e.novelty, said_more = confirmed_or_novel(e.item.content, e.nearest.content)
         cfg = self.settings.exit
         e.cell = decide_cell(e.relevance, e.novelty, th, cfg.noise_floor, self.rng,
-                             round_=e.round, max_rounds=cfg.max_buffer_rounds,
-                             expired=e.item.expires_at <= self.clock(),
+                             rounds=BufferRounds(e.round, cfg.max_buffer_rounds, e.item.expires_at <= self.clock()),
                              question=e.utterance is not None and e.utterance.kind == "question")
         said = f"{e.utterance.kind}: {e.utterance.reason}; " if e.utterance is not None else ""
         e.cell = replace(e.cell, reason=said + e.cell.reason + said_more)
@@ -367,17 +356,13 @@ class ExitGate:
             return n.memory_id if n.memory_id is not None else batch_ids.get(n.batch_index)
 
         await held_repository.hold(
-            conn, [e.item.id for e, _, _ in holding], [a for _, a, _ in holding],
-            [w for _, _, w in holding], model, [e.vec for e, _, _ in holding],
-            [evaluation_json(e, resolve) for e, _, _ in holding], reason, held_at)
+            conn, [held_repository.HeldRow(e.item.id, a, w, e.vec, evaluation_json(e, resolve))
+                   for e, a, w in holding], model, reason, held_at)
         return mine, [copilot.Held(e.item.id, e.item.content, a, w, held_at) for e, a, w in holding]
 
     async def _after_commit(self, mine: list[Evaluation], model: str) -> FlushReport:
         """Once the chunk is committed: the centroids absorb what persisted; the report."""
         report = FlushReport()
-        for e in mine:
-            if e.cell.action != "buffer":
-                self._focus.pop(e.item.id, None)
         persisted = [e.vec for e in mine if e.cell.action in PERSISTING]
         if persisted:
             self.centroid.absorb(model, np.vstack(persisted))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 import numpy as np
@@ -34,14 +35,23 @@ SELECT s.scratch_id, s.action, s.why, $4, s.embedding::vector, s.evaluation, $7,
 """
 
 
-async def hold(conn: asyncpg.Connection, scratch_ids: Sequence[int], actions: Sequence[str],
-               whys: Sequence[str], embed_model: str, vecs: Sequence[np.ndarray],
-               evaluations: Sequence[str], flush_reason: str, held_at: datetime) -> None:
+class HeldRow(NamedTuple):
+    """One held item as `hold` writes it: scratch id, action, why, vector and evaluation JSON."""
+
+    scratch_id: int
+    action: str
+    why: str
+    vec: np.ndarray
+    evaluation: str
+
+
+async def hold(conn: asyncpg.Connection, rows: Sequence[HeldRow], embed_model: str,
+               flush_reason: str, held_at: datetime) -> None:
     """Write the held items of one flush in one statement (inside its transaction)."""
-    if scratch_ids:
-        await conn.execute(_HOLD, list(scratch_ids), list(actions), list(whys), embed_model,
-                           [_vector_text(v) for v in vecs], list(evaluations),
-                           flush_reason, held_at)
+    if rows:
+        await conn.execute(_HOLD, [r.scratch_id for r in rows], [r.action for r in rows],
+                           [r.why for r in rows], embed_model, [_vector_text(r.vec) for r in rows],
+                           [r.evaluation for r in rows], flush_reason, held_at)
 
 
 _COLUMNS = """h.scratch_id, h.action, h.why, h.embed_model, h.held_at, h.flush_reason,

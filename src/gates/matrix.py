@@ -154,9 +154,19 @@ class CellDecision:
     reason: str
 
 
+@dataclass(frozen=True)
+class BufferRounds:
+    """Where an item stands in the buffer: the flush round it is in, the most it may stay,
+    and whether its TTL has passed (either ends a buffer cell in persist)."""
+
+    round_: int = 1
+    max_rounds: int = 3
+    expired: bool = False
+
+
 def decide_cell(relevance: float, novelty: str, th: GateThresholds, noise_rate: float,
-                rng: random.Random, *, round_: int = 1, max_rounds: int = 3,
-                expired: bool = False, question: bool = False) -> CellDecision:
+                rng: random.Random, *, rounds: BufferRounds = BufferRounds(),
+                question: bool = False) -> CellDecision:
     """Matrix cell, noise floor (one draw from `rng`), and the buffer's last round.
 
     `question`: the user asked and stated nothing (src/gates/utterance.py). It is
@@ -177,9 +187,9 @@ def decide_cell(relevance: float, novelty: str, th: GateThresholds, noise_rate: 
     reason = f"{rel} x {novelty} -> {cell_action}"
     if noise:
         reason += f"; noise floor fired (draw {draw:.4f} < {noise_rate:.3f}) -> {action}"
-    if action == "buffer" and (round_ >= max_rounds or expired):
+    if action == "buffer" and (rounds.round_ >= rounds.max_rounds or rounds.expired):
         action = "persist"
-        why = "its TTL has passed" if expired else f"round {round_} of {max_rounds}"
+        why = "its TTL has passed" if rounds.expired else f"round {rounds.round_} of {rounds.max_rounds}"
         reason += f"; undecided for too long ({why}) -> persist"
     return CellDecision(rel, novelty, cell_action, action, draw, noise_rate, noise,
                         PRIORITY[(rel, novelty)], reason)

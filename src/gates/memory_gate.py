@@ -11,21 +11,21 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import numpy as np
 
 from src.gates import held, held_repository, scratch
 from src.gates.entry import PREVIEW_CHARS, Admitted, EntryGate
-from src.gates.exit import ExitGate, LayerSource
-from src.gates.modes import OFF_TAG, MemoryMode
-from src.gates.persist_hooks import PersistHooks
+from src.gates.exit import ExitGate, ExitSetup
+from src.gates.modes import OFF_TAG
 from src.gates.rate_limit import RateLimitedEmbedder
 from src.gates.scratch import FlushReport, ScratchLifecycle
 from src.gates.settings import GateSettings
 from src.gates.tuning import tuned_gate_values, tuned_settings
 from src.providers.protocols import Embedder, LanguageModel
-from src.recall.settings import MATURITY_MEMORIES
 from src.text import clean_text
 from src.weights.safety import Safety
 
@@ -61,28 +61,29 @@ class Gates:
     @classmethod
     def build(cls, pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel,
               settings: GateSettings, safety: Safety, *, rng: random.Random | None = None,
-              entry_rng: random.Random | None = None, layers: LayerSource | None = None,
-              mode: MemoryMode | None = None, maturity_memories: int = MATURITY_MEMORIES,
-              hooks: PersistHooks | None = None) -> Gates:
+              entry_rng: random.Random | None = None, setup: ExitSetup | None = None) -> Gates:
         """Each gate has its own generator, seeded from `settings.seed` when set: the entry
         gate runs in the loop and the exit gate in a background flush, so a shared one
-        made the draws depend on how the two interleaved (issue 11)."""
+        made the draws depend on how the two interleaved (issue 11). `setup`: the exit
+        gate's parts (its pruning embedder is made here, rate-limited)."""
         rng = rng or random.Random(settings.seed)
         if entry_rng is None:
             entry_rng = random.Random(None if settings.seed is None else f"{settings.seed}:entry")
         ttl = timedelta(hours=settings.scratch.ttl_hours)
         pruning = RateLimitedEmbedder(embedder, interval_s=settings.scratch.prune_embed_interval_s,
                                       max_batch=settings.scratch.prune_embed_max_batch)
-        exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety, layers=layers,
-                             prune_embedder=pruning, mode=mode, maturity_memories=maturity_memories, hooks=hooks)
+        exit_gate = ExitGate(pool, embedder, llm, settings, rng, safety,
+                             replace(setup or ExitSetup(), prune_embedder=pruning))
         entry = EntryGate(pool, settings.entry, entry_rng, ttl)
         return cls(pool, entry, exit_gate, ScratchLifecycle(pool, exit_gate, settings.scratch),
                    settings)
 
     async def admit(self, content: str, *, source_tag: str = "external_user",
                     source_confidence: float = 1.0, exchange: bool = True,
-                    metadata: dict | None = None, unkept: bool = False) -> Admitted:
-        """Entry gate for one input; counts an exchange (which may start a flush).
+                    metadata: dict | None = None, unkept: bool = False,
+                    focus: np.ndarray | None = None) -> Admitted:
+        """Entry gate for one input, kept with the attention `focus` it was said under when
+        known; counts an exchange (the loop's cycle decides when that starts a flush).
 
         While the memory mode is off, or for an item of an off-mode turn (`unkept`, the
         mode may have changed since), only a placeholder is written (`EntryGate.admit_unkept`)."""
@@ -94,10 +95,15 @@ class Gates:
                                                      metadata={**(metadata or {}), OFF_TAG: "off"})
         else:
             admitted = await self.entry.admit(content, source_tag=source_tag, source_confidence=source_confidence,
-                                              metadata=metadata)
+                                              metadata=metadata, focus=focus)
         if exchange:
             self.lifecycle.note_exchange()
         return admitted
+
+    async def note_focus(self, scratch_ids: Sequence[int | None], focus: np.ndarray | None) -> None:
+        """These scratch rows were said under `focus` (the loop, when attention takes them into
+        a turn): stored with them, the exit gate judges their relevance by it."""
+        await scratch.note_focus(self.pool, [i for i in scratch_ids if i is not None], focus)
 
     async def prune(self, texts: Sequence[str], *, source_tag: str) -> FlushReport:
         """Last chance for messages pruned from the context window (plan §3.3).

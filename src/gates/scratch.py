@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import asyncpg
+import numpy as np
 
 from src.db.pool import DB_ERRORS
 from src.db.sql import Executor
@@ -57,6 +58,7 @@ class EntryRecord:
     skip_rate: float | None
     preview: str
     mechanical: str | None = None
+    focus: np.ndarray | None = None     # the attention focus it is said under (the mind's answer)
 
     def details(self) -> str:
         return json.dumps({"tags": self.tags, "mechanical": self.mechanical})
@@ -64,8 +66,8 @@ class EntryRecord:
 
 _BUFFER = """
 WITH kept AS (
-    INSERT INTO scratch_buffer (content, source_tag, source_confidence, tags, metadata, expires_at)
-    VALUES ($1, $2, $3, $4, $5::jsonb, now() + $6::interval)
+    INSERT INTO scratch_buffer (content, source_tag, source_confidence, tags, metadata, expires_at, focus)
+    VALUES ($1, $2, $3, $4, $5::jsonb, now() + $6::interval, $13::real[])
     RETURNING id
 )
 INSERT INTO gate_decisions (gate, scratch_id, source_tag, content_preview, rule, action,
@@ -87,7 +89,21 @@ async def buffer(pool: Executor, record: EntryRecord, ttl: timedelta) -> int:
         _BUFFER, record.content, record.source_tag, float(record.source_confidence),
         record.tags, json.dumps(record.metadata, ensure_ascii=False), ttl, record.preview,
         record.rule, record.draw, record.skip_rate, record.reason, record.details(),
+        focus_rows(record.focus),
     )
+
+
+def focus_rows(focus: np.ndarray | None) -> list[list[float]] | None:
+    """A focus (rows of vectors) as the two-dimensional `real[]` the row keeps; None stays None."""
+    return None if focus is None else np.atleast_2d(np.asarray(focus, np.float32)).tolist()
+
+
+async def note_focus(pool: Executor, ids: Sequence[int], focus: np.ndarray | None) -> None:
+    """These rows were said under `focus` (the loop, when attention takes them into a turn):
+    the exit gate judges their relevance by it."""
+    if ids and focus is not None:
+        await pool.execute("UPDATE scratch_buffer SET focus = $2::real[] WHERE id = ANY($1::bigint[])",
+                           list(ids), focus_rows(focus))
 
 
 _BUFFER_PRUNED = """
@@ -164,6 +180,7 @@ class BufferedItem:
     metadata: dict[str, Any]
     created_at: datetime
     expires_at: datetime
+    focus: np.ndarray | None = None      # the attention focus it was said under (rows), if known
 
     @property
     def rounds(self) -> int:
@@ -172,7 +189,7 @@ class BufferedItem:
 
 
 _PENDING = """
-SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, expires_at
+SELECT id, content, source_tag, source_confidence, tags, metadata, created_at, expires_at, focus
   FROM scratch_buffer
  WHERE flushed_at IS NULL
    AND ($1::bigint[] IS NULL OR id = ANY($1))
@@ -198,7 +215,8 @@ async def pending(pool: Executor, *, limit: int, after_id: int = 0,
                             after_id, limit)
     return [BufferedItem(r["id"], r["content"], r["source_tag"], r["source_confidence"],
                          tuple(r["tags"]), json.loads(r["metadata"]), r["created_at"],
-                         r["expires_at"]) for r in rows]
+                         r["expires_at"], None if r["focus"] is None else np.asarray(r["focus"], np.float32))
+            for r in rows]
 
 
 async def claim(conn: asyncpg.Connection, ids: Sequence[int]) -> set[int]:
@@ -282,6 +300,7 @@ class ScratchLifecycle:
         self.gate = gate
         self.settings = settings
         self.exchanges = 0
+        self._flushed_at = 0            # `exchanges` when the last flush began
         self._task: asyncio.Task | None = None
         self._again = False
 
@@ -293,11 +312,19 @@ class ScratchLifecycle:
             log.info("scratch recovery: %s", report.summary())
         return report
 
-    def note_exchange(self) -> asyncio.Task | None:
-        """Count one exchange; every `flush_every` start a background flush (returned)."""
+    def note_exchange(self) -> None:
+        """Count one exchange (a user message passed the entry gate, counted as it arrives)."""
         self.exchanges += 1
-        if self.exchanges % self.settings.flush_every:
+
+    def flush_if_due(self) -> asyncio.Task | None:
+        """The store step (the loop's cycle asks after each turn): when `flush_every` exchanges
+        arrived since the last flush began, start one in the background (returned; the
+        lifecycle owns it). Counted as messages arrive, decided as turns are stored: in a
+        burst of input the flush starts after the first answer, while the later turns are
+        answered, so later questions find those messages as memories."""
+        if self.exchanges - self._flushed_at < self.settings.flush_every:
             return None
+        self._flushed_at = self.exchanges
         if self._task is not None and not self._task.done():
             self._again = True          # the running flush may have missed the newest rows
             return self._task

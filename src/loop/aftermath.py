@@ -3,10 +3,11 @@
 Gate and store. The mind's own answer goes through the entry gate like every input,
 into the scratch buffer. The store step is the scratch flush: it runs in the
 background (`ScratchLifecycle`, src/gates/scratch.py), where the exit gate decides
-each buffered row and the store writes the memories in one transaction. It is
-scheduled every `gates.scratch.flush_every` exchanges, counted as user messages pass
-the entry gate (`Intake.schedule_flush`: in a burst the flush must not wait for the
-answers), and runs at shutdown and, for what a crash left, at start-up. Both sides of
+each buffered row and the store writes the memories in one transaction. The cycle
+starts it after this step every `gates.scratch.flush_every` exchanges, counted as user
+messages pass the entry gate (`ScratchLifecycle.flush_if_due`: in a burst the flush
+starts after the first answer, not after the last), and it runs at shutdown and, for
+what a crash left, at start-up. Both sides of
 the exchange join the conversation window; pruning it by intensity gives the exit
 gate a last look, here in the cycle, at what the entry gate skipped (what it
 buffered, the flush judges).
@@ -26,10 +27,8 @@ Split from the loop so that a failure here is clearly after the reply went out
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,15 +38,14 @@ from src.loop.acting import Action, Say
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
 from src.loop.degraded import is_failure_notice
+from src.loop.inner_life import CycleOutcome, InnerLife, Submit
 from src.loop.prompting import Prompt
 from src.loop.thinking import Thought
 from src.loop.thought_log import CycleRecord
+from src.loop.turn_tasks import TurnTasks
 from src.outcomes import use
 from src.recall.speakers import SAID_TAG, THOUGHT_TAG
 from src.skills.recall_skill import SkillRecall
-
-if TYPE_CHECKING:
-    from src.loop.inner_life import InnerLife, Submit
 
 
 class Aftermath:
@@ -88,36 +86,35 @@ class Aftermath:
             await self.say(question)
 
     async def gate_and_store(self, attended: Attended, prompt: Prompt, thought: Thought, record: CycleRecord,
-                             now: datetime) -> None:
-        """The answer through the entry gate (the background flush, scheduled per user
-        message at intake, stores it: src/gates/scratch.py); the exchange into the window,
-        whose pruning is the exit gate's last look at what the entry gate skipped."""
+                             now: datetime, tasks: TurnTasks) -> None:
+        """The answer through the entry gate (the scratch flush, started by the cycle's store
+        step, stores it: src/gates/scratch.py); the exchange into the window, whose pruning
+        is the exit gate's last look at what the entry gate skipped."""
         # which memories the answer drew on (§5.3, src/outcomes/use.py) is independent of the
         # gate and the window: it runs beside them (its words while the gate's row is written)
-        uses = None if self.inner is None else asyncio.ensure_future(use.after_answer(
+        uses = None if self.inner is None else tasks.spawn(use.after_answer(
             self.inner.pool, self.inner.outcomes.use, self.inner.session_id, record, prompt.assembled,
-            modelled=answered_in_words(record, thought), now=now))
+            modelled=answered_in_words(record, thought), now=now), "uses")
         try:
-            answer_kept = await self._gate_answer(record, thought)
+            answer_kept = await self._gate_answer(attended, record, thought)
             await self._keep_in_window(attended, prompt, thought, record, answer_kept, now)
         except BaseException:
             if uses is not None:
                 uses.cancel()
-                await asyncio.gather(uses, return_exceptions=True)
             raise
         if uses is not None:
             await uses
 
-    async def _gate_answer(self, record: CycleRecord, thought: Thought) -> bool:
-        """The mind's own words go through the same gate as everything else; True when the
-        answer is in the scratch buffer. A reflex reply (no model) only lists recall, and a
-        failure notice is the loop's, not the mind's: nothing to keep."""
+    async def _gate_answer(self, attended: Attended, record: CycleRecord, thought: Thought) -> bool:
+        """The mind's own words go through the same gate as everything else, kept with this
+        cycle's focus; True when the answer is in the scratch buffer. A reflex reply (no
+        model) only lists recall, and a failure notice is the loop's, not the mind's: nothing
+        to keep."""
         if not answered_in_words(record, thought):
             return False
         kept = await self.gates.admit(record.output, source_tag=answer_tag(record),
                                       source_confidence=round(record.confidence or 0.5, 3), exchange=False,
-                                      unkept=record.winner.unkept)
-        self.gates.exit.note_focus([kept.scratch_id])   # said in this cycle's focus
+                                      unkept=record.winner.unkept, focus=attended.focus)
         return kept.scratch_id is not None
 
     async def _keep_in_window(self, attended: Attended, prompt: Prompt, thought: Thought, record: CycleRecord,
@@ -151,17 +148,16 @@ class Aftermath:
             goal_relevance=float(next((s.components.goal_relevance for s in attended.allocation.ranked), 0.0)),
             emotional_charge=attended.winner.emotional_charge), self.fifo)
 
-    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime,
-                         settled: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime, tasks: TurnTasks) -> None:
         """Gut, outcomes and readiness after the cycle (src/loop/inner_life.py); the gut delta
-        itself is written with the cycle's row. `settled`: waits for the cycle's queued writes,
-        awaited before a step that reads weights."""
+        itself is written with the cycle's row. The turn's queued writes are settled before a
+        step that reads weights (`tasks`)."""
         if self.inner is None:
             return
         await self.inner.after_cycle(
-            cycle=record.cycle, winner=record.winner, answer=record.output, path=record.path, actions=record.actions,
-            correction_id=getattr(thought.outcome, "correction_id", None), retrieval=record.retrieval, now=now,
-            settled=settled, submit=self.submit_inner)
+            CycleOutcome(record.cycle, record.winner, record.output, record.path, record.actions,
+                         getattr(thought.outcome, "correction_id", None), record.retrieval, now),
+            settled=tasks.settle, submit=self.submit_inner)
 
 
 def answered_in_words(record: CycleRecord, thought: Thought) -> bool:

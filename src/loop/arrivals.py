@@ -7,6 +7,7 @@ because the retry ran past the cycle's deadline. Thinking watches its models thr
 thought (`late_outcome`): System 2's when it answered, else the System 1 answer (the
 first or the retry) with the higher composite confidence, scored with the turn's feeling
 of knowing when that call had come back. A reply that calls a tool is not an answer.
+The loop before escalate tells `Arrivals` each answer as it comes back (its `Asking`).
 
 `TurnFok` is the turn's one feeling-of-knowing call (every caller awaits the same call,
 like `fok_once`), ended with the turn: a call left running after the cycle would hold a
@@ -19,7 +20,6 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from src.metacognition.calls import feeling_of_knowing
 from src.metacognition.confidence import (
@@ -52,15 +52,6 @@ class Arrivals:
     def __init__(self, is_tool_call: Callable[[str], bool]):
         self._is_tool_call = is_tool_call
         self.seen: list[Arrived] = []
-        self._watched: dict[int, _Watched] = {}
-
-    def watch(self, llm: LanguageModel) -> LanguageModel:
-        """`llm`, noting each answer it returns. One wrapper per model, so System 2 that is
-        System 1 stays one object."""
-        watched = self._watched.get(id(llm))
-        if watched is None:
-            watched = self._watched[id(llm)] = _Watched(llm, self)
-        return watched  # type: ignore[return-value]
 
     def note(self, purpose: str, result: LLMResult, text: str) -> None:
         if purpose in (*ANSWERS, SYSTEM2) and text.strip() and not self._is_tool_call(text):
@@ -75,29 +66,6 @@ class Arrivals:
         if not scored:
             return None
         return max(reversed(scored), key=lambda pair: pair[1].composite)   # a tie: the later one
-
-
-class _Watched:
-    """A LanguageModel that tells `Arrivals` what it answered; everything else is the model's."""
-
-    def __init__(self, llm: LanguageModel, arrivals: Arrivals):
-        self._llm = llm
-        self._arrivals = arrivals
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._llm, name)
-
-    async def generate(self, messages, *, purpose: str, **kwargs) -> LLMResult:
-        result = await self._llm.generate(messages, purpose=purpose, **kwargs)
-        self._arrivals.note(purpose, result, result.text)
-        return result
-
-    async def generate_structured(self, messages, schema, *, purpose: str, **kwargs):
-        reply = await self._llm.generate_structured(messages, schema, purpose=purpose, **kwargs)
-        answer = getattr(reply.value, "answer", None)     # System 2's structured answer
-        if isinstance(answer, str):
-            self._arrivals.note(purpose, reply.result, answer)
-        return reply
 
 
 class TurnFok:

@@ -2,9 +2,12 @@
 
 The values and goals files are re-read (an edit takes effect this cycle), the gut
 charges every candidate, salience allocates, and the winner becomes the cycle's turn
-(with the user messages that waited, src/loop/turns.py). The exit gate is told the
-focus: what was said in this cycle is judged by it (`ExitGate.note_focus`), not by
-the focus at flush time. The cycle's gut reading is taken here (plan §5.1).
+(with the user messages that waited, src/loop/turns.py). Attention changes no other
+part: what it found travels in `Attended` — the identity layers as re-read (recall's
+cue), and the focus (the winner and the last two foci) under which the cycle stores
+the turn's scratch rows for the exit gate, so that what was said here is judged by
+it, not by the focus at flush time (src/gates/scratch.py `note_focus`). The cycle
+takes the gut's reading from it (plan §5.1).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from src.loop.conversation import Conversation
 from src.loop.intake import Intake, TurnInputs
 from src.loop.turns import Turn, take_turn
 from src.recall.layers import LayerEmbeddings, identity_vectors
-from src.recall.retrieval import Retriever
 
 if TYPE_CHECKING:
     from src.loop.inner_life import InnerLife
@@ -38,6 +40,15 @@ class Attended:
     report: str                         # the cognitive state report for the prompt
     inputs: TurnInputs                  # the turn's scratch rows and journal ids
     goal_vecs: Sequence[np.ndarray]     # the goals layer as this cycle read it
+    layer_vecs: Sequence[tuple[np.ndarray, float]] | None = None   # values and goals for recall's S_i
+    recent: Sequence[np.ndarray] = ()   # the foci of the cycles before (newest last)
+
+    @property
+    def focus(self) -> np.ndarray | None:
+        """The attention focus (rows: the winner, then the last two foci); None without a vector."""
+        if self.winner.embedding is None:
+            return None
+        return np.vstack([self.winner.embedding, *self.recent[-2:]]).astype(np.float32)
 
     @property
     def winner(self) -> Candidate:
@@ -45,18 +56,18 @@ class Attended:
 
 
 class Attending:
-    """Allocates attention once per cycle; owns the goal vectors and the cycle count."""
+    """Allocates attention once per cycle; owns the identity vectors and the cycle count."""
 
-    def __init__(self, intake: Intake, conversation: Conversation, gates: Gates, retriever: Retriever, *,
+    def __init__(self, intake: Intake, conversation: Conversation, gates: Gates, *,
                  layers: LayerEmbeddings | None, inner: InnerLife | None, goal_vecs: Sequence[np.ndarray],
                  combine_max: int):
         self.intake = intake
         self.conversation = conversation
         self.gates = gates
-        self.retriever = retriever
         self.layers = layers
         self.inner = inner
         self.goal_vecs = list(goal_vecs)
+        self.layer_vecs: list[tuple[np.ndarray, float]] | None = None   # None: not re-read (no layers)
         self.combine_max = combine_max
         self.cycles = 0
 
@@ -72,20 +83,15 @@ class Attending:
         self.cycles += 1
         turn = take_turn(allocation.winner, queue, self.combine_max)
         inputs = self.intake.begin(turn)
-        winner = turn.candidate
         report = f"{cognitive_state_report(allocation, queue.settings)}\n{self.gates.mode.report_line()}"
-        if self.inner is not None:
-            self.inner.feel(winner.embedding, recent, cycle=self.cycles, now=now)
-        if winner.embedding is not None:
-            self.gates.exit.set_attention([winner.embedding, *recent[-2:]])
-            self.gates.exit.note_focus(inputs.scratch_ids)
-        return Attended(self.cycles, turn, allocation, report, inputs, tuple(self.goal_vecs))
+        return Attended(self.cycles, turn, allocation, report, inputs, tuple(self.goal_vecs),
+                        None if self.layer_vecs is None else tuple(self.layer_vecs), tuple(recent))
 
     async def _reread_layers(self) -> None:
         """Values/goals files edited while running take effect now (recall's S_i, salience,
         the gut's layers)."""
         if self.layers is None:
             return
-        self.retriever.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
+        self.layer_vecs, self.goal_vecs = await identity_vectors(self.layers)
         if self.inner is not None:
             await self.inner.refresh_layers(self.layers)

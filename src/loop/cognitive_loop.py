@@ -17,9 +17,12 @@
 
 Inputs enter through `submit`, which passes them through the entry gate at once:
 what the gate keeps is in scratch_buffer before any processing. The store itself is
-the scratch flush (exit gate, then memories), run in the background every
-`flush_every` user messages — scheduled as they arrive (`Intake.schedule_flush`), so
-a burst of input does not wait for its answers — and at shutdown. Processing never
+the scratch flush (exit gate, then memories), decided at the end of each cycle and run
+in the background every `flush_every` user messages — counted as they arrive, so in a
+burst of input it starts after the first answer (`ScratchLifecycle.flush_if_due`) —
+and at shutdown. Every background task a turn starts (its deferred writes, the
+prompt's early reads) is held by the turn's `TurnTasks` and collected before `cycle()`
+returns. Processing never
 looks at the source; only the action check does. State that one cycle leaves for the
 next is in `Conversation` (conversation.py); an input's life until it is answered in
 `Intake`. A cycle that fails before delivery is retried (retry.py) — while the
@@ -39,7 +42,7 @@ from functools import partial
 import numpy as np
 
 from src.context.fifo import AdaptiveFifo
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.loop.acting import Acting
 from src.loop.action_policy import ActionPolicy
@@ -54,13 +57,14 @@ from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
-from src.loop.prompting import Prompting
+from src.loop.prompting import Prompting, PromptReads, PromptSettings, PromptSources
 from src.loop.recalling import Recalling
 from src.loop.retry import requeue_failed
 from src.loop.settings import Source
 from src.loop.thinking import NO_MODEL_DEADLINE_S, Thinking
 from src.loop.thought_log import CycleClock, CycleRecord
 from src.loop.tool_protocol import ToolProtocol
+from src.loop.turn_tasks import TurnTasks
 from src.providers.budget import charge_to
 from src.recall.retrieval import Retrieval
 from src.tools.docs_verb import docs_verbs
@@ -92,22 +96,19 @@ class CognitiveLoop:
             AdaptiveFifo(settings.context.budget.conversation_tokens, partial(gate_pruned, parts.gates),
                          settings.context.fifo), recent_limit=settings.loop.recent_context)
         self.intake = Intake(parts.attention, parts.gates, parts.providers.embedder, self.outage)
-        self.attending = Attending(self.intake, self.conversation, parts.gates, parts.retriever,
-                                   layers=parts.layers, inner=parts.inner, goal_vecs=parts.goal_vecs,
-                                   combine_max=settings.loop.combine_max)
-        # retrieval's and assembly's bookkeeping writes run while the cycle thinks and logs
-        self.write_behind = WriteBehind()
+        self.attending = Attending(self.intake, self.conversation, parts.gates, layers=parts.layers,
+                                   inner=parts.inner, goal_vecs=parts.goal_vecs, combine_max=settings.loop.combine_max)
         self.recalling = Recalling(parts.retriever, parts.assembler, self.conversation, rng=rng,
-                                   dmn_hops=settings.loop.dmn_hops, write_behind=self.write_behind)
-        self.prompting = Prompting(parts.assembler, self.conversation, agent_name=settings.agent.name,
-                                   budget=settings.context.budget, reflection=settings.metacognition.escalation.reflection,
-                                   cost_line_refresh_s=settings.loop.cost_line_refresh_s, pool=parts.pool,
-                                   providers=parts.providers, rng=rng, skills=parts.skills, inner=parts.inner,
-                                   manifest=parts.manifest, write_behind=self.write_behind)
-        self.thinking = Thinking(parts.providers, loop=settings.loop, escalation=settings.metacognition.escalation,
-                                 metacognition=settings.metacognition, threshold=parts.threshold,
-                                 store=parts.store, mode=parts.gates.mode, tools=self.tools, policy=self.actions,
-                                 user_waiting=self.intake.user_messages_waiting, write_behind=self.write_behind)
+                                   dmn_hops=settings.loop.dmn_hops, emotional=parts.inner.emotional if parts.inner else None)
+        self.prompting = Prompting(
+            parts.assembler, self.conversation,
+            PromptSources(parts.pool, parts.providers, skills=parts.skills, inner=parts.inner, manifest=parts.manifest),
+            settings=PromptSettings(settings.agent.name, settings.context.budget,
+                                    settings.metacognition.escalation.reflection, settings.loop.cost_line_refresh_s),
+            rng=rng)
+        self.thinking = Thinking(parts.providers, settings, threshold=parts.threshold, store=parts.store,
+                                 mode=parts.gates.mode, tools=self.tools, policy=self.actions,
+                                 user_waiting=self.intake.user_messages_waiting)
         self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
                              unprompted=settings.loop.unprompted)
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.context.fifo, say=self._say,
@@ -200,7 +201,8 @@ class CognitiveLoop:
 
     async def cycle(self, now: datetime | None = None) -> CycleRecord | None:
         """One cycle of plan §3.4, a part per step; None when nothing is pending. `shortfalls`
-        collects what this cycle has to do without (said in the prompt and the reply)."""
+        collects what this cycle has to do without (said in the prompt and the reply); `tasks`
+        holds every background task of the turn, collected before the cycle returns."""
         clock, shortfalls = CycleClock(now), Shortfalls(self.outage)
         charge_to(None)                                            # intake's calls: nobody's impulse
         await self.intake.take()                                   # held input gated, candidates embedded
@@ -208,20 +210,42 @@ class CognitiveLoop:
         if attended is None:
             return None
         charge_to(attended.winner.source)   # an impulse's calls count against the background budget
-        try:   # the prompt's reads start as the search returns, to pass while recall scores
-            retrieval = await clock.timed("recall", self.recalling.recall(
-                attended, clock.now, shortfalls, searched=partial(self.prompting.prefetch, attended, shortfalls)))
-            return await self._answer(attended, retrieval, clock, shortfalls)
-        finally:   # the queued bookkeeping is done before the next cycle, whatever happened here
-            self.prompting.discard_prefetch()
-            await self._settle_writes()
+        if self.inner is not None:          # the cycle's gut reading (plan §5.1)
+            self.inner.feel(attended.winner.embedding, attended.recent, cycle=attended.cycle, now=clock.now)
+        tasks = TurnTasks()
+        # the turn's scratch rows keep the focus they were said under: the exit gate judges them by it
+        tasks.queue(Deferred("scratch focus", partial(self.parts.gates.note_focus, attended.inputs.scratch_ids,
+                                                      attended.focus), lane="scratch"))
+        try:
+            retrieval, reads = await clock.timed("recall", self._recall(attended, clock.now, shortfalls, tasks))
+            if retrieval is not None:
+                tasks.queue(*retrieval.writes)          # recall's bookkeeping (plan §3.8)
+            tasks.start_after(reads.identity)           # once the weights this turn draws on are read
+            return await self._answer(attended, retrieval, reads, clock, shortfalls, tasks)
+        except BaseException:
+            tasks.cancel_spawned()                      # reads this turn will not use
+            raise
+        finally:   # the turn's writes are done before the next cycle, whatever happened here
+            await self._settle(tasks)
+            # the store step: the scratch flush every `flush_every` exchanges (src/gates/scratch.py)
+            self.parts.gates.lifecycle.flush_if_due()
 
-    async def _answer(self, attended: Attended, retrieval: Retrieval | None, clock: CycleClock,
-                      shortfalls: Shortfalls) -> CycleRecord:
+    async def _recall(self, attended: Attended, now: datetime, shortfalls: Shortfalls,
+                      tasks: TurnTasks) -> tuple[Retrieval | None, PromptReads]:
+        """Recall, with the prompt's reads started as its search returns: their round trips
+        pass while recall scores."""
+        found = await self.recalling.search(attended, shortfalls, now)
+        reads = self.prompting.start_reads(attended, shortfalls, tasks)
+        await asyncio.sleep(0)   # the reads send their queries before the scoring holds the loop
+        return await self.recalling.rank(found, shortfalls), reads
+
+    async def _answer(self, attended: Attended, retrieval: Retrieval | None, reads: PromptReads, clock: CycleClock,
+                      shortfalls: Shortfalls, tasks: TurnTasks) -> CycleRecord:
         """Steps 4-8: assemble, think, act, log, then the aftermath."""
-        prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls))
-        self.write_behind.start()    # (assembly started it; without a context, now) while the model thinks
+        prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls, reads))
+        tasks.queue(*prompt.writes)                                 # the context's co-access
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
+        tasks.queue(*thought.writes)                                # the escalation decisions' rows
         action = self.acting.check(attended, thought)
         record = CycleRecord.of(attended, thought, action, retrieval, clock)
         question = self.aftermath.question(attended, action)       # copilot: asked after the reply
@@ -236,19 +260,20 @@ class CognitiveLoop:
         with self._after_delivery():
             try:
                 await self.aftermath.answered(thought, action, question)   # skills credited, copilot question
-                await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now)
-                # gut, outcomes, readiness: settles the queued writes first where it reads weights
-                await self.aftermath.inner_life(record, thought, clock.now, settled=self._settle_writes)
+                await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now, tasks)
+                # gut, outcomes, readiness: the turn's writes are settled first where it reads weights
+                await self.aftermath.inner_life(record, thought, clock.now, tasks)
             finally:   # a turn nothing replays: logged last, even when gating or pruning failed
                 if not early:
                     await self.cycle_log.write(record, attended, prompt, clock.now)
         return record
 
-    async def _settle_writes(self) -> None:
-        """Wait for the cycle's queued bookkeeping (src/db/write_behind.py). A failure costs
-        that bookkeeping (one transaction: all of it or nothing), never the turn; logged, with
-        a traceback only when it is not the database's (an outage is said by the cycle itself)."""
-        for label, exc in await self.write_behind.settle():
+    async def _settle(self, tasks: TurnTasks) -> None:
+        """Wait for the turn's tasks (src/loop/turn_tasks.py). A failed write costs that
+        bookkeeping (one transaction: all of it or nothing), never the turn; logged, with a
+        traceback only when it is not the database's (an outage is said by the cycle itself)."""
+        await tasks.settle()
+        for label, exc in tasks.failures():
             log.warning("%s not written, the cycle goes on: %s: %s", label, type(exc).__name__, exc,
                         exc_info=None if isinstance(exc, DB_ERRORS) else exc)
 

@@ -20,7 +20,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 import numpy as np
@@ -32,11 +32,13 @@ from src.errors import ProviderError
 from src.gates.modes import unkept_text
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
+from src.loop.attention_queue import Candidate
 from src.loop.prompts import GOAL_ACHIEVED_WHEN
 from src.outcomes import alignment, goals
 from src.outcomes.prompts import goal_reflection_prompt
 from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
+from src.recall.retrieval import Retrieval
 from src.tools.verbs import ToolVerb
 
 #: The loop's way in (`CognitiveLoop.submit`, within the background budget): source, text, keywords.
@@ -53,6 +55,20 @@ class _Reflection:
     goal: str
     outcome_id: int
     declared_cycle: int
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """What one cycle came to, as the inner life reads it."""
+
+    cycle: int
+    winner: Candidate
+    answer: str | None
+    path: str
+    actions: list[dict]
+    correction_id: int | None       # System 2's correction kept in the reflection bank
+    retrieval: Retrieval | None
+    now: datetime
 
 
 class InnerLife:
@@ -110,20 +126,27 @@ class InnerLife:
         focus = ([winner_vec] if winner_vec is not None else []) + list(reversed(recent))
         self._felt = cycle if self.gut.read(focus) is not None else None
 
+    @property
+    def emotional(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The gut's emotional alignment, recall's emotional component (plan §5.1 → §3.1);
+        None without a gut."""
+        return self.gut.alignment if self.gut is not None else None
+
     def gut_summary(self) -> str:
         return self.gut.summary() if self.gut is not None else ""
 
     # -- after the cycle ------------------------------------------------------------
-    async def after_cycle(self, *, cycle: int, winner, answer: str | None, path: str, actions: list[dict],
-                          correction_id: int | None, retrieval, now: datetime,
-                          settled: Callable[[], Awaitable[None]] | None = None,
+    async def after_cycle(self, outcome: CycleOutcome, *, settled: Callable[[], Awaitable[None]] | None = None,
                           submit: Submit | None = None) -> None:
         """Everything the cycle's outcome means for gut, outcomes and readiness (the delta
         itself is written with the cycle's row: `cycle_writes`). `submit`: the loop's way in
         for a gut signal (the loop hands it in; None: no signal). `settled` waits for the
-        cycle's writes still running (its retrieval's weight changes, src/db/write_behind.py):
+        turn's writes still running (its retrieval's weight changes, src/loop/turn_tasks.py):
         awaited before the one step here that reads weights (the self-formed values); nothing
         else here reads what those writes change."""
+        cycle, winner, answer, path = outcome.cycle, outcome.winner, outcome.answer, outcome.path
+        retrieval, now = outcome.retrieval, outcome.now
+        correction_id, actions = outcome.correction_id, outcome.actions
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
         shown = unkept_text(answer) if winner.unkept and answer else answer   # memory mode off: sizes only
         await self._outcomes(winner, correction_id, now)
@@ -172,22 +195,20 @@ class InnerLife:
 
     async def _outcomes(self, winner, correction_id: int | None, now: datetime) -> None:
         cfg = self.outcomes
-        lookback = timedelta(seconds=cfg.lookback_s)
         # a journaled turn's delta is written with its row before the reply (src/loop/cycle_log.py):
         # the window links it; any other row is written after this, linking `_delta_outcomes`
         if correction_id is not None:
             self._delta_outcomes.append(await record_outcome(
                 self.pool, kind="correction", description="System 2 corrected System 1",
                 at=now, evidence={"correction_id": correction_id},
-                subjects=[("memory", correction_id)], lookback=lookback, max_links=cfg.max_links))
+                subjects=[("memory", correction_id)], links=cfg))
         if winner.source == "user":
             valence = explicit_feedback(winner.text)
             if valence is not None:
                 # the feedback is about what came before this message, not this cycle's reply
                 self._delta_outcomes.append(await record_outcome(
                     self.pool, kind="feedback", valence=valence, at=now,
-                    description=f"user feedback: {winner.record_text[:200]}", lookback=lookback,
-                    max_links=cfg.max_links))
+                    description=f"user feedback: {winner.record_text[:200]}", links=cfg))
 
     async def _reflected(self, cycle: int, winner, answer: str, now: datetime) -> None:
         """Milestone 9 once the reflection prompt of an achieved goal got an answer."""
@@ -223,8 +244,7 @@ class InnerLife:
         subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
         oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",
                                    evidence={"declared": text, "cycle": cycle, "similarity": round(match.similarity, 4)},
-                                   subjects=subjects, lookback=timedelta(seconds=self.outcomes.lookback_s),
-                                   max_links=self.outcomes.max_links)
+                                   subjects=subjects, links=self.outcomes)
         prompt = goal_reflection_prompt(match.text)
         self._reflections[prompt] = _Reflection(match.text, oid, cycle)
         if submit is not None:

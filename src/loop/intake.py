@@ -134,13 +134,12 @@ class Intake:
         return admitted.scratch_id
 
     def schedule_flush(self) -> None:
-        """A user message passed the entry gate: one exchange. Every `gates.scratch.flush_every`
-        exchanges the scratch lifecycle starts the store's flush in the background
-        (src/gates/scratch.py: the exit gate decides each buffered row, the store writes).
-        Counted here, as the message arrives, not when its turn is answered: in a burst of
-        input the flush then runs while the first turns are answered, and later questions
-        find those messages as memories (tests/test_e2e.py's 20 piped lines, counted after
-        each answer instead: in most runs no question recalled a memory; measured: notes.md)."""
+        """A user message passed the entry gate: one exchange for the scratch lifecycle
+        (src/gates/scratch.py). Counted here, as the message arrives, not when its turn is
+        answered: the cycle's store step then starts the flush after the first answer of a
+        burst (`flush_if_due`), and later questions find those messages as memories
+        (tests/test_e2e.py's 20 piped lines, counted after each answer instead: in most runs
+        no question recalled a memory; measured: notes.md)."""
         self.gates.lifecycle.note_exchange()
 
     async def embed_pending(self) -> None:

@@ -22,13 +22,14 @@ import numpy as np
 from src.context.assembly import AssembledContext, ContextAssembler, IdentityRows
 from src.context.request import fit_turn
 from src.context.settings import ContextBudget
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.loop.attending import Attended
 from src.loop.conversation import Conversation
 from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
+from src.loop.turn_tasks import TurnTasks
 from src.metacognition.reflection import corrections_for, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
@@ -51,76 +52,83 @@ class Prompt:
     user_text: str                            # the input as framed for the model (and the window)
     messages: list[ChatMessage]
 
+    @property
+    def writes(self) -> tuple[Deferred, ...]:
+        """The context's co-access, not yet written (src/db/deferred.py)."""
+        return getattr(self.assembled, "writes", ())
 
-class _Reads(NamedTuple):
-    """The prompt's three reads, started early (`Prompting.prefetch`)."""
+
+class PromptReads(NamedTuple):
+    """The prompt's three reads, started early (`Prompting.start_reads`)."""
 
     identity: asyncio.Future[IdentityRows]
     reflection: asyncio.Future[str]
     skills: asyncio.Future[str]
 
 
+@dataclass(frozen=True)
+class PromptSettings:
+    """What shapes the prompt: the agent's name, the context budget, the reflection bank's
+    settings and how often the cost line is re-read."""
+
+    agent_name: str
+    budget: ContextBudget
+    reflection: ReflectionSettings
+    cost_line_refresh_s: float
+
+
+@dataclass(frozen=True)
+class PromptSources:
+    """Where the prompt's parts are read: the database, the providers (System 1's window, the
+    embedder, the ledger), and the optional skills, inner life and session manifest."""
+
+    pool: asyncpg.Pool
+    providers: Providers
+    skills: SkillRecall | None = None
+    inner: InnerLife | None = None
+    manifest: Manifest | None = None
+
+
 class Prompting:
     """Builds each cycle's prompt; keeps the cost line between refreshes."""
 
-    def __init__(self, assembler: ContextAssembler, conversation: Conversation, *, agent_name: str,
-                 budget: ContextBudget, reflection: ReflectionSettings, cost_line_refresh_s: float,
-                 pool: asyncpg.Pool, providers: Providers, rng: np.random.Generator,
-                 skills: SkillRecall | None = None, inner: InnerLife | None = None,
-                 manifest: Manifest | None = None, write_behind: WriteBehind | None = None):
-        self.agent_name = agent_name
-        self.write_behind = write_behind      # the placed memories' co-access is queued there
-        self.budget = budget
-        self.reflection_settings = reflection
-        self.cost_line_refresh_s = cost_line_refresh_s
+    def __init__(self, assembler: ContextAssembler, conversation: Conversation, sources: PromptSources, *,
+                 settings: PromptSettings, rng: np.random.Generator):
         self.assembler = assembler
         self.conversation = conversation
-        self.pool = pool
-        self.providers = providers
+        self.sources = sources
+        self.settings = settings
         self.rng = rng
-        self.skills = skills
-        self.inner = inner
-        self.manifest = manifest
         self._cost: tuple[float, str] | None = None    # (monotonic time, line)
-        self._reads: _Reads | None = None
 
-    def prefetch(self, attended: Attended, shortfalls: Shortfalls) -> None:
+    def start_reads(self, attended: Attended, shortfalls: Shortfalls, tasks: TurnTasks) -> PromptReads:
         """Start the prompt's three independent reads (identity rows, corrections, skills),
-        side by side: the loop calls this as recall's search returns, so their round trips
-        pass while recall scores. Not beside the search itself: on two cores the search's
-        backend then lost more than assembly gained (notes.md)."""
-        self.discard_prefetch()
+        side by side, as tasks of the turn: the cycle starts them as recall's search returns,
+        so their round trips pass while recall scores. Not beside the search itself: on two
+        cores the search's backend then lost more than assembly gained (notes.md)."""
         refresh = self.conversation.window.needs_identity_reinjection
-        self._reads = _Reads(asyncio.ensure_future(self.assembler.read_identity(refresh=refresh)),
-                             asyncio.ensure_future(self.reflection(attended, shortfalls)),
-                             asyncio.ensure_future(self.skills_section()))
-
-    def discard_prefetch(self) -> None:
-        """Reads started for a cycle that will not build its prompt: cancelled, their
-        outcome taken (no "exception never retrieved")."""
-        reads, self._reads = self._reads, None
-        for read in reads or ():
-            read.cancel()
-            read.add_done_callback(_taken)
+        return PromptReads(tasks.spawn(self.assembler.read_identity(refresh=refresh), "identity read"),
+                           tasks.spawn(self.reflection(attended, shortfalls), "corrections read"),
+                           tasks.spawn(self.skills_section(), "skills read"))
 
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
-                    shortfalls: Shortfalls) -> Prompt:
-        """The whole prompt for this cycle's winner (its reads started by `prefetch`, or here)."""
+                    shortfalls: Shortfalls, reads: PromptReads | None = None) -> Prompt:
+        """The whole prompt for this cycle's winner (its reads started by `start_reads`, or here)."""
         winner, window = attended.winner, self.conversation.window
-        reads, self._reads = self._reads, None
         assembled, block, skills = await asyncio.gather(
             self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
             reads.reflection if reads else self.reflection(attended, shortfalls),
             reads.skills if reads else self.skills_section())
         cost = await self.cost_line(shortfalls)
         memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
-        gut = self.inner.gut_summary() if self.inner is not None else ""
-        system = system_prompt(self.agent_name, memories, attended.report, block, cost, gut=gut,
+        inner = self.sources.inner
+        gut = inner.gut_summary() if inner is not None else ""
+        system = system_prompt(self.settings.agent_name, memories, attended.report, block, cost, gut=gut,
                                skills=skills)
         user_text = frame_input(winner.source, winner.text)
         # the skills section lives inside the context budget: the conversation gives way; then the
         # whole prompt is measured against System 1's window (issue 27, src/context/request.py)
-        turn = fit_turn(self.providers.system1, assembled.budget, system, window.messages, user_text,
+        turn = fit_turn(self.sources.providers.system1, assembled.budget, system, window.messages, user_text,
                         limit=assembled.conversation_budget - count_tokens(skills))
         return Prompt(assembled, system, user_text, turn.messages)
 
@@ -131,11 +139,11 @@ class Prompting:
         window = self.conversation.window
         try:
             assembled = await self.assembler.assemble(
-                retrieval, rng=self.rng, now=now, session=self.manifest, identity=identity,
-                refresh_identity=window.needs_identity_reinjection, write_behind=self.write_behind)
+                retrieval, rng=self.rng, now=now, session=self.sources.manifest, identity=identity,
+                refresh_identity=window.needs_identity_reinjection)
         except DB_ERRORS as exc:
             shortfalls.note("context assembly", exc)
-            return NoContext(self.budget, shortfalls.line())
+            return NoContext(self.settings.budget, shortfalls.line())
         if window.needs_identity_reinjection:
             window.identity_reinjected()
         self.conversation.active_ids = assembled.ids_by_track.get("situational", [])
@@ -143,13 +151,14 @@ class Prompting:
 
     async def skills_section(self) -> str:
         """The "skills available" section (src/skills/recall_skill.py), "" without a skills store."""
-        return await self.skills.section() if self.skills is not None else ""
+        skills = self.sources.skills
+        return await skills.section() if skills is not None else ""
 
     async def reflection(self, attended: Attended, shortfalls: Shortfalls) -> str:
         """The reflection bank's corrections near this input (§3.7), or "" when none or unavailable."""
-        settings, winner = self.reflection_settings, attended.winner
+        settings, winner = self.settings.reflection, attended.winner
         try:
-            corrections = await corrections_for(self.pool, self.providers.embedder, winner.text,
+            corrections = await corrections_for(self.sources.pool, self.sources.providers.embedder, winner.text,
                                                 focus_vec=winner.embedding, settings=settings)
         except (ProviderError, *DB_ERRORS) as exc:
             shortfalls.note("reflection corrections", exc)
@@ -160,15 +169,11 @@ class Prompting:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most
         every `cost_line_refresh_s`, not every cycle."""
         now, cache = time.monotonic(), self._cost
-        if cache is None or now - cache[0] >= self.cost_line_refresh_s:
+        if cache is None or now - cache[0] >= self.settings.cost_line_refresh_s:
             try:
-                self._cost = (now, await self.providers.ledger.summary_line())
+                self._cost = (now, await self.sources.providers.ledger.summary_line())
             except DB_ERRORS as exc:
                 shortfalls.note("cost line", exc)
                 return cache[1] if cache else "[COST] unavailable this cycle"
         return self._cost[1]
 
-
-def _taken(read: asyncio.Future) -> None:
-    if not read.cancelled():
-        read.exception()

@@ -22,24 +22,29 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.gates.modes import MemoryMode
 from src.loop.action_policy import ActionPolicy
 from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
 from src.loop.degraded import Shortfalls
+from src.loop.parts import LoopSections
 from src.loop.prompting import Prompt
 from src.loop.prompts import reflex_reply
-from src.loop.settings import LoopSettings
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
-from src.metacognition.escalation import EscalationOutcome, loop_before_escalate
-from src.metacognition.settings import EscalationSettings, MetacognitionSettings
+from src.metacognition.escalation import (
+    Asking,
+    EscalationOutcome,
+    Recording,
+    Scoring,
+    loop_before_escalate,
+)
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.endpoint_gate import user_turn
 from src.providers.protocols import ChatMessage, LanguageModel
@@ -67,6 +72,7 @@ class Thought:
     outcome: EscalationOutcome | None = None
     tool_actions: list[dict] = field(default_factory=list)
     escalated_at: datetime | None = None      # when System 2 answered (the FIFO's System 2 recency)
+    writes: tuple[Deferred, ...] = ()         # the escalation decisions' rows, not yet written
 
 
 def cycle_deadline(configured: float | None, system1: LanguageModel, system2: LanguageModel) -> float:
@@ -87,23 +93,25 @@ def cycle_deadline(configured: float | None, system1: LanguageModel, system2: La
 
 @dataclass
 class _Turn:
-    """The model work of one turn in flight: what arrived, its FOK call, its threshold."""
+    """The model work of one turn in flight: what arrived, its FOK call, its threshold, and
+    the escalation rows of its answers (one per tool round), handed back with the thought."""
 
     arrivals: Arrivals
     fok: TurnFok
     threshold: float = 0.0
+    writes: list[Deferred] = field(default_factory=list)
 
 
 class Thinking:
     """System 1, self-correction, System 2 and the tool rounds, within the cycle's deadline."""
 
-    def __init__(self, providers: Providers, *, loop: LoopSettings, escalation: EscalationSettings,
-                 metacognition: MetacognitionSettings, threshold: EscalationThreshold, store: MemoryStore,
-                 mode: MemoryMode, tools: ToolProtocol, policy: ActionPolicy,
-                 user_waiting: Callable[[], int] | None = None, write_behind: WriteBehind | None = None):
+    def __init__(self, providers: Providers, settings: LoopSections, *, threshold: EscalationThreshold,
+                 store: MemoryStore, mode: MemoryMode, tools: ToolProtocol, policy: ActionPolicy,
+                 user_waiting: Callable[[], int] | None = None):
+        loop = settings.loop
         self.cfg = loop
-        self.escalation = escalation
-        self.metacognition = metacognition
+        self.escalation = settings.metacognition.escalation
+        self.metacognition = settings.metacognition
         self.providers = providers
         self.threshold = threshold
         self.store = store
@@ -111,7 +119,6 @@ class Thinking:
         self.tools = tools
         self.policy = policy
         self.user_waiting = user_waiting or (lambda: 0)
-        self.write_behind = write_behind      # the escalation decision's row is queued there
         self.deadline_s = cycle_deadline(loop.cycle_deadline_s, providers.system1, providers.system2)
         self._internal: asyncio.Timeout | None = None     # the deadline of a thought of the mind's own
         self._yielded = False
@@ -140,16 +147,16 @@ class Thinking:
                 async with asyncio.timeout(self.deadline_s) as scope:
                     self._internal = None if user else scope
                     try:
-                        return await self._answer(attended, prompt, retrieval, shortfalls, turn)
+                        thought = await self._answer(attended, prompt, retrieval, shortfalls, turn)
                     finally:
                         self._internal = None
         except TimeoutError:
-            if self._yielded:
-                return self._gave_way("a user message arrived")
-            return self._late(turn, retrieval, shortfalls)
+            thought = (self._gave_way("a user message arrived") if self._yielded
+                       else self._late(turn, retrieval, shortfalls))
         finally:
             self._yielded = False
             await turn.fok.cancel()    # a FOK call still running would hold a one-slot endpoint
+        return replace(thought, writes=tuple(turn.writes))
 
     def _gave_way(self, why: str) -> Thought:
         log.info("the mind's own thought is left unanswered: %s", why)
@@ -204,18 +211,22 @@ class Thinking:
         providers, cfg, winner = self.providers, self.cfg, attended.winner
         reading = await self.threshold.current()
         turn.threshold = reading.threshold
-        system1, system2 = turn.arrivals.watch(providers.system1), turn.arrivals.watch(providers.system2)
         triggers = cycle_triggers(retrieval, offered_kinds=[v.kind for v in self.tools.offered(winner.text)],
                                   focus_vec=winner.embedding, goal_vecs=attended.goal_vecs,
                                   touch_similarity=cfg.trigger_similarity, identity_center=cfg.identity_center)
 
+        scoring = Scoring(settings=self.escalation, metacognition=self.metacognition)
+        recording = Recording(self.store, source_tag=winner.source_tag,
+                              keep_corrections=not (self.mode.off or winner.unkept), deferred=True)
+
         async def answer(msgs: list[ChatMessage], system: str) -> EscalationOutcome:
-            return await loop_before_escalate(
-                system1, system2, msgs, focus=winner.text, threshold=reading.threshold,
-                meta=providers.meta, system=system, triggers=triggers, store=self.store,
-                source_tag=winner.source_tag, settings=self.escalation,
-                metacognition=self.metacognition, keep_corrections=not (self.mode.off or winner.unkept),
-                fok_source=turn.fok, write_behind=self.write_behind)
+            outcome = await loop_before_escalate(
+                providers.system1, providers.system2, msgs, focus=winner.text, threshold=reading.threshold,
+                asking=Asking(system=system, triggers=triggers, meta=providers.meta, fok_source=turn.fok,
+                              arrivals=turn.arrivals),
+                scoring=scoring, recording=recording)
+            turn.writes.extend(outcome.writes)      # the decision's row: the cycle queues it
+            return outcome
         return answer
 
     def _permit(self, attended: Attended):

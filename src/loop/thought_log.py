@@ -32,11 +32,26 @@ CYCLE_PURPOSES = ("system1_answer", "system1_retry", "system2_escalation", FOK_P
 _ACTION_TEXTS = frozenset({"argument", "error"})
 
 
-async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str, cycle: int,
-                       source_tag: str, attention_focus: str, candidates: Sequence[Mapping[str, Any]],
-                       winner: Mapping[str, Any], context_summary: Mapping[str, Any], output: str | None,
-                       actions: Sequence[Mapping[str, Any]], confidence: float | None, escalated: bool,
-                       duration_ms: float, cycle_started: datetime) -> None:
+@dataclass(frozen=True)
+class ThoughtRow:
+    """One thought_log row as written (tokens and cost are summed from llm_calls)."""
+
+    session_id: str
+    cycle: int
+    source_tag: str
+    attention_focus: str
+    candidates: Sequence[Mapping[str, Any]]
+    winner: Mapping[str, Any]
+    context_summary: Mapping[str, Any]
+    output: str | None
+    actions: Sequence[Mapping[str, Any]]
+    confidence: float | None
+    escalated: bool
+    duration_ms: float
+    cycle_started: datetime
+
+
+async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, row: ThoughtRow) -> None:
     """Write the cycle; tokens and cost are this session's llm_calls of the cycle's own
     purposes (CYCLE_PURPOSES) since the cycle began."""
     await db.execute(
@@ -48,9 +63,10 @@ async def record_cycle(db: asyncpg.Pool | asyncpg.Connection, *, session_id: str
                   COALESCE(sum(c.cost_usd), 0), $12
              FROM llm_calls c
             WHERE c.session_id = $1 AND c.at >= $13 AND c.purpose = ANY($14::text[])""",
-        session_id, cycle, source_tag, attention_focus[:2000], json.dumps(list(candidates)),
-        json.dumps(dict(winner)), json.dumps(dict(context_summary), default=str), output,
-        json.dumps(list(actions)), confidence, escalated, duration_ms, cycle_started, list(CYCLE_PURPOSES))
+        row.session_id, row.cycle, row.source_tag, row.attention_focus[:2000], json.dumps(list(row.candidates)),
+        json.dumps(dict(row.winner)), json.dumps(dict(row.context_summary), default=str), row.output,
+        json.dumps(list(row.actions)), row.confidence, row.escalated, row.duration_ms, row.cycle_started,
+        list(CYCLE_PURPOSES))
 
 
 @dataclass
@@ -123,14 +139,14 @@ async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, reco
         summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
                     "degraded": record.retrieval.degraded}
     summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
-    await record_cycle(
-        db, session_id=session_id, cycle=record.cycle, source_tag=winner.source_tag,
+    await record_cycle(db, ThoughtRow(
+        session_id=session_id, cycle=record.cycle, source_tag=winner.source_tag,
         attention_focus=winner.record_text, candidates=allocation.candidates_json(),
         winner={"source": winner.source, "source_tag": winner.source_tag, "reason": allocation.reason,
                 "path": record.path},
         context_summary=summary, output=record.logged_output, actions=record.logged_actions,
         confidence=record.confidence, escalated=record.escalated, duration_ms=record.duration_ms,
-        cycle_started=since)
+        cycle_started=since))
 
 
 async def log_answered_cycle(pool: asyncpg.Pool, mark_answered: Callable[..., Awaitable[None]] | None,

@@ -14,7 +14,14 @@ import argparse
 
 from src.memory.console import Progress
 from src.memory.session import Session
-from src.recall.reembed import ReembedWorker, checkpoint_run, finish_run, open_run
+from src.recall.reembed import (
+    ReembedPacing,
+    ReembedWorker,
+    ReindexRun,
+    checkpoint_run,
+    finish_run,
+    open_run,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,8 +48,9 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     async def checkpoint(last_id: int, done: int) -> None:
         await checkpoint_run(s.pool, state.run_id, last_id, state.done + done)
 
-    worker = ReembedWorker(s.pool, embedder, batch_size=args.batch_size, everything=args.all,
-                           start_after=state.last_id if args.all else 0, on_batch=checkpoint,
+    worker = ReembedWorker(s.pool, embedder, pacing=ReembedPacing(batch_size=args.batch_size),
+                           reindex=ReindexRun(everything=args.all, start_after=state.last_id if args.all else 0,
+                                              on_batch=checkpoint),
                            on_progress=lambda done, total, _rate: progress.update(done, total))
     report = await worker.run()
     progress.finish()

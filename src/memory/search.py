@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from src.db.deferred import run_now
 from src.memory.console import excerpt, printable
 from src.memory.session import Session
 from src.recall.explain import result_json, retrieval_json
@@ -114,9 +115,11 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 # a blank line still gets its (empty) answer: output line n is query line n
                 query = line.rstrip("\r\n")
                 result = await retriever.retrieve(query, rng=rng, mutate=args.mutate)
+                await run_now(result.writes)      # --mutate: the bookkeeping, here and now
                 s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
         return 0
     result = await retriever.retrieve(args.query, rng=rng, mutate=args.mutate)
+    await run_now(result.writes)
     if args.json:
         s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
     else:

@@ -30,14 +30,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
 from src.errors import ProviderError, ProviderSkipped
 from src.gates.modes import unkept_text
-from src.metacognition.calls import FokSource, feeling_of_knowing
+from src.metacognition.calls import feeling_of_knowing
 from src.metacognition.complexity import complexity, complexity_signals
 from src.metacognition.confidence import (
     Confidence,
@@ -46,78 +45,28 @@ from src.metacognition.confidence import (
     strip_verbalized_confidence,
 )
 from src.metacognition.escalation_log import EscalationRow, record_escalation
+from src.metacognition.escalation_terms import (
+    ALWAYS_ESCALATE,
+    Arrivals,
+    Asking,
+    Assess,
+    EscalationOutcome,
+    EscalationTriggers,
+    Recording,
+    Scoring,
+)
 from src.metacognition.prompts import System2Answer, retry_feedback, system2_brief
-from src.metacognition.reflection import store_correction
+from src.metacognition.reflection import NewCorrection, store_correction
 from src.metacognition.roles import same_model
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
 from src.metacognition.threshold import EscalationThreshold, ThresholdReading, read_threshold
 from src.providers.prompts import EMPTY_REPLY
 from src.providers.protocols import ChatMessage, LanguageModel, LLMResult
-from src.recall.store import MemoryStore
 
 log = logging.getLogger(__name__)
 
-ALWAYS_ESCALATE = ("irreversibility", "identity_touched", "goal_modification")
 #: Why the FOK is not part of a confidence read from token logprobs.
 BY_LOGPROBS = "not asked: the answer's token logprobs give the confidence"
-
-
-
-# --- triggers (§3.6) -------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class EscalationTriggers:
-    """The seven triggers of §3.6. The loop sets the ones only it can know
-    (contradiction, irreversibility, identity touched, goal modification);
-    `loop_before_escalate` adds complexity, FOK UNKNOWN and low confidence."""
-
-    low_confidence: bool = False
-    contradiction: bool = False
-    complexity: bool = False
-    novelty_fok_unknown: bool = False
-    irreversibility: bool = False
-    identity_touched: bool = False
-    goal_modification: bool = False
-
-    def fired(self) -> list[str]:
-        return [f.name for f in fields(self) if getattr(self, f.name)]
-
-    def always_fired(self) -> list[str]:
-        return [name for name in ALWAYS_ESCALATE if getattr(self, name)]
-
-    def should_escalate(self) -> bool:
-        """Two or more triggers, or any always-escalate one."""
-        return bool(self.always_fired()) or len(self.fired()) >= 2
-
-
-# --- the loop --------------------------------------------------------------------------------
-
-Assess = Callable[[LLMResult, FeelingOfKnowing], Confidence]
-
-
-@dataclass(frozen=True)
-class EscalationOutcome:
-    answer: str                           # what the loop delivers (confidence line stripped)
-    path: str                             # system1 | retry | system2 | system1_fallback
-    confidence: Confidence                # of the delivered answer
-    confidence_before: float
-    confidence_after_retry: float | None
-    retried: bool
-    retry_succeeded: bool | None
-    escalated: bool
-    system2_ok: bool | None
-    triggers: EscalationTriggers
-    threshold: float
-    reason: str
-    fok: FeelingOfKnowing
-    system2: System2Answer | None = None
-    results: list[tuple[str, LLMResult]] = field(default_factory=list)   # (purpose, generation)
-    correction_id: int | None = None
-    escalation_id: int | None = None
-
-    @property
-    def tokens(self) -> tuple[int, int]:
-        return (sum(r.tokens_in for _, r in self.results), sum(r.tokens_out for _, r in self.results))
 
 
 def _draft(result: LLMResult) -> ChatMessage:
@@ -125,22 +74,30 @@ def _draft(result: LLMResult) -> ChatMessage:
     return ChatMessage("assistant", result.text if result.text.strip() else EMPTY_REPLY)
 
 
-async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, messages: Sequence[ChatMessage],
-                        system: str | None, focus: str, cfg: MetacognitionSettings,
-                        fok: FokSource | None = None) -> tuple[LLMResult, FeelingOfKnowing]:
-    """System 1's answer and the FOK meta call, concurrently (FOK never raises).
+async def _first_answer(system1: LanguageModel, messages: Sequence[ChatMessage], focus: str, asking: Asking,
+                        cfg: MetacognitionSettings) -> tuple[LLMResult, FeelingOfKnowing]:
+    """System 1's answer and the FOK meta call, concurrently (FOK never raises); the answer
+    is told to `asking.arrivals` as soon as it comes, not after the FOK call.
 
     Where System 1's answer carries token logprobs they give the confidence (§2.11: the
     primary signal) and the FOK goes unused; once System 1 is known to return them
     (`logprobs_supported`) the FOK call is not made at all, unless an answer comes without.
     """
-    ask = fok if fok is not None else (lambda: feeling_of_knowing(meta, focus, settings=cfg))
+    meta = asking.meta or system1
+    ask = asking.fok_source or (lambda: feeling_of_knowing(meta, focus, settings=cfg))
+
+    async def generate() -> LLMResult:
+        result = await system1.generate(messages, purpose="system1_answer", system=asking.system)
+        if asking.arrivals is not None:
+            asking.arrivals.note("system1_answer", result, result.text)
+        return result
+
     if getattr(system1, "logprobs_supported", None) is True:
-        first = await system1.generate(messages, purpose="system1_answer", system=system)
+        first = await generate()
         return first, (FeelingOfKnowing.unavailable(BY_LOGPROBS) if first.logprobs else await ask())
     fok_task = asyncio.ensure_future(ask())
     try:
-        first = await system1.generate(messages, purpose="system1_answer", system=system)
+        first = await generate()
     except BaseException:
         fok_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -152,38 +109,27 @@ async def _first_answer(system1: LanguageModel, meta: LanguageModel | None, mess
 
 async def loop_before_escalate(
     system1: LanguageModel, system2: LanguageModel, messages: Sequence[ChatMessage], *,
-    focus: str, threshold: float, meta: LanguageModel | None = None, system: str | None = None,
-    triggers: EscalationTriggers | None = None, assess: Assess | None = None,
-    expected_words: int | None = None, settings: EscalationSettings | None = None,
-    metacognition: MetacognitionSettings | None = None, store: MemoryStore | None = None,
-    source_tag: str | None = None, now: datetime | None = None, keep_corrections: bool = True,
-    fok_source: FokSource | None = None, write_behind: WriteBehind | None = None,
+    focus: str, threshold: float, asking: Asking | None = None, scoring: Scoring | None = None,
+    recording: Recording | None = None,
 ) -> EscalationOutcome:
     """Answer the current focus with System 1, retrying once and escalating as §3.5/§3.6 say.
 
-    `messages` is the assembled conversation ending with the focus; `system` the
-    assembled system prompt (identity, cognitive state report, reflection block).
-    `meta` makes the isolated FOK call (default: System 1). `triggers` are the
-    ones the loop already knows; `fok_source` a shared FOK call (src/metacognition/calls.fok_once)
-    when the loop answers one focus several times (tool rounds). With a `store`, a correction
-    from System 2 goes to the reflection bank (unless `keep_corrections` is off: memory mode
-    off) and the decision is written to `escalations` (in memory mode off with a placeholder
-    for the focus, src/gates/modes.py); with a `write_behind` (the loop's cycle,
-    src/db/write_behind.py) that row is queued there, not awaited, and the outcome carries
-    no `escalation_id`.
+    `messages` is the assembled conversation ending with the focus; `asking.system` the
+    assembled system prompt (identity, cognitive state report, reflection block). With
+    `recording`, a correction from System 2 goes to the reflection bank and the decision
+    is written to `escalations` (or handed back in `writes`: `Recording.deferred`).
     System 1 in reflex mode raises ProviderSkipped: the loop answers reflexively
     without calling this.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
-    cfg = settings or EscalationSettings()
-    mcfg = metacognition or MetacognitionSettings()
-    score = assess or (lambda result, fok: score_answer(result.text, fok, mean_logprob=result.mean_logprob,
-                                                        expected_words=expected_words, settings=mcfg))
-    turn = _Turn(messages, system=system, focus=focus, threshold=threshold, cfg=cfg, score=score,
-                 store=store, source_tag=source_tag, now=now, keep_corrections=keep_corrections,
-                 write_behind=write_behind)
-    await turn.answer(system1, meta or system1, mcfg, fok_source, triggers or EscalationTriggers())
+    asking, scoring = asking or Asking(), scoring or Scoring()
+    cfg = scoring.settings or EscalationSettings()
+    mcfg = scoring.metacognition or MetacognitionSettings()
+    score = scoring.assess or (lambda result, fok: score_answer(
+        result.text, fok, mean_logprob=result.mean_logprob, expected_words=scoring.expected_words, settings=mcfg))
+    turn = _Turn(messages, focus, threshold, cfg, score, asking, recording)
+    await turn.answer(system1, mcfg, asking.triggers or EscalationTriggers())
     draft = turn.escalating_at_once()
     if draft is None:
         confident = turn.confident_first_answer()
@@ -231,21 +177,23 @@ class _Turn:
     they share: the conversation, the first answer with its FOK and confidence, the
     triggers (low confidence joins them after a failed retry), the generations so far."""
 
-    def __init__(self, messages: Sequence[ChatMessage], *, system: str | None, focus: str, threshold: float,
-                 cfg: EscalationSettings, score: Assess, store: MemoryStore | None, source_tag: str | None,
-                 now: datetime | None, keep_corrections: bool, write_behind: WriteBehind | None = None):
-        self.messages, self.system, self.focus, self.threshold = messages, system, focus, threshold
-        self.cfg, self.score = cfg, score
-        self.store, self.source_tag, self.now, self.keep_corrections = store, source_tag, now, keep_corrections
-        self.write_behind = write_behind
+    def __init__(self, messages: Sequence[ChatMessage], focus: str, threshold: float, cfg: EscalationSettings,
+                 score: Assess, asking: Asking, recording: Recording | None):
+        self.messages, self.focus, self.threshold = messages, focus, threshold
+        self.cfg, self.score, self.asking, self.recording = cfg, score, asking, recording
+        self.system = asking.system
         self.results: list[tuple[str, LLMResult]] = []
 
-    async def answer(self, system1: LanguageModel, meta: LanguageModel, mcfg: MetacognitionSettings,
-                     fok_source: FokSource | None, known: EscalationTriggers) -> None:
+    def arrived(self, purpose: str, result: LLMResult, text: str) -> None:
+        """A generation came back: kept with the outcome, told to whoever watches the turn."""
+        self.results.append((purpose, result))
+        if self.asking.arrivals is not None and purpose != "system1_answer":   # that one: told already
+            self.asking.arrivals.note(purpose, result, text)
+
+    async def answer(self, system1: LanguageModel, mcfg: MetacognitionSettings, known: EscalationTriggers) -> None:
         """System 1 answers (the FOK call alongside); its composite confidence; the triggers."""
-        self.first, self.fok = await _first_answer(system1, meta, self.messages, self.system, self.focus, mcfg,
-                                                   fok_source)
-        self.results.append(("system1_answer", self.first))
+        self.first, self.fok = await _first_answer(system1, self.messages, self.focus, self.asking, mcfg)
+        self.arrived("system1_answer", self.first, self.first.text)
         self.c1 = self.score(self.first, self.fok)
         self.trig = replace(known, novelty_fok_unknown=self.fok.judgement == "UNKNOWN",
                             complexity=known.complexity or complexity(self.focus) >= self.cfg.complexity_threshold)
@@ -300,7 +248,7 @@ class _Turn:
             log.warning("System 1 retry failed, escalating: %s", exc)
             second = None
         if second is not None:
-            self.results.append(("system1_retry", second))
+            self.arrived("system1_retry", second, second.text)
             c2 = self.score(second, self.fok)
             if c2.composite >= self.threshold and _has_words(second) and not self.repeats(second):
                 return self.outcome(second, c2, "retry", f"confidence {self.c1.composite:.2f} < threshold "
@@ -343,8 +291,8 @@ class _Turn:
             log.warning("System 2 failed, keeping System 1's best answer: %s", exc)
             return self.outcome(draft.result, draft.confidence, "system1_fallback",
                                 f"{draft.reason}; system2 failed ({type(exc).__name__}: {exc})", **kept)
-        self.results.append(("system2_escalation", reply.result))
         value = reply.value
+        self.arrived("system2_escalation", reply.result, value.answer)
         delivered = replace(reply.result, text=value.answer, logprobs=None)
         outcome = self.outcome(delivered, self.score(delivered, self.fok), "system2", draft.reason,
                                escalated=True, system2_ok=True, system2=value, **draft.retry)
@@ -354,14 +302,16 @@ class _Turn:
         """System 2's correction pattern to the reflection bank, where System 1 meets it before
         answering in a similar situation; none without a store, with memory mode off, or
         when the draft needed no correcting."""
-        if (self.store is None or not self.keep_corrections or not value.needed_correction
+        rec = self.recording
+        if (rec is None or not rec.keep_corrections or not value.needed_correction
                 or not value.correction_pattern.strip()):
             return None
         return await store_correction(
-            self.store, trigger=self.focus, error_type=value.error_type, original_reasoning=draft.result.text,
-            correction=value.correction_pattern,
-            context=(f"source {self.source_tag or 'unknown'}; escalated because {draft.reason}; System 1 "
-                     f"confidence {draft.confidence.composite:.2f}"),
+            rec.store, NewCorrection(
+                trigger=self.focus, error_type=value.error_type, original_reasoning=draft.result.text,
+                correction=value.correction_pattern,
+                context=(f"source {rec.source_tag or 'unknown'}; escalated because {draft.reason}; System 1 "
+                         f"confidence {draft.confidence.composite:.2f}")),
             source_confidence=self.cfg.reflection.source_confidence,
             extra={"escalation_triggers": self.trig.fired(), "system2_model": system2.model,
                    "explanation": value.explanation[:2000]})
@@ -369,12 +319,13 @@ class _Turn:
     async def finish(self, outcome: EscalationOutcome) -> EscalationOutcome:
         """Write the decision row when there is a store; log the path."""
         log.info("confidence decision: %s (%s)", outcome.path, outcome.reason)
-        if self.store is None:
+        rec = self.recording
+        if rec is None:
             return outcome
         # memory mode off (no corrections kept): the row keeps the focus's size, not its words
-        focus = self.focus if self.keep_corrections else unkept_text(self.focus)
+        focus = self.focus if rec.keep_corrections else unkept_text(self.focus)
         row = EscalationRow(
-            attention_focus=focus, source_tag=self.source_tag, threshold=outcome.threshold,
+            attention_focus=focus, source_tag=rec.source_tag, threshold=outcome.threshold,
             confidence_before=outcome.confidence_before, confidence_after_retry=outcome.confidence_after_retry,
             retried=outcome.retried, retry_succeeded=outcome.retry_succeeded, escalated=outcome.escalated,
             triggers=outcome.triggers.fired(), system2_ok=outcome.system2_ok, path=outcome.path,
@@ -382,17 +333,15 @@ class _Turn:
             details={"fok": outcome.fok.judgement, "fok_skipped": outcome.fok.skipped,
                      "confidence": outcome.confidence.composite,
                      "calls": [purpose for purpose, _ in outcome.results]})
-        if self.write_behind is not None:   # nothing in the cycle reads the row back
-            self.write_behind.queue("escalation decision",
-                                    functools.partial(record_escalation, self.store.pool, row, at=self.now),
-                                    lane="escalations")
-            return outcome
-        escalation_id = await record_escalation(self.store.pool, row, at=self.now)
-        return replace(outcome, escalation_id=escalation_id)
+        if rec.deferred:   # nothing in the turn reads the row back
+            return replace(outcome, writes=(Deferred(
+                "escalation decision", functools.partial(record_escalation, rec.store.pool, row, at=rec.now),
+                lane="escalations"),))
+        return replace(outcome, escalation_id=await record_escalation(rec.store.pool, row, at=rec.now))
 
 
 __all__ = [
-    "ALWAYS_ESCALATE", "Assess", "EscalationSettings", "EscalationThreshold", "EscalationTriggers",
+    "ALWAYS_ESCALATE", "Arrivals", "Asking", "Assess", "Recording", "Scoring", "EscalationSettings", "EscalationThreshold", "EscalationTriggers",
     "EscalationOutcome", "System2Answer", "ThresholdReading", "complexity", "complexity_signals",
     "loop_before_escalate", "read_threshold", "retry_feedback", "system2_brief",
 ]

@@ -40,7 +40,7 @@ from src.metacognition.prompts import REFLECTION_HEADER, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import Embedder
 from src.recall.search import QUESTION_TSQUERY
-from src.recall.store import EMBEDDING_DIMENSIONS, MemoryStore
+from src.recall.store import EMBEDDING_DIMENSIONS, MemoryStore, NewMemory
 from src.text import clean_text, excerpt
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,17 @@ FIELD_CHARS = 2000
 #: Characters of System 1's original reasoning kept in the content (all of it is in metadata).
 REASONING_CHARS = 300
 
+
+
+@dataclass(frozen=True)
+class NewCorrection:
+    """One correction to write to the reflection bank: the five fields of §3.7 (`FIELDS`)."""
+
+    trigger: str
+    error_type: str
+    original_reasoning: str
+    correction: str
+    context: str
 
 
 @dataclass(frozen=True)
@@ -91,15 +102,14 @@ def correction_text(fields: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-async def store_correction(store: MemoryStore, *, trigger: str, error_type: str, original_reasoning: str,
-                           correction: str, context: str, source_tag: str = "internal_system2",
-                           source_confidence: float = 0.8, extra: dict[str, Any] | None = None) -> int:
+async def store_correction(store: MemoryStore, correction: NewCorrection, *,
+                           source_tag: str = "internal_system2", source_confidence: float = 0.8,
+                           extra: dict[str, Any] | None = None) -> int:
     """Write one correction memory; return its id."""
-    fields = {name: _field(value, name) for name, value in zip(
-        FIELDS, (trigger, error_type, original_reasoning, correction, context), strict=True)}
+    fields = {name: _field(getattr(correction, name), name) for name in FIELDS}
     metadata: dict[str, Any] = {"kind": "correction", **fields, **(extra or {})}
-    memory_id = await store.store(correction_text(fields), CORRECTION_TYPE, source_tag=source_tag,
-                                  source_confidence=source_confidence, metadata=metadata)
+    memory_id = await store.store(NewMemory(correction_text(fields), CORRECTION_TYPE, source_tag=source_tag,
+                                            source_confidence=source_confidence, metadata=metadata))
     log.info("reflection bank: stored correction %d (%s)", memory_id, fields["error_type"] or "untyped")
     return memory_id
 
@@ -184,5 +194,5 @@ async def corrections_for(pool: asyncpg.Pool | asyncpg.Connection, embedder: Emb
     return [_past(r) for r in rows]
 
 
-__all__ = ["CORRECTIONS_SQL", "CORRECTION_TYPE", "FIELDS", "REFLECTION_HEADER", "PastCorrection",
+__all__ = ["CORRECTIONS_SQL", "CORRECTION_TYPE", "FIELDS", "REFLECTION_HEADER", "NewCorrection", "PastCorrection",
            "ReflectionSettings", "correction_text", "corrections_for", "reflection_block", "store_correction"]

@@ -86,7 +86,7 @@ class EscalationThreshold:
             return await self.refresh()
         stale = self.clock() - self._read_at >= self.refresh_s
         if stale and (self.refreshing is None or self.refreshing.done()):
-            self.refreshing = asyncio.create_task(self._refresh_quietly())
+            self.refreshing = asyncio.create_task(self._refresh_quietly(), name="threshold-refresh")
         return self._reading
 
     async def refresh(self) -> ThresholdReading:

@@ -16,7 +16,7 @@ reply says what was recorded.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import asyncpg
 
@@ -64,8 +64,7 @@ async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, setting
     oid = await record_outcome(
         pool, kind="feedback", valence=valence, at=now, evidence={**evidence, "memory_ids": target},
         description=f"guardian /{command} on memories {', '.join(f'#{i}' for i in target)}",
-        subjects=[("memory", i) for i in target], lookback=timedelta(seconds=settings.lookback_s),
-        max_links=settings.max_links)
+        subjects=[("memory", i) for i in target], links=settings)
     listed = "; ".join(f"#{i} '{excerpt(texts[i], PREVIEW_CHARS)}'" for i in target)
     return (f"recorded /{command} for {how}: {listed} (outcome #{oid}; it counts in their utility "
             f"at the next deep pass)")

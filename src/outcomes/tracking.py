@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from src.bootstrap.milestones import record_milestone
+from src.outcomes.settings import OutcomeSettings
 
 #: Valence of each kind when the caller does not know better (−1 bad … +1 good).
 DEFAULT_VALENCE: Mapping[str, float] = {
@@ -53,14 +54,16 @@ ON CONFLICT DO NOTHING
 
 async def record_outcome(pool: asyncpg.Pool, *, kind: str, description: str, at: datetime,
                          valence: float | None = None, evidence: Mapping[str, Any] | None = None,
-                         subjects: Sequence[tuple[str, int]] = (), lookback: timedelta = timedelta(minutes=30),
-                         max_links: int = 50) -> int:
-    """Write one outcome and link it back; returns the outcome id."""
+                         subjects: Sequence[tuple[str, int]] = (), links: OutcomeSettings | None = None) -> int:
+    """Write one outcome and link it back; returns the outcome id. `links`: how far back
+    (`lookback_s`) and to how many decisions of each kind (`max_links`) it is linked; the
+    `outcomes:` defaults without it."""
+    links = links or OutcomeSettings()
     v = DEFAULT_VALENCE.get(kind, 0.0) if valence is None else valence
     async with pool.acquire() as conn, conn.transaction():
         oid = await conn.fetchval(_INSERT, at, kind, float(v), description,
                                   json.dumps(dict(evidence or {}), default=str))
-        await conn.execute(_LINK_WINDOW, oid, at - lookback, at, max_links)
+        await conn.execute(_LINK_WINDOW, oid, at - timedelta(seconds=links.lookback_s), at, links.max_links)
         if subjects:
             await conn.execute(_LINK_EXPLICIT, oid, [k for k, _ in subjects], [i for _, i in subjects])
     return oid

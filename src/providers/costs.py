@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import asyncpg
 
@@ -69,12 +69,24 @@ class CallRecord:
     status: CallStatus = "ok"
 
 
+class CallUsage(NamedTuple):
+    """The usage numbers of one call: tokens sent and received, and how long it took."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float | None = None
+
+
+#: The usage of a call that reports none: no tokens counted, no latency measured.
+NO_USAGE = CallUsage()
+
+
 class Ledger(Protocol):
     """Where providers report their calls."""
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
-                     tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None, status: CallStatus | None = None) -> CallRecord: ...
+                     usage: CallUsage = NO_USAGE, error: str | None = None,
+                     status: CallStatus | None = None) -> CallRecord: ...
 
 
 class Pricing:
@@ -108,10 +120,9 @@ class MemoryLedger:
         self.observers: list[Callable[[CallRecord], None]] = []   # told of every call (the budget)
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
-                     tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None, status: CallStatus | None = None) -> CallRecord:
-        rec = _make_record(self._now(), self.session_id, self.pricing, provider, model, purpose,
-                           ok, tokens_in, tokens_out, latency_ms, error, status)
+                     usage: CallUsage = NO_USAGE, error: str | None = None,
+                     status: CallStatus | None = None) -> CallRecord:
+        rec = _make_record(self, provider, model, purpose, ok, usage, error, status)
         self.records.append(rec)
         _tell(self.observers, rec)
         return rec
@@ -126,14 +137,14 @@ def _tell(observers: list[Callable[[CallRecord], None]], rec: CallRecord) -> Non
             log.exception("a llm_calls observer failed")
 
 
-def _make_record(at: datetime, session_id: str | None, pricing: Pricing, provider: str, model: str,
-                 purpose: str, ok: bool, tokens_in: int, tokens_out: int, latency_ms: float | None,
-                 error: str | None, status: CallStatus | None = None) -> CallRecord:
-    tokens_in, tokens_out = max(0, int(tokens_in)), max(0, int(tokens_out))
-    return CallRecord(at=at, session_id=session_id, provider=provider, model=model, purpose=purpose,
-                      tokens_in=tokens_in, tokens_out=tokens_out,
-                      cost_usd=pricing.cost(model, tokens_in, tokens_out),
-                      latency_ms=latency_ms, ok=ok, error=short(error) if error else None,
+def _make_record(ledger: MemoryLedger | CostLedger, provider: str, model: str, purpose: str, ok: bool,
+                 usage: CallUsage, error: str | None, status: CallStatus | None = None) -> CallRecord:
+    """The row of one reported call, stamped with the ledger's clock and session and priced."""
+    tokens_in, tokens_out = max(0, int(usage.tokens_in)), max(0, int(usage.tokens_out))
+    return CallRecord(at=ledger._now(), session_id=ledger.session_id, provider=provider, model=model,
+                      purpose=purpose, tokens_in=tokens_in, tokens_out=tokens_out,
+                      cost_usd=ledger.pricing.cost(model, tokens_in, tokens_out),
+                      latency_ms=usage.latency_ms, ok=ok, error=short(error) if error else None,
                       caller=current_caller(), status=status or ("ok" if ok else "failed"))
 
 
@@ -251,11 +262,10 @@ class CostLedger:
         return len(self._pending)
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
-                     tokens_in: int = 0, tokens_out: int = 0, latency_ms: float | None = None,
-                     error: str | None = None, status: CallStatus | None = None) -> CallRecord:
+                     usage: CallUsage = NO_USAGE, error: str | None = None,
+                     status: CallStatus | None = None) -> CallRecord:
         """Store one call. Never raises for a database failure (the row is queued instead)."""
-        rec = _make_record(self._now(), self.session_id, self.pricing, provider, model, purpose,
-                           ok, tokens_in, tokens_out, latency_ms, error, status)
+        rec = _make_record(self, provider, model, purpose, ok, usage, error, status)
         if len(self._pending) >= self._max_pending:
             self._pending.popleft()
             self._dropped += 1

@@ -17,12 +17,13 @@ from google import genai
 from google.genai import types as genai_types
 
 from src.errors import MalformedOutput, ProviderError
-from src.providers.costs import Ledger, status_of
+from src.providers.costs import CallUsage, Ledger, status_of
 from src.providers.embedding import check_inputs, pad_and_normalise
 from src.providers.gemini_errors import PROVIDER, map_gemini_error
 from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
 from src.providers.resilience import Clock, Resilience
+from src.providers.settings import EmbeddingSettings
 from src.tokens import count_tokens
 
 CHARS_PER_TOKEN = 6
@@ -34,9 +35,12 @@ class GeminiEmbedder:
     provider = PROVIDER
 
     def __init__(self, client: genai.Client, *, resilience: Resilience, ledger: Ledger,
-                 model: str = "gemini-embedding-001", dimensions: int = 768, batch_size: int = 100,
-                 redactor: Redactor | None = None, clock: Clock = time.monotonic,
-                 max_input_tokens: int = 2048):
+                 settings: EmbeddingSettings | None = None, redactor: Redactor | None = None,
+                 clock: Clock = time.monotonic):
+        """`settings`: `providers.embeddings`, of which it reads the Gemini model, the
+        dimensions, the batch size and the Gemini input limit (their defaults without it)."""
+        settings = settings or EmbeddingSettings()
+        batch_size = settings.batch_size
         if not 1 <= batch_size <= 100:
             raise ValueError(f"batch_size must be between 1 and 100, got {batch_size}")
         self._client = client
@@ -44,12 +48,12 @@ class GeminiEmbedder:
         self._ledger = ledger
         self._redact = redactor or Redactor()
         self._clock = clock
-        self.model_name = model
-        self.dimensions = dimensions
+        self.model_name = settings.gemini_model
+        self.dimensions = settings.dimensions
         self.batch_size = batch_size
         # Text past the model's input limit is never read by it: cut before sending, at
         # CHARS_PER_TOKEN characters a token (generous, so nothing it would read is cut).
-        self.max_input_chars = max_input_tokens * CHARS_PER_TOKEN
+        self.max_input_chars = settings.gemini_max_input_tokens * CHARS_PER_TOKEN
 
     async def embed(self, texts: Sequence[str], task_type: TaskType,
                     titles: Sequence[str | None] | None = None) -> np.ndarray:
@@ -88,11 +92,11 @@ class GeminiEmbedder:
 
         async def on_success(result: tuple[np.ndarray, int], latency_ms: float) -> None:
             await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=True,
-                                      tokens_in=result[1], latency_ms=latency_ms)
+                                      usage=CallUsage(tokens_in=result[1], latency_ms=latency_ms))
 
         async def on_failure(err: ProviderError, latency_ms: float) -> None:
             await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=False,
-                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}",
+                                      usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
                                       status=status_of(err))
 
         vectors, _ = await self._resilience.call(

@@ -187,9 +187,7 @@ class _Context:
             backend, ledger=self.ledger,
             resilience=self.resilience(backend.provider, timeout_s=llm.timeout_for(choice.kind),
                                        gate=self.endpoints.get(choice.kind, llm.concurrency_for(choice.kind))),
-            redactor=self.redactor, max_output_tokens=llm.max_output_tokens,
-            temperature=llm.temperature, request_logprobs=llm.request_logprobs,
-            top_logprobs=llm.top_logprobs, window=configured_window(llm, choice))
+            redactor=self.redactor, settings=llm, window=configured_window(llm, choice))
 
     def embedder(self, choice: Choice) -> Embedder:
         emb = self.settings.embeddings
@@ -197,9 +195,7 @@ class _Context:
             from src.providers.embed_gemini import GeminiEmbedder
 
             return GeminiEmbedder(self.genai_client(), resilience=self.resilience("gemini"),
-                                  ledger=self.ledger, model=emb.gemini_model, dimensions=emb.dimensions,
-                                  batch_size=emb.batch_size, redactor=self.redactor, clock=self.clock,
-                                  max_input_tokens=emb.gemini_max_input_tokens)
+                                  ledger=self.ledger, settings=emb, redactor=self.redactor, clock=self.clock)
         if choice.kind == "minilm":
             return MiniLmEmbedder(dimensions=emb.dimensions)
         return WordLlamaEmbedder(config=emb.wordllama_config, dim=emb.wordllama_dim,

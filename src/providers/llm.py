@@ -19,11 +19,12 @@ from typing import Protocol
 
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderRejected
 from src.providers.context_window import ContextWindow, count_request, fit
-from src.providers.costs import Ledger, status_of
+from src.providers.costs import CallUsage, Ledger, status_of
 from src.providers.prompts import EMPTY_REPLY, META_SYSTEM, repair_prompt, schema_instruction
 from src.providers.protocols import ChatMessage, LLMResult, M, Structured
 from src.providers.redact import Redactor
 from src.providers.resilience import Resilience
+from src.providers.settings import LLMSettings
 from src.providers.structured import (
     ResponseSchema,
     parse_structured,
@@ -67,21 +68,23 @@ class ResilientLanguageModel:
     configured = True
 
     def __init__(self, backend: LLMBackend, *, resilience: Resilience, ledger: Ledger,
-                 redactor: Redactor | None = None, max_output_tokens: int = 1024,
-                 temperature: float | None = None, request_logprobs: bool = True,
-                 top_logprobs: int = 0, window: ContextWindow | None = None):
+                 redactor: Redactor | None = None, settings: LLMSettings | None = None,
+                 window: ContextWindow | None = None):
+        """`settings`: `providers.llm`, of which the model reads how it asks: max output
+        tokens, temperature and logprobs (their defaults without it)."""
+        settings = settings or LLMSettings()
         self.backend = backend
         self.provider = backend.provider
         self.model = backend.model
         self._resilience = resilience
         self._ledger = ledger
         self._redact = redactor or Redactor()
-        self.max_output_tokens = self._max_output_asked = max_output_tokens
+        self.max_output_tokens = self._max_output_asked = settings.max_output_tokens
         self.window = ContextWindow.known(backend.provider)
         self.set_window(window or self.window)
-        self.temperature = temperature
-        self.request_logprobs = request_logprobs
-        self.top_logprobs = top_logprobs
+        self.temperature = settings.temperature
+        self.request_logprobs = settings.request_logprobs
+        self.top_logprobs = settings.top_logprobs
         self.logprobs_supported: bool | None = None  # None: not yet known
         self.schema_supported: bool | None = None    # the endpoint takes a response schema
 
@@ -253,12 +256,11 @@ class ResilientLanguageModel:
         async def on_success(result: LLMResult, latency_ms: float) -> None:
             measured.append(latency_ms)
             await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=True,
-                                      tokens_in=result.tokens_in, tokens_out=result.tokens_out,
-                                      latency_ms=latency_ms)
+                                      usage=CallUsage(result.tokens_in, result.tokens_out, latency_ms))
 
         async def on_failure(err: ProviderError, latency_ms: float) -> None:
             await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=False,
-                                      latency_ms=latency_ms, error=f"{type(err).__name__}: {err}",
+                                      usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
                                       status=status_of(err))
 
         result = await self._resilience.call(attempt, what=purpose, on_success=on_success,

@@ -218,6 +218,15 @@ class ActivationResult:
         return self.total >= tau
 
 
+@dataclass(frozen=True)
+class ActRParameters:
+    """ACT-R's constants for one activation: decay d, noise scale s, mismatch penalty P."""
+
+    d: float = DECAY_D
+    s: float = NOISE_S
+    P: float = MISMATCH_P
+
+
 def activation(
     presentations: Sequence[Timestamp],
     now: Timestamp,
@@ -226,16 +235,14 @@ def activation(
     context_vecs: np.ndarray | Sequence[Sequence[float]] = (),
     layer_vecs_with_weights: Sequence[tuple[np.ndarray | Sequence[float], float]] = (),
     mismatches: float | Sequence[float] = 0,
-    *,
-    d: float = DECAY_D,
-    s: float = NOISE_S,
-    P: float = MISMATCH_P,
+    params: ActRParameters = ActRParameters(),
 ) -> ActivationResult:
     """A_i = B_i + S_i + P_i + noise for one memory.
 
     Without ``memory_vec`` there is nothing to spread to and S = 0. Pass s=0 for
     a deterministic score (the generator is still advanced by one draw).
     """
+    d, s, P = params.d, params.s, params.P
     b = base_level(presentations, now, d)
     s_i = (
         0.0 if memory_vec is None else spreading(memory_vec, context_vecs, layer_vecs_with_weights)

@@ -152,17 +152,46 @@ class ReembedReport:
     stopped: str                    # "complete", "no embedder"
 
 
+@dataclass(frozen=True)
+class ReembedPacing:
+    """The worker's pacing: rows per batch, and how often and how long it retries a failed embed."""
+
+    batch_size: int = 100
+    max_attempts: int = 5
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ReembedTiming:
+    """How the worker waits and measures: its sleep, its monotonic clock, its backoff jitter."""
+
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random | None = None       # None: a fresh random.Random()
+
+
+@dataclass(frozen=True)
+class ReindexRun:
+    """A `reindex` run: every row (`--all`) or the stale ones, where it resumes, its checkpoint."""
+
+    everything: bool = False
+    start_after: int = 0                   # rows after this id only: where a crashed run got to
+    # called with (last id, rows done) after each written batch
+    on_batch: Callable[[int, int], Awaitable[object]] | None = None
+
+
 class ReembedWorker:
     """Re-embeds stale rows in the background; `start()` it, `stop()` or cancel it."""
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, batch_size: int = 100,
-                 on_progress: Progress | None = None, max_attempts: int = 5,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 60.0,
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, pacing: ReembedPacing | None = None,
+                 on_progress: Progress | None = None,
                  wait_idle: Callable[[], Awaitable[object]] | None = None,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-                 rng: random.Random | None = None, clock: Callable[[], float] = time.monotonic,
-                 everything: bool = False, start_after: int = 0,
-                 on_batch: Callable[[int, int], Awaitable[object]] | None = None):
+                 timing: ReembedTiming | None = None, reindex: ReindexRun | None = None):
+        pacing = pacing or ReembedPacing()
+        timing = timing or ReembedTiming()
+        reindex = reindex or ReindexRun()
+        batch_size, max_attempts = pacing.batch_size, pacing.max_attempts
         if not 1 <= batch_size <= 100:
             raise ValueError(f"batch_size must be in 1..100 (the embedding batch limit), "
                              f"got {batch_size!r}")
@@ -174,20 +203,20 @@ class ReembedWorker:
         self.batch_size = batch_size
         self.on_progress = on_progress
         self.max_attempts = max_attempts
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
+        self.backoff_base_s = pacing.backoff_base_s
+        self.backoff_max_s = pacing.backoff_max_s
         self.wait_idle = wait_idle
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._clock = clock
+        self._sleep = timing.sleep
+        self._rng = timing.rng or random.Random()
+        self._clock = timing.clock
         self.done = 0
         self.total = 0
         self._task: asyncio.Task[ReembedReport] | None = None
         # `reindex`: every row (`--all`), from where a crashed run stopped, with a
         # checkpoint (last id, rows done) after each written batch
-        self.everything = everything
-        self.start_after = start_after
-        self.on_batch = on_batch
+        self.everything = reindex.everything
+        self.start_after = reindex.start_after
+        self.on_batch = reindex.on_batch
 
     def start(self, known_stale: int | None = None) -> asyncio.Task[ReembedReport]:
         """Run in the background; the task's result is the ReembedReport."""
@@ -326,5 +355,6 @@ async def check_embed_model(pool: asyncpg.Pool, embedder: Embedder, *, start: bo
     return stale, worker
 
 
-__all__ = ["ReembedReport", "ReembedWorker", "RunState", "check_embed_model", "checkpoint_run", "count_after",
-           "count_stale", "finish_run", "open_run", "progress_bar"]
+__all__ = ["ReembedPacing", "ReembedReport", "ReembedTiming", "ReembedWorker", "ReindexRun", "RunState",
+           "check_embed_model", "checkpoint_run", "count_after", "count_stale", "finish_run", "open_run",
+           "progress_bar"]

@@ -23,7 +23,12 @@
     9. retrieval-induced mutation (plan §3.8, mutation.py), one transaction: retrieved rows get
        reinforce(0.1) and an access (count, last_accessed, ACT-R presentation),
        near-misses (ranks keep+1 … limit) contradict(0.05), co-access recorded for
-       the retrieved set. Weight changes go through the safety choke point.
+       the retrieved set. Weight changes go through the safety choke point. Handed back
+       as `Retrieval.writes` (src/db/deferred.py), not run: the loop queues it on the
+       turn's tasks, a one-off caller runs it.
+
+`search` does the reads of steps 1-2 and `rank` the rest, so the loop can start the
+prompt's reads between the two; `retrieve` is both.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from typing import NamedTuple
 import asyncpg
 import numpy as np
 
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
 from src.recall import relevance as rel
@@ -51,7 +56,7 @@ from src.recall.co_access import fetch_partners, fetch_two_hops
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.rerank import RerankResult
-from src.recall.scoring import Recalled, about_user, keep_decisive, score
+from src.recall.scoring import Focus, Recalled, about_user, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
 from src.recall.working import WorkingHit, recall_working
@@ -59,6 +64,27 @@ from src.text import clean_text
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cue:
+    """What one recall is for: the question, and what the moment brings to it. The loop
+    builds one per turn (src/loop/recalling.py); a caller with only words passes a string."""
+
+    text: str
+    vec: np.ndarray | None = None                  # its RETRIEVAL_QUERY embedding, when already made
+    context_vecs: Sequence[np.ndarray] = ()        # the attention focus (context inertia, §3.2)
+    # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i. None: the
+    # retriever's own (read when it was made); the loop passes the ones it re-read this cycle.
+    layer_vecs: Sequence[tuple[np.ndarray, float]] | None = None
+    # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
+    # vectors → values in [0, 1]. None: the neutral 0.5.
+    emotional: Callable[[np.ndarray], np.ndarray] | None = None
+    active_ids: Sequence[int] = ()                 # memories in context: spreading's seeds
+    hops: int = 1                                  # 1 normally, 2 for DMN/introspection
+    want_types: Sequence[str] = ()
+    exclude_scratch: Sequence[int] = ()            # the input's own scratch rows (not recalled to itself)
+    logged_query: str | None = None                # the query as the mutation's evidence keeps it
 
 
 @dataclass
@@ -73,10 +99,29 @@ class Retrieval:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # what was just said and matches, from the scratch buffer: not yet consolidated
     working: list[WorkingHit] = field(default_factory=list)
+    # step 9, not yet run: the caller queues it (the loop) or runs it (src/db/deferred.py)
+    writes: tuple[Deferred, ...] = ()
 
     @property
     def ids(self) -> list[int]:
         return [m.id for m in self.memories]
+
+
+@dataclass
+class Found:
+    """Steps 1-2's reads for one cue, before scoring (`Retriever.search` → `Retriever.rank`)."""
+
+    cue: Cue
+    query: str                              # the cue's text, cleaned
+    query_vec: np.ndarray | None
+    rng: np.random.Generator
+    now: datetime
+    hits: list[search.SearchHit] = field(default_factory=list)
+    early: Spread | None = None             # spreading read beside the search
+    blend: np.ndarray | None = None
+    working: list[WorkingHit] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class Retriever:
@@ -85,98 +130,83 @@ class Retriever:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, reranker: Reranker | None,
                  safety: Safety, settings: RetrievalSettings | None = None,
                  layer_vecs: Sequence[tuple[np.ndarray, float]] = (),
-                 maturity_memories: int = MATURITY_MEMORIES,
-                 emotional: Callable[[np.ndarray], np.ndarray] | None = None):
+                 maturity_memories: int = MATURITY_MEMORIES):
         self.pool = pool
         self.embedder = embedder
         self.reranker = reranker
         self.safety = safety
         self.settings = settings or RetrievalSettings()
-        # Layer 0/1 (values, goals) as (vector, weight): the identity side of S_i.
-        self.layer_vecs = list(layer_vecs)
+        # the identity layers as read when the retriever was made (a cue may bring newer ones)
+        self.layer_vecs = tuple(layer_vecs)
         # the mind's one notion of age (`agent.maturity_memories`), shared with gates and §3.5
         self.maturity_memories = maturity_memories
         self._store_size = StoreSize()
-        # The gut's emotional alignment (plan §5.1 → §3.1's emotional component): rows of
-        # vectors → values in [0, 1]. None: the neutral 0.5.
-        self.emotional = emotional
         # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
         self.dirichlet = DirichletFactors()
 
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        rng: np.random.Generator,
-        now: datetime | None = None,
-        context_vecs: Sequence[np.ndarray] = (),
-        active_ids: Sequence[int] = (),
-        hops: int = 1,
-        want_types: Sequence[str] = (),
-        mutate: bool = True,
-        query_vec: np.ndarray | None = None,
-        exclude_scratch: Sequence[int] = (),
-        logged_query: str | None = None,
-        write_behind: WriteBehind | None = None,
-        searched: Callable[[], object] | None = None,
-    ) -> Retrieval:
-        """Recall memories for `query`; `hops` 1 normally, 2 for DMN/introspection.
+    async def retrieve(self, cue: Cue | str, *, rng: np.random.Generator, now: datetime | None = None,
+                       mutate: bool = True) -> Retrieval:
+        """Recall memories for `cue` (steps 1-9). With `mutate`, step 9 comes back as
+        `Retrieval.writes`, not run: the caller queues or runs it."""
+        return await self.rank(await self.search(cue, rng=rng, now=now), mutate=mutate)
 
-        `query_vec`: the query's RETRIEVAL_QUERY embedding when the caller already has it
-        (the loop embeds attention candidates), so it is not paid for twice.
-        `exclude_scratch`: the scratch rows of the input being answered (not recalled to itself).
-        `logged_query`: the query as the mutation's evidence keeps it (mode off: src/gates/modes.py).
-        `write_behind`: the mutation is queued there, not awaited (src/db/write_behind.py).
-        `searched`: called as the search returns (the loop's prompt reads pass while it scores).
-        """
-        cfg = self.settings
-        now = now or datetime.now(UTC)
-        timings: dict[str, float] = {}
-        degraded: list[str] = []
-        query = clean_text(query).text
-        if not query.strip():
-            return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
+    async def search(self, cue: Cue | str, *, rng: np.random.Generator, now: datetime | None = None) -> Found:
+        """Steps 1-2's reads: working memory, then hybrid search beside the spreading from the
+        memories in context and the Dirichlet draw. The loop starts the prompt's reads after
+        this, so they pass while `rank` scores (src/loop/cognitive_loop.py)."""
+        cue = Cue(cue) if isinstance(cue, str) else cue
+        found = Found(cue, clean_text(cue.text).text, cue.vec, rng, now or datetime.now(UTC))
+        if not found.query.strip():
+            return found
+        cfg, timings = self.settings, found.timings
         with _timed(timings, "embed"):
-            if query_vec is None:
-                query_vec = await self._embed_query(query, degraded)
+            if found.query_vec is None:
+                found.query_vec = await self._embed_query(found.query, found.degraded)
         arms = cfg.arm_weights(self.embedder.model_name)
         with _timed(timings, "search"):   # with what does not wait for its hits, side by side
-            working = await self._working(query, exclude_scratch)
-            hits, early_spread, blend = await asyncio.gather(
-                self._search(query, query_vec, arms, now),
-                self._early_spread(active_ids, hops, query_vec, now) if active_ids else _none(),
+            found.working = await self._working(found.query, cue.exclude_scratch)
+            found.hits, found.early, found.blend = await asyncio.gather(
+                self._search(found.query, found.query_vec, arms, found.now),
+                self._early_spread(cue.active_ids, cue.hops, found.query_vec, found.now) if cue.active_ids
+                else _none(),
                 self._blend(rng))
-        if searched is not None:
-            searched()
-            await asyncio.sleep(0)   # what it started sends its queries before the scoring holds the loop
+        return found
+
+    async def rank(self, found: Found, *, mutate: bool = True) -> Retrieval:
+        """Steps 2-8 on what `search` found: spreading's partners joined, scored, the dormant
+        left out, reranked; step 9 (with `mutate`) handed back in `writes`."""
+        cue, query, query_vec, now, timings = found.cue, found.query, found.query_vec, found.now, found.timings
+        if not query.strip():
+            return Retrieval(query, [], [], {}, False, "empty query", ["empty query: nothing to recall"])
+        cfg = self.settings
+        arms = cfg.arm_weights(self.embedder.model_name)
         with _timed(timings, "spread"):
-            hits, spread = await self._spread_from(hits, active_ids, hops, query_vec, now, early_spread)
+            hits, spread = await self._spread_from(found.hits, cue.active_ids, cue.hops, query_vec, now, found.early)
         with _timed(timings, "score"):
             focus = [query_vec] if query_vec is not None else []
-            seeds = [] if active_ids else [h.id for h in hits[:cfg.spread_seeds]]
-            top = self._awake_top(score(hits, rng, now, cfg, focus + list(context_vecs), self.layer_vecs, spread,
-                                        blend, want_types, arms.w_recency, self.emotional, seeds, query))
+            seeds = [] if cue.active_ids else [h.id for h in hits[:cfg.spread_seeds]]
+            layers = self.layer_vecs if cue.layer_vecs is None else cue.layer_vecs
+            scoring = Focus(query, focus + list(cue.context_vecs), layers, cue.want_types, cue.emotional,
+                            arms.w_recency)
+            top = self._awake_top(score(hits, found.rng, now, cfg, scoring, spread, found.blend, seeds))
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
+        writes = ()
         if mutate and memories:
-            await self._mutate(memories, near, now, query if logged_query is None else logged_query, blend,
-                               write_behind, timings)
-        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, blend), strict=True)),
-                         reranked.reranked, reranked.skipped_reason, degraded, timings, _not_recalled(working, memories))
+            writes = (self._mutation(memories, near, now, query if cue.logged_query is None else cue.logged_query,
+                                     found.blend),)
+        return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, found.blend), strict=True)),
+                         reranked.reranked, reranked.skipped_reason, found.degraded, timings,
+                         _not_recalled(found.working, memories), writes)
 
-    async def _mutate(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
-                      blend: np.ndarray, write_behind: WriteBehind | None, timings: dict[str, float]) -> None:
-        """Step 8 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
-        and outcomes; queued on `write_behind`, else run and timed here."""
-        mutation = functools.partial(
+    def _mutation(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
+                  blend: np.ndarray) -> Deferred:
+        """Step 9 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
+        and outcomes, one transaction; the weight changes' lane keeps their order."""
+        return Deferred("retrieval mutation", functools.partial(
             mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
             safety=self.safety, at=now, settings=self.settings, query=logged_query,
-            contributions=[np.asarray(m.components) * blend for m in memories])
-        if write_behind is not None:
-            write_behind.queue("retrieval mutation", mutation, lane="weights")
-            return
-        with _timed(timings, "mutation"):
-            await mutation()
+            contributions=[np.asarray(m.components) * blend for m in memories]), lane="weights")
 
     async def _working(self, query: str, exclude: Sequence[int]) -> list[WorkingHit]:
         """Step 8, read before the search, not beside it: a line the exit gate flushes meanwhile
@@ -342,4 +372,4 @@ def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
     timings[step] = (time.perf_counter() - started) * 1000.0
 
 
-__all__ = ["ActRSettings", "ArmWeights", "Recalled", "Retrieval", "RetrievalSettings", "Retriever"]
+__all__ = ["ActRSettings", "ArmWeights", "Cue", "Found", "Recalled", "Retrieval", "RetrievalSettings", "Retriever"]

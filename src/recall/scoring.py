@@ -73,16 +73,29 @@ def user_stated(hits: Sequence[SearchHit]) -> np.ndarray:
                      else 0.0 for h in hits])
 
 
-def score(hits: Sequence[SearchHit], rng: np.random.Generator, now: datetime,
-          cfg: RetrievalSettings, context_vecs: list[np.ndarray],
-          layer_vecs: Sequence[tuple[np.ndarray, float]], spread: dict[int, float],
-          blend: np.ndarray, want_types: Sequence[str], w_recency: float,
-          emotional_fn: Callable[[np.ndarray], np.ndarray] | None = None,
-          cold_seeds: Sequence[int] = (), query: str = "") -> list[Recalled]:
+@dataclass(frozen=True)
+class Focus:
+    """What one recall's candidates are scored against: the question's words, the focus
+    vectors (the question's own first, then the attention focus), the identity layers, the
+    wanted memory types, the gut's emotional alignment, and the recency share of the fused
+    search score (the arm weight, taken out again: recency is a component of its own)."""
+
+    query: str
+    context_vecs: Sequence[np.ndarray]
+    layer_vecs: Sequence[tuple[np.ndarray, float]]
+    want_types: Sequence[str] = ()
+    emotional: Callable[[np.ndarray], np.ndarray] | None = None
+    w_recency: float = 0.0
+
+
+def score(hits: Sequence[SearchHit], rng: np.random.Generator, now: datetime, cfg: RetrievalSettings,
+          focus: Focus, spread: dict[int, float], blend: np.ndarray, cold_seeds: Sequence[int] = ()) -> list[Recalled]:
     """ACT-R and hybrid relevance for every candidate, vectorised."""
     if not hits:
         return []
     a = cfg.act_r
+    context_vecs, layer_vecs, want_types = list(focus.context_vecs), focus.layer_vecs, focus.want_types
+    w_recency, emotional_fn, query = focus.w_recency, focus.emotional, focus.query
     base = actr.base_levels([[h.created_at, *h.access_timestamps] for h in hits], now, a.d)
     usable = np.array([h.embedding is not None and h.similarity is not None for h in hits])
     vecs = np.stack([h.embedding if h.embedding is not None else np.zeros(768, np.float32) for h in hits])

@@ -163,28 +163,12 @@ class MemoryStore:
         )
         return _check_vectors(vectors, len(prepared), self.embedder.model_name)
 
-    async def store(
-        self,
-        content: str | bytes,
-        memory_type: str = "episodic",
-        *,
-        source_tag: str = "external_user",
-        source_confidence: float = 1.0,
-        event_time: datetime | None = None,
-        compressed: str | None = None,
-        immutable: bool = False,
-        alpha: float = 1.0,
-        beta: float = 4.0,
-        metadata: Mapping[str, Any] | None = None,
-        context: str | None = None,
-    ) -> int:
+    async def store(self, item: NewMemory) -> int:
         """Write one memory and return its id.
 
         Raises InputRejected for empty content or invalid fields (nothing is written).
         An embedder failure (ProviderError) is logged and the row is written unembedded.
         """
-        item = NewMemory(content, memory_type, source_tag, source_confidence, event_time,
-                         compressed, immutable, alpha, beta, metadata, context)
         prepared = prepare(item, "memory")
         meta = metadata_json(item.metadata, "memory")
         embedding: np.ndarray | None = None
@@ -194,7 +178,7 @@ class MemoryStore:
             model = self.embedder.model_name
         except ProviderError as exc:
             log.warning("storing a new %s memory without an embedding (the re-embed worker will add "
-                        "it): %s", memory_type, exc)
+                        "it): %s", item.memory_type, exc)
         it = prepared.item
         return await self.pool.fetchval(
             _INSERT_ONE, prepared.content, it.memory_type,

@@ -15,8 +15,6 @@ fails the phase (phase.py). Offline (no model) the step is skipped and logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
 
 import asyncpg
 
@@ -29,7 +27,7 @@ from src.consolidation.deep.phase import (
     interrupts,
 )
 from src.consolidation.deep.prompts import ContextBatch, context_prompt
-from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
+from src.consolidation.evolution.settings import evolution_of
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
@@ -39,20 +37,19 @@ from src.text import clean_text, excerpt
 log = logging.getLogger(__name__)
 
 
-
-async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None,
-                         settings: EvolutionSettings, now: datetime, budget: CallBudget,
-                         counts: dict[str, int], skip: Callable[[str, str], None],
-                         purpose: str = "consolidation:contextual") -> int:
+async def run_contextual(ctx: DeepPassContext, counts: dict[str, int]) -> int:
     """Fill `content_contextualized` (and re-embed) for a bounded number of memories; returns how many.
 
-    A batch over the model's window (ContextOverflow, never sent) is asked again in
-    halves; one memory that alone does not fit waits. A batch whose reply stayed
-    malformed waits for the next pass; any other provider error fails the phase (phase.py).
+    The pass's `evolution` settings, model, call budget and skip log are `ctx`'s; its
+    model calls carry `ctx.purpose`. A batch over the model's window (ContextOverflow,
+    never sent) is asked again in halves; one memory that alone does not fit waits. A
+    batch whose reply stayed malformed waits for the next pass; any other provider error
+    fails the phase (phase.py).
     """
-    cfg = settings.contextual
+    pool, llm, budget = ctx.pool, ctx.llm, ctx.budget
+    cfg = evolution_of(ctx).contextual
     if llm is None or not llm.configured:
-        skip("contextual retrieval", "no language model is configured")
+        ctx.skip("contextual retrieval", "no language model is configured")
         return 0
     done = 0
     rows = await repo.lacking_context(pool, cfg.batch_size * cfg.max_calls_per_pass, cfg.session_neighbours,
@@ -61,17 +58,17 @@ async def run_contextual(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMo
     while queue:
         batch = queue.pop(0)
         if not budget.can_spend():
-            skip("contextual retrieval (beyond budget)", "the pass's LLM-call budget is spent")
+            ctx.skip("contextual retrieval (beyond budget)", "the pass's LLM-call budget is spent")
             break
         try:
-            texts = await _contexts(llm, budget, batch, cfg, purpose, queue)
+            texts = await _contexts(llm, budget, batch, cfg, ctx.purpose, queue)
         except ProviderSkipped as exc:
             if interrupts(exc):
                 raise
-            skip("contextual retrieval", str(exc))
+            ctx.skip("contextual retrieval", str(exc))
             break
         if texts:
-            done += await _store(pool, embedder, batch, texts)
+            done += await _store(pool, ctx.embedder, batch, texts)
     counts["contextualized"] = counts.get("contextualized", 0) + done
     return done
 
@@ -124,8 +121,7 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     """Deep-pass phase: contextual retrieval (§4.6)."""
     result = PhaseResult()
     used = ctx.budget.used
-    await run_contextual(ctx.pool, ctx.embedder, ctx.llm, evolution_of(ctx), ctx.now, ctx.budget,
-                         result.counts, ctx.skip, ctx.purpose)
+    await run_contextual(ctx, result.counts)
     result.calls = ctx.budget.used - used
     if ctx.llm is None or not ctx.llm.configured:
         result.skipped = "no language model is configured"

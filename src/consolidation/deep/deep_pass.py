@@ -29,7 +29,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -81,6 +81,20 @@ DEEP_PHASES: list[Phase] = [
 
 AfterPass = Callable[["PassReport"], Awaitable[None]]
 Submit = Callable[[str, str], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ConsolidationParts:
+    """The store, providers, weight safety and settings consolidation works with.
+
+    Every deep pass and the light ticker get these same five; `llm` is None offline.
+    """
+
+    pool: asyncpg.Pool
+    embedder: Embedder
+    llm: LanguageModel | None
+    safety: Safety
+    settings: ConsolidationSettings
 
 
 @dataclass
@@ -135,23 +149,22 @@ def llm_or_none(llm: LanguageModel | None) -> LanguageModel | None:
 
 
 async def run_deep_pass(
-    pool: asyncpg.Pool, *, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
-    settings: ConsolidationSettings, trigger: str, now: datetime | None = None,
+    parts: ConsolidationParts, *, trigger: str, now: datetime | None = None,
     rng: random.Random | None = None, phases: Sequence[Phase] | None = None,
     importance: float | None = None, after: Sequence[AfterPass] = (),
 ) -> PassReport | None:
     """Run (or resume) one deep pass. None when another process is running one."""
     started = time.perf_counter()
     phases = DEEP_PHASES if phases is None else phases
-    key = settings.deep.lock_key
-    async with pool.acquire() as lock_conn:
+    key = parts.settings.deep.lock_key
+    async with parts.pool.acquire() as lock_conn:
         if not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
             log.info("a deep pass is already running elsewhere; not starting another")
             return None
         try:
-            report = await _run_locked(pool, embedder=embedder, llm=llm_or_none(llm), safety=safety,
-                                       settings=settings, trigger=trigger, now=now or datetime.now(UTC),
-                                       rng=rng or random.Random(), phases=phases, importance=importance)
+            report = await _run_locked(replace(parts, llm=llm_or_none(parts.llm)), trigger=trigger,
+                                       now=now or datetime.now(UTC), rng=rng or random.Random(),
+                                       phases=phases, importance=importance)
         finally:   # a session lock: the pool does not reset connections (src/db/pool.py keep_session)
             try:
                 await lock_conn.execute("SELECT pg_advisory_unlock($1)", key)
@@ -181,14 +194,17 @@ async def _open(pool, settings: ConsolidationSettings, trigger: str, importance)
     return pending["id"], True, pending["trigger"], budget
 
 
-async def _run_locked(pool, *, embedder, llm, safety, settings, trigger, now, rng, phases, importance) -> PassReport:
+async def _run_locked(parts: ConsolidationParts, *, trigger: str, now: datetime, rng: random.Random,
+                      phases: Sequence[Phase], importance: float | None) -> PassReport:
     clock = time.monotonic()
+    pool, settings = parts.pool, parts.settings
     pass_id, resumed, trigger, budget = await _open(pool, settings, trigger, importance)
     row = await checkpoints.pass_row(pool, pass_id)
     previous = json.loads(row["counts"]) if row["counts"] else {}
     skipped = json.loads(row["skipped"]) if row["skipped"] else {}
-    ctx = DeepPassContext(pool=pool, embedder=embedder, llm=llm, safety=safety, settings=settings, now=now,
-                          rng=rng, pass_id=pass_id, budget=budget, skipped_steps=skipped)
+    ctx = DeepPassContext(pool=pool, embedder=parts.embedder, llm=parts.llm, safety=parts.safety,
+                          settings=settings, now=now, rng=rng, pass_id=pass_id, budget=budget,
+                          skipped_steps=skipped)
     # what finished phases of this pass announced (a resumed pass announces them once, at its end)
     ctx.announce = [t for p in previous.values() for t in (p.get("data") or {}).get("announce", [])]
     report = PassReport(pass_id, trigger, "running", resumed, 0, budget.limit, 0, 0, previous)

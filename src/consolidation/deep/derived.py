@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -27,7 +28,7 @@ from src.consolidation.deep.integrity import BLANK_PRIOR, evidence_prior, is_see
 from src.consolidation.deep.phase import DeepPassContext
 from src.errors import ProviderError
 from src.providers.embedding import embed_memories
-from src.recall.store import EMBED_MAX_CHARS
+from src.recall.store import EMBED_MAX_CHARS, NewMemory
 from src.text import clean_text
 from src.weights.apply import WeightChange, apply_weight_changes
 
@@ -47,15 +48,22 @@ async def embed_one(ctx: DeepPassContext, content: str, memory_type: str) -> np.
         return None
 
 
+@dataclass(frozen=True)
+class DerivedMemory:
+    """One memory the deep pass derives: text, type, the memories it rests on, the step (`via`), metadata."""
+
+    content: str
+    memory_type: str
+    sources: Sequence[int]
+    via: str
+    metadata: Mapping[str, Any]
+
+
 async def write_derived(
     ctx: DeepPassContext,
+    derived: DerivedMemory,
     *,
     key: str,
-    content: str,
-    memory_type: str,
-    sources: Sequence[int],
-    via: str,
-    metadata: Mapping[str, Any],
     inherit_weight: bool = True,
     contradict_sources: bool = True,
     extra: Extra | None = None,
@@ -69,20 +77,20 @@ async def write_derived(
     the sources give way to it (a merge supersedes its near-duplicates; an insight drawn
     from evidence does not replace it, so insights pass False).
     """
+    memory_type, via = derived.memory_type, derived.via
     if key in ctx.done:
         return None
-    text = clean_text(content).text.strip()
+    text = clean_text(derived.content).text.strip()
     if not text:
         return None
     vec = await embed_one(ctx, text, memory_type)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        rows = await memories_repository.memories_by_id(conn, sources)
+        rows = await memories_repository.memories_by_id(conn, derived.sources)
         alpha, beta = evidence_prior(rows) if inherit_weight else BLANK_PRIOR
-        meta = {"pass_id": ctx.pass_id, "sources": sorted(r["id"] for r in rows), **metadata}
+        meta = {"pass_id": ctx.pass_id, "sources": sorted(r["id"] for r in rows), **derived.metadata}
         new_id = await supersedes_repository.insert_memory(
-            conn, content=text, memory_type=memory_type, embedding=vec,
-            embed_model=ctx.embedder.model_name, alpha=alpha, beta=beta, source_tag=SOURCE_TAG,
-            compressed=None, metadata=meta)
+            conn, NewMemory(text, memory_type, source_tag=SOURCE_TAG, alpha=alpha, beta=beta, metadata=meta),
+            embedding=vec, embed_model=ctx.embedder.model_name)
         await supersedes_repository.insert_links(conn, new_id, [r["id"] for r in rows], via)
         # seeds keep their weight anyway (the choke point refuses): not even asked
         giving_way = [r for r in rows if not is_seed(r)] if contradict_sources else []

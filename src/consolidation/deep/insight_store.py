@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from src.consolidation.deep import memories_repository
-from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.text import excerpt
@@ -38,9 +38,10 @@ async def store_insight(ctx: DeepPassContext, key: str, text: str, cited: list[i
         result.add(f"refused_{refusal.reason}")
         return
     new_id = await write_derived(
-        ctx, key=key, content=text, memory_type="reflection", sources=cited, via="insight",
-        contradict_sources=False,
-        metadata={"kind": "insight", "via": "insight", "question": question, **(metadata or {})})
+        ctx, DerivedMemory(text, "reflection", sources=cited, via="insight",
+                           metadata={"kind": "insight", "via": "insight", "question": question,
+                                     **(metadata or {})}),
+        key=key, contradict_sources=False)
     if new_id is not None:
         result.add(counted)
         ctx.announce.append(text)

@@ -26,7 +26,13 @@ from src.consolidation.deep import checkpoints, dmn_inputs
 from src.consolidation.deep.insight_store import store_insight
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Questions, questions_prompt
-from src.consolidation.deep.structured import Rejected, ask_batched, ask_insights, run_guarded
+from src.consolidation.deep.structured import (
+    BatchQuestion,
+    Rejected,
+    ask_batched,
+    ask_insights,
+    run_guarded,
+)
 from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
@@ -63,10 +69,9 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
     memories = memories[:max(1, most_that_fit(ctx.llm, len(memories), lambda k: questions_prompt(
         memories[:k], themes, deep.questions), meta=True, schema=Questions))]
     before = ctx.budget.used
-    answers = await ask_batched(ctx, [memories], batch_size=1,
-                                question=lambda b: questions_prompt(b[0], themes, deep.questions),
-                                schema=Questions, validate=validate,
-                                describe=lambda m: {"recent_memories": len(m)})
+    answers = await ask_batched(ctx, [memories], BatchQuestion(
+        question=lambda b: questions_prompt(b[0], themes, deep.questions), schema=Questions, validate=validate),
+        batch_size=1, describe=lambda m: {"recent_memories": len(m)})
     result.calls = ctx.budget.used - before
     questions = [" ".join(q.split()) for _, a in answers for q in a.questions if q.strip()][:deep.questions]
     result.data["questions"] = questions

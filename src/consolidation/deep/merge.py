@@ -46,12 +46,18 @@ from src.consolidation.clustering import (
     words,
 )
 from src.consolidation.deep import clusters_repository, memories_repository
-from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.integrity import is_question, is_seed
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import MERGE_ITEM_CHARS, MergeAnswer, merge_question
 from src.consolidation.deep.prompts import MergedInsight as MergedInsight
-from src.consolidation.deep.structured import Rejected, ask_batched, check_citations, run_guarded
+from src.consolidation.deep.structured import (
+    BatchQuestion,
+    Rejected,
+    ask_batched,
+    check_citations,
+    run_guarded,
+)
 from src.errors import ProviderError
 from src.recall.speakers import Speaker, claims_as_own, common_speaker, speaker_of
 from src.text import excerpt
@@ -269,8 +275,9 @@ async def _ask(ctx: DeepPassContext, clusters: Sequence[Cluster], result: PhaseR
             merged[c.fingerprint] = (text, cited, False)
 
     before = ctx.budget.used
-    await ask_batched(ctx, clusters, batch_size=ctx.settings.deep.merge_batch, question=merge_question,
-                      schema=MergeAnswer, validate=validate_merge, describe=lambda c: {"cluster": c.ids},
+    await ask_batched(ctx, clusters, BatchQuestion(question=merge_question, schema=MergeAnswer,
+                                                   validate=validate_merge),
+                      batch_size=ctx.settings.deep.merge_batch, describe=lambda c: {"cluster": c.ids},
                       on_answer=keep)
     result.calls = ctx.budget.used - before
     return merged
@@ -329,11 +336,11 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
             await clusters_repository.insert_cluster(conn, c.fingerprint, new_id, ctx.pass_id, c.ids)
 
         new_id = await write_derived(
-            ctx, key=f"cluster:{c.fingerprint}", content=text, memory_type="reflection", sources=c.ids,
-            via="merge", extra=remember,
-            metadata={"kind": "insight", "via": "merge", "cluster_fingerprint": c.fingerprint,
-                      "extractive": extractive, "cited": cited, "cluster_size": len(c.ids),
-                      **_offline_speaker(c, extractive)})
+            ctx, DerivedMemory(text, "reflection", sources=c.ids, via="merge",
+                               metadata={"kind": "insight", "via": "merge", "cluster_fingerprint": c.fingerprint,
+                                         "extractive": extractive, "cited": cited, "cluster_size": len(c.ids),
+                                         **_offline_speaker(c, extractive)}),
+            key=f"cluster:{c.fingerprint}", extra=remember)
         if new_id is not None:
             result.add("insights")
             result.add("superseded", len(c.ids))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from src.consolidation.deep import memories_repository, supersedes_repository
-from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.per_item import Item, Pairs, PerItemPhase
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Narratives, narrative_prompt
@@ -38,9 +38,9 @@ async def _write(ctx: DeepPassContext, answer: Pairs, result: PhaseResult) -> No
     """Each narrative a memory of its own, linked to the insight it explains (which stays as it is)."""
     for insight_id, text in answer:
         new_id = await write_derived(
-            ctx, key=f"narrative:{insight_id}", content=" ".join(text.split()),
-            memory_type="narrative", sources=[insight_id], via="narrative",
-            contradict_sources=False, metadata={"kind": "narrative", "insight_id": insight_id})
+            ctx, DerivedMemory(" ".join(text.split()), "narrative", sources=[insight_id], via="narrative",
+                               metadata={"kind": "narrative", "insight_id": insight_id}),
+            key=f"narrative:{insight_id}", contradict_sources=False)
         if new_id is not None:
             result.add("narratives")
 

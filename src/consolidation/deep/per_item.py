@@ -19,7 +19,12 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
-from src.consolidation.deep.structured import ask_batched, check_one_each, run_guarded
+from src.consolidation.deep.structured import (
+    BatchQuestion,
+    ask_batched,
+    check_one_each,
+    run_guarded,
+)
 
 C = TypeVar("C")                        # a candidate row, as the repository returns it
 M = TypeVar("M", bound=BaseModel)       # the reply's schema
@@ -55,8 +60,8 @@ class PerItemPhase(Generic[C, M]):
             return result
         items = await self.items(ctx, candidates)
         before = ctx.budget.used
-        answers = await ask_batched(ctx, items, batch_size=self.batch_size(ctx), question=self.question,
-                                    schema=self.schema, validate=self.validate,
+        ask = BatchQuestion(question=self.question, schema=self.schema, validate=self.validate)
+        answers = await ask_batched(ctx, items, ask, batch_size=self.batch_size(ctx),
                                     describe=lambda it: {self.describe_key: it["id"]})
         result.calls = ctx.budget.used - before
         for _, answer in answers:

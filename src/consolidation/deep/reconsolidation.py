@@ -22,7 +22,6 @@ shared call budget). Offline (no model) both steps are skipped and logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
@@ -43,18 +42,15 @@ from src.consolidation.deep.prompts import (
     conflict_prompt,
     reevaluation_prompt,
 )
-from src.consolidation.evolution.settings import EvolutionSettings, evolution_of
+from src.consolidation.evolution.settings import evolution_of
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 from src.gates.contradiction import load_or_learn, screen
 from src.outcomes.tracking import conflict_resolved
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.apply import WeightChange, apply_weight_changes
-from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
-
-Skip = Callable[[str, str], None]
 
 
 def _usable(llm: LanguageModel | None) -> bool:
@@ -95,19 +91,21 @@ def _rewrite(answer, verdict: str, counts: dict[str, int]) -> str | None:
     return text
 
 
-async def _supersede(conn: asyncpg.Connection, embedder: Embedder, safety: Safety, settings: EvolutionSettings,
-                     now: datetime, old_id: int, text: str, source_ids: list[int], why: str,
-                     vector) -> int:
+async def _supersede(conn: asyncpg.Connection, ctx: DeepPassContext, old_id: int, text: str,
+                     source_ids: list[int], why: str, vector) -> int:
     """Store the new insight, link it, and fade the old one, in the caller's transaction."""
-    new_id = await supersedes_repository.insert_insight(conn, text, vector, embedder.model_name if vector is not None else None,
-                                       now, {"reconsolidated_from": old_id, "evaluated_at": now.isoformat(),
-                                             "why": why}, source_ids)
+    now = ctx.now
+    embed_model = ctx.embedder.model_name if vector is not None else None
+    new_id = await supersedes_repository.insert_insight(conn, text, vector, embed_model, now,
+                                                        {"reconsolidated_from": old_id,
+                                                         "evaluated_at": now.isoformat(), "why": why},
+                                                        source_ids)
     await memories_repository.mark_metadata(conn, [old_id], {"superseded_by": new_id, "superseded_at": now.isoformat(),
                                               "evaluated_at": now.isoformat()})
     await apply_weight_changes(conn, [WeightChange(
-        old_id, "contradict", settings.reconsolidation.superseded_contradict, "reconsolidation",
+        old_id, "contradict", evolution_of(ctx).reconsolidation.superseded_contradict, "reconsolidation",
         f"superseded by insight {new_id}", {"at": now.isoformat(), "new_insight": new_id, "why": why})],
-        safety=safety)
+        safety=ctx.safety)
     return new_id
 
 
@@ -119,18 +117,17 @@ async def _vector(embedder: Embedder, text: str):
         return None
 
 
-async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
-                        settings: EvolutionSettings, now: datetime, budget: CallBudget, counts: dict[str, int],
-                        skip: Skip, purpose: str = "consolidation:reconsolidation",
-                        since: datetime | None = None) -> None:
+async def run_conflicts(ctx: DeepPassContext, counts: dict[str, int], *, since: datetime | None = None) -> None:
     """Conflict-aware reconsolidation of insights against recent memories.
 
-    `since`: only memories stored after it (the previous pass's start), so hourly passes
-    do not screen the same week of memories again and again.
+    The pass's `evolution` settings, model, call budget and skip log are `ctx`'s; its
+    model calls carry `ctx.purpose`. `since`: only memories stored after it (the previous
+    pass's start), so hourly passes do not screen the same week of memories again and again.
     """
-    cfg = settings.reconsolidation
+    pool, embedder, llm, now, budget = ctx.pool, ctx.embedder, ctx.llm, ctx.now, ctx.budget
+    cfg = evolution_of(ctx).reconsolidation
     if not _usable(llm):
-        skip("reconsolidation (conflicts)", "no language model is configured")
+        ctx.skip("reconsolidation (conflicts)", "no language model is configured")
         return
     pairs = await repo.conflicting_insights(pool, now, lookback_days=cfg.lookback_days, similarity=cfg.similarity,
                                             embed_model=embedder.model_name, max_new=cfg.max_new_memories,
@@ -147,19 +144,18 @@ async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMod
         if verdict.contradicts is False:
             continue
         if asked >= cfg.max_conflicts or not budget.can_spend():
-            skip("reconsolidation (conflicts beyond budget)", "the pass's LLM-call budget is spent")
+            ctx.skip("reconsolidation (conflicts beyond budget)", "the pass's LLM-call budget is spent")
             break
         asked += 1
         answer = await _ask(llm, budget, conflict_prompt(p["insight_content"], p["memory_content"]),
-                            ConflictAnswer, purpose)
+                            ConflictAnswer, ctx.purpose)
         if answer is None:
             counts["reconsolidation_failed"] = counts.get("reconsolidation_failed", 0) + 1
             continue
         if (text := _rewrite(answer, "update", counts)) is not None:
             vector = await _vector(embedder, text)
             async with pool.acquire() as conn, conn.transaction():
-                new_id = await _supersede(conn, embedder, safety, settings, now, p["insight_id"],
-                                          text, [p["insight_id"], p["memory_id"]],
+                new_id = await _supersede(conn, ctx, p["insight_id"], text, [p["insight_id"], p["memory_id"]],
                                           answer.explanation, vector)
             counts["insights_superseded"] = counts.get("insights_superseded", 0) + 1
             # a conflict resolved by reconsolidation: outcome + readiness milestone 7 (§5.2, §5.3)
@@ -177,31 +173,30 @@ async def run_conflicts(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageMod
             counts["no_conflict"] = counts.get("no_conflict", 0) + 1
 
 
-async def run_reevaluation(pool: asyncpg.Pool, embedder: Embedder, llm: LanguageModel | None, safety: Safety,
-                           settings: EvolutionSettings, now: datetime, budget: CallBudget,
-                           counts: dict[str, int], skip: Skip,
-                           purpose: str = "consolidation:reconsolidation") -> None:
-    """Re-evaluate insights whose supersedes sources changed."""
-    cfg = settings.reconsolidation
+async def run_reevaluation(ctx: DeepPassContext, counts: dict[str, int]) -> None:
+    """Re-evaluate insights whose supersedes sources changed (the pass's settings, model,
+    call budget and skip log are `ctx`'s, as in `run_conflicts`)."""
+    pool, llm, now, budget = ctx.pool, ctx.llm, ctx.now, ctx.budget
+    cfg = evolution_of(ctx).reconsolidation
     if not _usable(llm):
-        skip("reconsolidation (re-evaluation)", "no language model is configured")
+        ctx.skip("reconsolidation (re-evaluation)", "no language model is configured")
         return
     for row in await supersedes_repository.insights_with_changed_sources(pool, cfg.max_reevaluations):
         if not budget.can_spend():
-            skip("reconsolidation (re-evaluation beyond budget)", "the pass's LLM-call budget is spent")
+            ctx.skip("reconsolidation (re-evaluation beyond budget)", "the pass's LLM-call budget is spent")
             break
         gone = set(await memories_repository.superseded_ids(pool, row["source_ids"]))
         sources = [(t, c, i in gone) for i, t, c in zip(row["source_ids"], row["source_contents"],
                                                          row["source_centers"], strict=True)]
         answer = await _ask(llm, budget, reevaluation_prompt(row["content"], sources), ReevaluationAnswer,
-                            purpose)
+                            ctx.purpose)
         if answer is None:
             continue
         if (text := _rewrite(answer, "revise", counts)) is not None:
-            vector = await _vector(embedder, text)
+            vector = await _vector(ctx.embedder, text)
             async with pool.acquire() as conn, conn.transaction():
-                await _supersede(conn, embedder, safety, settings, now, row["id"], text,
-                                 [row["id"], *row["source_ids"]], answer.explanation, vector)
+                await _supersede(conn, ctx, row["id"], text, [row["id"], *row["source_ids"]],
+                                 answer.explanation, vector)
             counts["insights_revised"] = counts.get("insights_revised", 0) + 1
         else:
             await memories_repository.mark_metadata(pool, [row["id"]], {"evaluated_at": now.isoformat()})
@@ -211,16 +206,13 @@ async def run_reevaluation(pool: asyncpg.Pool, embedder: Embedder, llm: Language
 async def run(ctx: DeepPassContext) -> PhaseResult:
     """Deep-pass phase: conflict-aware reconsolidation and re-evaluation of insights (§4.4)."""
     result = PhaseResult()
-    settings = evolution_of(ctx)
     used = ctx.budget.used
     since = await checkpoints.previous_pass_start(ctx.pool, ctx.pass_id)
     if since is not None and since > ctx.now:    # a pass run with an earlier clock (tests, replays)
         since = None
     try:
-        await run_conflicts(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
-                            result.counts, ctx.skip, ctx.purpose, since=since)
-        await run_reevaluation(ctx.pool, ctx.embedder, ctx.llm, ctx.safety, settings, ctx.now, ctx.budget,
-                               result.counts, ctx.skip, ctx.purpose)
+        await run_conflicts(ctx, result.counts, since=since)
+        await run_reevaluation(ctx, result.counts)
     except ProviderSkipped as exc:           # not configured, the background budget spent
         if interrupts(exc):
             raise

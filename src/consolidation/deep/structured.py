@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -52,21 +53,29 @@ def check_one_each(wanted: set[int], got: set[int], *, answers: str, answer: str
         raise Rejected(f"no {answer} for {noun} id(s) {sorted(wanted - got)}")
 
 
+@dataclass(frozen=True)
+class BatchQuestion(Generic[T, M]):
+    """What to ask of each batch: its prompt, the reply's schema, the check a reply must pass, its token cap."""
+
+    question: Callable[[Sequence[T]], str]
+    schema: type[M]
+    validate: Callable[[Sequence[T], M], None] | None = None
+    max_tokens: int | None = None
+
+
 async def ask_batched(
     ctx: DeepPassContext,
     items: Sequence[T],
+    ask: BatchQuestion[T, M],
     *,
     batch_size: int,
-    question: Callable[[Sequence[T]], str],
-    schema: type[M],
-    validate: Callable[[Sequence[T], M], None] | None = None,
     describe: Callable[[T], Any] = repr,
-    max_tokens: int | None = None,
     on_answer: Callable[[list[T], M], Awaitable[None]] | None = None,
 ) -> list[tuple[list[T], M]]:
-    """Ask about `items` in batches; return (batch, validated answer) for every usable batch.
+    """Ask `ask` of `items`, a batch at a time; return (batch, validated answer) for every usable batch.
 
     Stops asking (and logs the step as skipped) when the pass's call budget is spent.
+    `describe` names an item in the failure row of a batch that could not be answered.
     `on_answer` sees each validated answer as soon as it is paid for (a phase saves it
     there, so a pass killed before the last batch keeps the answers it bought).
     """
@@ -79,9 +88,9 @@ async def ask_batched(
                      f"{sum(len(b) for b in [batch, *queue])} item(s) wait for the next pass")
             break
         try:
-            value = await _ask_once(ctx, batch, question, schema, max_tokens)
-            if validate is not None:
-                validate(batch, value)
+            value = await _ask_once(ctx, batch, ask)
+            if ask.validate is not None:
+                ask.validate(batch, value)
         except (MalformedOutput, ContextOverflow) as problem:
             # an unusable reply, or a batch over the model's window (not sent): fewer at a time
             if len(batch) > 1:
@@ -113,12 +122,11 @@ async def ask_batched(
     return answered
 
 
-async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], question: Callable[[Sequence[T]], str],
-                    schema: type[M], max_tokens: int | None) -> M:
+async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], ask: BatchQuestion[T, M]) -> M:
     assert ctx.llm is not None
     try:
-        got = await ctx.llm.meta_call_structured(question(batch), schema, purpose=ctx.purpose,
-                                                 max_tokens=max_tokens)
+        got = await ctx.llm.meta_call_structured(ask.question(batch), ask.schema, purpose=ctx.purpose,
+                                                 max_tokens=ask.max_tokens)
     except MalformedOutput:
         ctx.budget.spend(2)          # the first reply and its repair
         await _save_spend(ctx)
@@ -160,7 +168,7 @@ async def ask_insights(ctx: DeepPassContext, question: str, evidence: Sequence[A
             check_citations(one.cited_ids, allowed, f"insight {k}")
 
     before = ctx.budget.used
-    got = await ask_batched(ctx, [question], batch_size=1,
-                            question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question),
-                            schema=Insights, validate=validate, describe=lambda _q: describe)
+    got = await ask_batched(ctx, [question], BatchQuestion(
+        question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question),
+        schema=Insights, validate=validate), batch_size=1, describe=lambda _q: describe)
     return got, ctx.budget.used - before

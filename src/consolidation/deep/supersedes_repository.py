@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import numpy as np
@@ -24,22 +24,27 @@ from pgvector import HalfVector
 
 from src.db.sql import Executor, json_param
 
+if TYPE_CHECKING:
+    from src.recall.store import NewMemory
+
 #: The source tag of everything consolidation writes (insights, merges, narratives,
 #: tensions, reconsolidated insights): the mind's own conclusions, not new experience
 #: (checkpoints.new_experiences_since_last_pass leaves them out).
 SOURCE_TAG = "internal_consolidation"
 
 
-async def insert_memory(conn: asyncpg.Connection, *, content: str, memory_type: str,
-                        embedding: np.ndarray | None, embed_model: str | None, alpha: float, beta: float,
-                        source_tag: str, compressed: str | None, metadata: Mapping[str, Any]) -> int:
+async def insert_memory(conn: asyncpg.Connection, memory: NewMemory, *, embedding: np.ndarray | None,
+                        embed_model: str | None) -> int:
+    """Insert a derived memory; its id. Written: content, type, Beta, source tag, compressed
+    text and metadata; `embed_model` only with an embedding. Its event time, source
+    confidence, immutability and conversation context stay at the table's defaults."""
     return await conn.fetchval(
         """INSERT INTO memories (content, memory_type, embedding, embed_model, depth_weight_alpha,
                                  depth_weight_beta, source_tag, compressed, metadata)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) RETURNING id""",
-        content, memory_type, None if embedding is None else HalfVector(embedding),
-        embed_model if embedding is not None else None, alpha, beta, source_tag, compressed,
-        json.dumps(dict(metadata), default=str, ensure_ascii=False))
+        memory.content, memory.memory_type, None if embedding is None else HalfVector(embedding),
+        embed_model if embedding is not None else None, memory.alpha, memory.beta, memory.source_tag,
+        memory.compressed, json.dumps(dict(memory.metadata or {}), default=str, ensure_ascii=False))
 
 
 async def insert_links(conn: asyncpg.Connection, insight_id: int, source_ids: Sequence[int], via: str) -> None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from src.consolidation.deep import memories_repository
-from src.consolidation.deep.derived import write_derived
+from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import TENSION_ITEM_CHARS, TensionAnswer, tension_question
-from src.consolidation.deep.structured import Rejected, ask_batched, run_guarded
+from src.consolidation.deep.structured import BatchQuestion, Rejected, ask_batched, run_guarded
 from src.outcomes.tracking import conflict_resolved
 from src.text import excerpt
 
@@ -76,10 +76,9 @@ async def _judge(ctx: DeepPassContext, value, behaviours: Sequence,
                  validate: Callable[[Sequence, TensionAnswer], None], result: PhaseResult) -> TensionAnswer | None:
     """One isolated call: does the recent behaviour contradict `value`, or act on it? None when unanswered."""
     before = ctx.budget.used
-    got = await ask_batched(ctx, [value], batch_size=1,
-                            question=lambda b: tension_question(b[0]["content"], behaviours),
-                            schema=TensionAnswer, validate=validate,
-                            describe=lambda v: {"value_id": v["id"]})
+    got = await ask_batched(ctx, [value], BatchQuestion(
+        question=lambda b: tension_question(b[0]["content"], behaviours), schema=TensionAnswer,
+        validate=validate), batch_size=1, describe=lambda v: {"value_id": v["id"]})
     result.calls += ctx.budget.used - before
     return got[0][1] if got else None
 
@@ -89,11 +88,11 @@ async def _open_tension(ctx: DeepPassContext, key: str, value, answer: TensionAn
     why = " ".join(answer.explanation.split()) or "recent behaviour goes against it"
     text = f"I claim to value \"{excerpt(value['content'], TENSION_ITEM_CHARS)}\", yet {why}"
     new_id = await write_derived(
-        ctx, key=key, content=text, memory_type="tension", sources=[], via="insight",
-        inherit_weight=False, contradict_sources=False,
-        metadata={"kind": "tension", "value_id": value["id"],
-                  "behaviour_ids": sorted(set(answer.contradicting_ids)),
-                  "surface_count": 0, "resolved": False, "status": "open"})
+        ctx, DerivedMemory(text, "tension", sources=[], via="insight",
+                           metadata={"kind": "tension", "value_id": value["id"],
+                                     "behaviour_ids": sorted(set(answer.contradicting_ids)),
+                                     "surface_count": 0, "resolved": False, "status": "open"}),
+        key=key, inherit_weight=False, contradict_sources=False)
     if new_id is not None:
         result.add("tensions")
         ctx.announce.append(text)

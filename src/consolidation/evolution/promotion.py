@@ -187,10 +187,10 @@ async def run_promotion(pool: asyncpg.Pool, safety: Safety, settings: EvolutionS
 
 
 async def promote(db: repo.Executor, safety: Safety, settings: EvolutionSettings, now: datetime, step: Step,
-                  state: PromotionState, *, approved: bool = False, approval_id: int | None = None,
-                  baseline: float | None = None) -> str:
+                  state: PromotionState, *, approval_id: int | None = None, baseline: float | None = None) -> str:
     """One promotion step under every check; returns applied | reached | waiting |
-    pending_approval | blocked | rolled_back.
+    pending_approval | blocked | rolled_back. A step the operator approved (`step.approved`)
+    asks for no second approval.
 
     `db` a pool: each step commits on its own; a connection: the step joins its open
     transaction (an approval's, so the promotion and the decision commit together)."""
@@ -207,7 +207,7 @@ async def promote(db: repo.Executor, safety: Safety, settings: EvolutionSettings
         if amount <= 0:
             return await _nothing_to_do(conn, step, center >= reach - 1e-9, aim, now, evidence)
         predicted = predicted_center(step.alpha, step.beta, amount)
-        if (not (approved or step.approved) and predicted > cfg.approval_center
+        if (not step.approved and predicted > cfg.approval_center
                 and cfg.trust_level < cfg.trust_level_autonomous):
             return await _ask_approval(conn, step, predicted, amount, cfg, now, evidence)
         tier_center = cfg.identity_center if step.tier == "identity" else cfg.goal_center
@@ -230,16 +230,16 @@ async def _step(conn: asyncpg.Connection, safety: Safety, change: WeightChange, 
     async with conn.transaction():
         status, reason, after = await _apply_checked(conn, safety, change, state, events)
         if after is not None:
-            await repo.record_promotion(conn, step.memory_id, step.tier, "applied", now, reason,
-                                        remaining=_owed(*after, step.target), approval_id=approval_id,
-                                        evidence=change.evidence, target=step.target)
+            await repo.record_promotion(conn, repo.PromotionRecord(
+                step.memory_id, step.tier, "applied", now, reason, remaining=_owed(*after, step.target),
+                approval_id=approval_id, evidence=change.evidence, target=step.target))
         elif step.continued:
             await repo.note_stalled_step(conn, step.memory_id, step.tier, f"climb stalled: {reason}",
                                          change.evidence)
         else:
-            await repo.record_promotion(conn, step.memory_id, step.tier, status, now, reason,
-                                        remaining=_owed(step.alpha, step.beta, step.target),
-                                        approval_id=approval_id, evidence=change.evidence, target=step.target)
+            await repo.record_promotion(conn, repo.PromotionRecord(
+                step.memory_id, step.tier, status, now, reason, remaining=_owed(step.alpha, step.beta, step.target),
+                approval_id=approval_id, evidence=change.evidence, target=step.target))
         if events:
             await insert_safety_events(conn, events)
     return status
@@ -256,8 +256,9 @@ async def _nothing_to_do(conn: asyncpg.Connection, step: Step, reached: bool, ai
     """No reinforcement to ask for: the climb is over (`reached`), or this pass's rate limit
     is spent by earlier changes (`waiting`; a new grant is then not made this pass)."""
     if reached and step.continued:
-        await repo.record_promotion(conn, step.memory_id, step.tier, "applied", now,
-                                    f"reached its target {step.target:.3f}", remaining=0.0, evidence=evidence)
+        await repo.record_promotion(conn, repo.PromotionRecord(
+            step.memory_id, step.tier, "applied", now, f"reached its target {step.target:.3f}", remaining=0.0,
+            evidence=evidence))
         return "reached"
     if step.continued:
         await repo.note_stalled_step(conn, step.memory_id, step.tier,
@@ -275,9 +276,10 @@ async def _ask_approval(conn: asyncpg.Connection, step: Step, predicted: float, 
         aid = await approvals_repository.insert_approval(conn, "promotion", {
             "memory_id": step.memory_id, "tier": step.tier, "target": step.target, "amount": amount,
             "predicted_center": round(predicted, 4), **step.evidence}, reason, now)
-        await repo.record_promotion(conn, step.memory_id, step.tier, "pending_approval", now, reason,
-                                    remaining=_owed(step.alpha, step.beta, step.target),
-                                    approval_id=aid, evidence=evidence, target=step.target)
+        await repo.record_promotion(conn, repo.PromotionRecord(
+            step.memory_id, step.tier, "pending_approval", now, reason,
+            remaining=_owed(step.alpha, step.beta, step.target), approval_id=aid, evidence=evidence,
+            target=step.target))
     log.info("promotion of memory %d waits for approval %d: %s", step.memory_id, aid, reason)
     return "pending_approval"
 
@@ -337,9 +339,9 @@ async def apply_approved(ctx: approval_kinds.ApprovalContext, payload: Mapping[s
     # approvals queued before targets (sql/125) name only an amount: its center is the target
     target = float(payload.get("target") or predicted_center(row["a"], row["b"], float(payload["amount"])))
     step = Step(memory_id, tier, target, row["a"], row["b"], row["utility_score"],
-                {"approved": payload.get("approval_id")})
+                {"approved": payload.get("approval_id")}, approved=True)
     # in the approval's transaction (ctx.db): applied and decided together, or neither
-    status = await promote(ctx.db, ctx.safety, ctx.settings, ctx.now, step, state, approved=True,
+    status = await promote(ctx.db, ctx.safety, ctx.settings, ctx.now, step, state,
                            approval_id=payload.get("approval_id"))
     after = await ctx.db.fetchrow(
         "SELECT depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS c FROM memories WHERE id = $1",
@@ -349,8 +351,9 @@ async def apply_approved(ctx: approval_kinds.ApprovalContext, payload: Mapping[s
 
 
 async def _rejected(conn: asyncpg.Connection, approval_id: int, payload: Mapping[str, Any], now: datetime) -> None:
-    await repo.record_promotion(conn, int(payload["memory_id"]), str(payload["tier"]), "rejected", now,
-                                f"rejected by the operator (approval #{approval_id})", remaining=0.0)
+    await repo.record_promotion(conn, repo.PromotionRecord(
+        int(payload["memory_id"]), str(payload["tier"]), "rejected", now,
+        f"rejected by the operator (approval #{approval_id})", remaining=0.0))
 
 
 approval_kinds.register("promotion", apply_approved)

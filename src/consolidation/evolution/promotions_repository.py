@@ -13,6 +13,7 @@ compare against, so a test with a fixed clock sees its own history.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -107,10 +108,24 @@ async def coherence_counts(db: Executor, now: datetime, goal_center: float, iden
         goal_center, identity_center, now, action_days * 86400.0)
 
 
-async def record_promotion(conn: asyncpg.Connection, memory_id: int, tier: str, status: str, at: datetime,
-                           reason: str, *, remaining: float = 0.0, approval_id: int | None = None,
-                           evidence: Mapping[str, Any] | None = None, target: float | None = None) -> None:
-    """Insert or update the (memory, tier) promotion row."""
+@dataclass(frozen=True)
+class PromotionRecord:
+    """One (memory, tier) promotion row as written: its status and why, what is still owed, its target."""
+
+    memory_id: int
+    tier: str
+    status: str
+    at: datetime
+    reason: str
+    remaining: float = 0.0
+    approval_id: int | None = None
+    evidence: Mapping[str, Any] | None = None
+    target: float | None = None
+
+
+async def record_promotion(conn: asyncpg.Connection, row: PromotionRecord) -> None:
+    """Insert or update the (memory, tier) promotion row; an update keeps the earlier approval
+    and target when `row` has none, and merges the evidence."""
     await conn.execute(
         """INSERT INTO promotions (memory_id, tier, status, at, approval_id, reason, remaining, evidence,
                                    target_center)
@@ -121,7 +136,8 @@ async def record_promotion(conn: asyncpg.Connection, memory_id: int, tier: str, 
                   reason = EXCLUDED.reason, remaining = EXCLUDED.remaining,
                   evidence = promotions.evidence || EXCLUDED.evidence,
                   target_center = COALESCE(EXCLUDED.target_center, promotions.target_center)""",
-        memory_id, tier, status, at, approval_id, reason, remaining, json_param(dict(evidence or {})), target)
+        row.memory_id, row.tier, row.status, row.at, row.approval_id, row.reason, row.remaining,
+        json_param(dict(row.evidence or {})), row.target)
 
 
 async def note_stalled_step(conn: asyncpg.Connection, memory_id: int, tier: str, reason: str,

@@ -1,5 +1,6 @@
-"""A cycle's bookkeeping written behind it (src/db/write_behind.py): in order, settled before
-the cycle ends, and a failed write costs that bookkeeping, never the turn."""
+"""One turn's background tasks (src/loop/turn_tasks.py): its deferred writes in order, settled
+before the cycle ends, a failed write costs that bookkeeping, never the turn; and nothing a
+turn starts is left running after `cycle()` but the named workers of the mind."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import logging
 
 import pytest
 
-from src.db.write_behind import WriteBehind
+from src.db.deferred import Deferred
+from src.loop.turn_tasks import TurnTasks
 from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
@@ -31,16 +33,16 @@ async def test_writes_run_in_the_order_queued_one_at_a_time_and_failures_are_ret
             done.append(name)
         return run
 
-    wb = WriteBehind()
-    wb.queue("first", write("a"))
-    wb.queue("second", write("b", fail=True))
+    wb = TurnTasks()
+    wb.queue(Deferred("first", write("a")), Deferred("second", write("b", fail=True)))
     assert done == [] and wb.pending                          # queued, not started
     wb.start()
-    wb.queue("third", write("c"))                             # queued after the start: chained
-    failures = await wb.settle()
+    wb.queue(Deferred("third", write("c")))                   # queued after the start: chained
+    await wb.settle()
     assert done == ["a", "c"]                                  # the failure did not stop "c"
-    assert [(label, str(exc)) for label, exc in failures] == [("second", "b broke")]
-    assert not wb.pending and await wb.settle() == []
+    assert [(label, str(exc)) for label, exc in wb.failures()] == [("second", "b broke")]
+    await wb.settle()
+    assert not wb.pending and wb.failures() == []
 
 
 async def test_lanes_run_side_by_side_and_each_keeps_its_order():
@@ -58,13 +60,14 @@ async def test_lanes_run_side_by_side_and_each_keeps_its_order():
             running.discard(lane)
         return run
 
-    wb = WriteBehind()
+    wb = TurnTasks()
     for name in ("w1", "w2", "w3"):
-        wb.queue(name, write("weights", name), lane="weights")
-    wb.queue("c1", write("co-access", "c1"), lane="co-access")
+        wb.queue(Deferred(name, write("weights", name), lane="weights"))
+    wb.queue(Deferred("c1", write("co-access", "c1"), lane="co-access"))
     wb.start()
-    wb.queue("c2", write("co-access", "c2"), lane="co-access")    # chained after c1, not after w3
-    assert await wb.settle() == []
+    wb.queue(Deferred("c2", write("co-access", "c2"), lane="co-access"))   # chained after c1, not after w3
+    await wb.settle()
+    assert wb.failures() == []
     assert both_running.is_set()                                  # the two lanes overlapped
     assert [n for n in order if n.startswith("w")] == ["w1", "w2", "w3"]
     assert [n for n in order if n.startswith("c")] == ["c1", "c2"]
@@ -79,8 +82,8 @@ async def test_a_cancelled_settle_lets_the_writes_finish():
         await asyncio.sleep(0.05)
         finished.set()
 
-    wb = WriteBehind()
-    wb.queue("slow", slow)
+    wb = TurnTasks()
+    wb.queue(Deferred("slow", slow))
     waiter = asyncio.create_task(wb.settle())
     await asyncio.sleep(0.01)
     waiter.cancel()
@@ -98,7 +101,6 @@ async def test_the_retrieval_bookkeeping_is_written_when_the_cycle_returns(pool,
     await mind.loop.submit("user", "tell me about the lighthouse lamp and the keeper")
     record = await mind.loop.cycle()
     assert delivered and record.retrieval.ids
-    assert not mind.loop.write_behind.pending
     # the retrieved were reinforced and touched, their pairs counted, their outcomes kept
     touched = await pool.fetch("SELECT id, access_count FROM memories WHERE id = ANY($1::bigint[])",
                                record.retrieval.ids)
@@ -106,7 +108,7 @@ async def test_the_retrieval_bookkeeping_is_written_when_the_cycle_returns(pool,
     assert await pool.fetchval("SELECT count(*) FROM memory_co_access") >= 1
     assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") == len(record.retrieval.ids)
     assert await pool.fetchval("SELECT count(*) FROM consolidation_log WHERE actor = 'retrieval'") >= 1
-    # and the escalation decision (queued by the answer, src/metacognition/escalation.py)
+    # and the escalation decision (handed back by the answer, src/metacognition/escalation.py)
     assert await pool.fetchval("SELECT count(*) FROM escalations") == 1
 
 
@@ -143,6 +145,63 @@ async def test_a_failed_bookkeeping_write_costs_the_bookkeeping_not_the_turn(poo
     assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") > 0
 
 
+async def test_start_after_waits_for_the_read_and_spawned_tasks_are_collected():
+    order: list[str] = []
+    read_done = asyncio.Event()
+
+    async def read() -> None:
+        await read_done.wait()
+        order.append("read")
+
+    async def write() -> None:
+        order.append("write")
+
+    async def beside() -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("its step's to handle")
+
+    tasks = TurnTasks()
+    identity = tasks.spawn(read(), "identity read")
+    tasks.spawn(beside(), "beside")
+    tasks.queue(Deferred("w", write))
+    tasks.start_after(identity)
+    await asyncio.sleep(0.01)
+    assert order == []                                  # the write waits for the read
+    read_done.set()
+    await tasks.settle()
+    assert order == ["read", "write"] and not tasks.pending and tasks.failures() == []
+
+
+#: Tasks that outlive a turn on purpose: the mind's named workers (each owned by its part).
+NAMED_WORKERS = ("scratch-flush", "reembed", "rate-limited-embed", "light-consolidation",
+                 "deep-consolidation", "layer-", "threshold-refresh", "report-cancelled-call")
+
+
+async def test_every_task_a_turn_starts_is_collected_by_the_end_of_its_cycle(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT).say(CONFIDENT))
+    await MemoryStore(pool, HashEmbedder()).store_many([
+        NewMemory("The lighthouse lamp is lit every evening at dusk."),
+        NewMemory("The lighthouse keeper rows to the village on sundays."),
+        NewMemory("Fog horns sound from the lighthouse when the fog rolls in.")])
+    for text in ("tell me about the lighthouse lamp", "and the keeper?"):
+        before = asyncio.all_tasks()
+        await mind.loop.submit("user", text)
+        record = await mind.loop.cycle()
+        assert record.retrieval.ids and record.delivered
+        left = [t for t in asyncio.all_tasks() - before if not t.done()]
+        assert all(t.get_name().startswith(NAMED_WORKERS) for t in left), [t.get_name() for t in left]
+    assert len(delivered) == 2
+    # the writes the turn handed back were all done: the retrieved touched, the rows there
+    assert await pool.fetchval("SELECT count(*) FROM escalations") == 2
+    assert await pool.fetchval("SELECT count(*) FROM recall_outcomes") > 0
+    # each line of the turns keeps the focus it was said under, for the exit gate (sql/152):
+    # the user's two (stored by the turn's write) and the two answers (admitted with it)
+    focus = await pool.fetch("SELECT source_tag, array_length(focus, 1) AS rows FROM scratch_buffer "
+                             "WHERE focus IS NOT NULL ORDER BY id")
+    assert [r["source_tag"] for r in focus].count("external_user") == 2 and len(focus) == 4
+    assert all(r["rows"] >= 1 for r in focus)
+
+
 async def test_the_alignment_check_reads_the_values_after_the_cycles_queued_writes(pool, tmp_path):
     # milestone 10 asks which memories are self-formed values: a question about weights, so
     # the cycle's queued weight changes must be in first (`settled`). Here the promotion that
@@ -151,6 +210,7 @@ async def test_the_alignment_check_reads_the_values_after_the_cycles_queued_writ
     from datetime import UTC, datetime
 
     from src.loop.attention_queue import Candidate
+    from src.loop.inner_life import CycleOutcome
 
     mind, _ = await _mind(pool, tmp_path)
     inner = mind.loop.aftermath.inner
@@ -165,8 +225,8 @@ async def test_the_alignment_check_reads_the_values_after_the_cycles_queued_writ
 
     winner = Candidate.of("dmn", "What do I care about when I explain things?", enqueued_at=now)
     for settled, reached in ((None, 0), (promotion_written, 1)):
-        await inner.after_cycle(cycle=1, winner=winner, answer=value, path="system1", actions=[{"kind": "speak"}],
-                                correction_id=None, retrieval=None, now=now, settled=settled)
+        await inner.after_cycle(CycleOutcome(1, winner, value, "system1", [{"kind": "speak"}], None, None, now),
+                                settled=settled)
         assert await pool.fetchval("SELECT count(*) FROM readiness_events WHERE milestone = 10") == reached
     event = await pool.fetchval("SELECT event FROM readiness_events WHERE milestone = 10")
     assert f'"value_id": {vid}' in event

@@ -1,0 +1,15 @@
+"""The prompt's command registry, built once from what the commands are handed."""
+
+from __future__ import annotations
+
+from src.commands import consolidation, memory, session, skills
+from src.commands.command_context import CommandContext
+from src.repl import CommandRegistry
+
+
+def build_commands(ctx: CommandContext) -> CommandRegistry:
+    """Every slash command the guardian can type, each bound to `ctx`."""
+    registry = CommandRegistry()
+    for module in (session, memory, consolidation, skills):
+        module.register(registry, ctx)
+    return registry
