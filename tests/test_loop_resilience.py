@@ -131,7 +131,7 @@ async def test_a_failing_recall_still_gets_a_reply_that_says_what_is_missing(poo
     async def broken(*args, **kwargs):
         raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
 
-    monkeypatch.setattr(mind.loop.parts.retriever, "retrieve", broken)
+    monkeypatch.setattr(mind.loop.parts.retriever, "search", broken)
     await mind.loop.submit("user", "what did I say about the dentist?")
     assert await mind.loop.run(burst=True) == 1
     assert len(delivered) == 1

@@ -224,7 +224,7 @@ MODEL_CALLS: dict[str, set[str] | None] = {
 #: Long literals outside the prompts modules that no model reads, each with its reader.
 NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/gates/memory_gate.py", "memory mode is off, so nothing is written now"): "the guardian",
-    ("src/main.py", "session: "): "the guardian (/status)",
+    ("src/commands/session.py", "session: "): "the guardian (/status)",
     ("src/skills/commands.py", "usage: /skill save"): "the guardian (/skill usage)",
     ("src/skills/drafting.py", "cannot draft a skill: no language model"): "the guardian (SkillError)",
     ("src/memory/importer.py", " One JSON object per line"): "the operator (--help)",
