@@ -48,7 +48,7 @@ class InstantConsolidationLLM:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         ids = [int(x) for x in _ID.findall(question)]
         name = schema.__name__
         if name == "Questions":

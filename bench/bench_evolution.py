@@ -41,7 +41,7 @@ class InstantModel:
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         self.calls[purpose] = self.calls.get(purpose, 0) + 1
         name = schema.__name__
         if name == "ContextBatch":

@@ -82,7 +82,8 @@ class InstantLLM:
         self.calls.append((kind, prompt_tokens, out))
         return LLMResult(text, self.model, self.provider, prompt_tokens, out, 0.0)
 
-    async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None, logprobs=None):
+    async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None, logprobs=None,
+                       caller=None):
         prompt = self._tokens(system, messages)
         self.turn += 1
         hedge = self.turn % 4 == 0   # every fourth answer is unsure: retry / escalation paths run too
@@ -90,15 +91,15 @@ class InstantLLM:
                 else "That is what you told me earlier, and I remember it. Confidence: 0.9")
         return self._result("generate", prompt, text)
 
-    async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None):
+    async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None, caller=None):
         prompt = self._tokens(system, messages)
         value = schema(answer="Here is the considered answer.", explanation="checked", needed_correction=False)
         return Structured(value, self._result("generate_structured", prompt, value.model_dump_json()), False)
 
-    async def meta_call(self, question, *, purpose, max_tokens=None):
+    async def meta_call(self, question, *, purpose, max_tokens=None, caller=None):
         return self._result("meta_call", count_tokens(question) if self.count else 0, "NO")
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         if schema.__name__ == "FokAnswer":
             value = schema(judgement="PARTIAL", confidence=0.5)
         else:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from src.errors import ProviderSkipped
+from src.providers.caller import INTERNAL, Caller
 from src.providers.protocols import ChatMessage, LLMResult, Structured, TokenLogprob
 
 
@@ -29,6 +30,7 @@ class Call:
     schema: type | None = None
     question: str | None = None
     max_tokens: int | None = None
+    caller: Caller = INTERNAL                  # whose call it said it was (src/providers/caller.py)
 
 
 def result(text: str, *, model: str = "scripted-1", tokens_in: int = 10, tokens_out: int = 5,
@@ -72,8 +74,9 @@ class ScriptedLLM:
                                   provider=self.provider)
 
     async def generate(self, messages, *, purpose, system=None, max_tokens=None, temperature=None,
-                       logprobs=None) -> LLMResult:
-        call = Call("generate", purpose, self._check_messages(messages), system, max_tokens=max_tokens)
+                       logprobs=None, caller=INTERNAL) -> LLMResult:
+        call = Call("generate", purpose, self._check_messages(messages), system, max_tokens=max_tokens,
+                    caller=caller)
         self.calls.append(call)
         self._skip(purpose)
         assert self.replies, f"unscripted generate call ({purpose}): last message {call.messages[-1]}"
@@ -84,9 +87,10 @@ class ScriptedLLM:
             raise answer
         return answer if isinstance(answer, LLMResult) else result(answer, model=self.model)
 
-    async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None):
+    async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None,
+                                  caller=INTERNAL):
         call = Call("generate_structured", purpose, self._check_messages(messages), system, schema,
-                    max_tokens=max_tokens)
+                    max_tokens=max_tokens, caller=caller)
         self.calls.append(call)
         self._skip(purpose)
         assert self.structured, f"unscripted structured call ({purpose}, {schema.__name__})"
@@ -96,12 +100,12 @@ class ScriptedLLM:
         value = answer if isinstance(answer, BaseModel) else schema(**answer)
         return Structured(value, result(value.model_dump_json(), model=self.model), repaired=False)
 
-    async def meta_call(self, question, *, purpose, max_tokens=None):
+    async def meta_call(self, question, *, purpose, max_tokens=None, caller=INTERNAL):
         raise AssertionError("only structured meta calls are expected here")
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=INTERNAL):
         assert isinstance(question, str), "a meta call takes one question string"
-        self.calls.append(Call("meta_call_structured", purpose, (), None, schema, question, max_tokens))
+        self.calls.append(Call("meta_call_structured", purpose, (), None, schema, question, max_tokens, caller))
         self._skip(purpose)
         assert self.meta is not None, f"unscripted meta call ({purpose})"
         answer = self.meta(question, schema)

@@ -45,7 +45,7 @@ class ScriptedMetaLLM:
     model: str = "scripted-meta"
     configured: bool = True
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         assert isinstance(question, str), "a meta call takes one question string"
         self.calls.append(MetaCall(question, schema, purpose, max_tokens))
         if self.fail:

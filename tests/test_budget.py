@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from src.errors import BudgetSpent
-from src.providers.budget import BackgroundBudget, BudgetLeft, current_caller, spending_for
+from src.providers.budget import BackgroundBudget, BudgetLeft
+from src.providers.caller import CONSOLIDATION, caller_for
 from src.providers.costs import CallUsage, CostLedger
 from src.providers.settings import BudgetSettings, ModelPrice
 from tests.fakes_llm import ScriptedLLM
@@ -32,15 +33,13 @@ async def test_the_ledger_writes_whose_work_each_call_was_and_tells_the_budget(p
     ledger, budget = _ledger(pool, at), _budget()
     ledger.observers.append(budget.observe)
     await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, usage=CallUsage(10))   # the user's
-    with spending_for("dmn"):
-        assert current_caller() == "dmn"
-        await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, usage=CallUsage(20))
-        with spending_for("user"):                 # not internal work: nobody's budget
-            await ledger.record(provider="p", model="m", purpose="fok", ok=True)
-    with spending_for("consolidation"):
-        await ledger.record(provider="p", model="m", purpose="consolidation:insights", ok=False)
-        await ledger.record(provider="p", model="m", purpose="embed:CLUSTERING", ok=True, usage=CallUsage(5))
-    assert current_caller() is None
+    dmn, user = caller_for("dmn").charge, caller_for("user").charge   # what the calls say
+    await ledger.record(provider="p", model="m", purpose="system1_answer", ok=True, usage=CallUsage(20), caller=dmn)
+    await ledger.record(provider="p", model="m", purpose="fok", ok=True, caller=user)   # nobody's budget
+    await ledger.record(provider="p", model="m", purpose="consolidation:insights", ok=False,
+                        caller=CONSOLIDATION.charge)
+    await ledger.record(provider="p", model="m", purpose="embed:CLUSTERING", ok=True, usage=CallUsage(5),
+                        caller="consolidation")
     rows = await pool.fetch("SELECT purpose, caller FROM llm_calls ORDER BY id")
     assert [tuple(r) for r in rows] == [("system1_answer", None), ("system1_answer", "dmn"), ("fok", None),
                                         ("consolidation:insights", "consolidation"),
@@ -151,8 +150,7 @@ async def test_a_spent_budget_drops_internal_impulses_and_passes_the_users():
 
 async def test_the_tickers_model_is_refused_while_the_budget_is_spent_and_charged_while_not(pool):
     budget = _budget(hourly_calls=1)
-    seen = []
-    llm = ScriptedLLM(meta=lambda q, schema: seen.append(current_caller()) or {"contradicts": False})
+    llm = ScriptedLLM(meta=lambda q, schema: {"contradicts": False})
     guarded = budget.guard(llm, "consolidation")
     from pydantic import BaseModel
 
@@ -162,7 +160,7 @@ async def test_the_tickers_model_is_refused_while_the_budget_is_spent_and_charge
     assert guarded.configured and guarded.model == "scripted-1"
     assert (await guarded.meta_call_structured("q", Answer, purpose="consolidation:contradiction_scan")).value \
         == Answer(contradicts=False)
-    assert seen == ["consolidation"]                       # charged to consolidation
+    assert [c.caller for c in llm.calls] == [CONSOLIDATION]   # the call said it was consolidation's
 
     class Rec:
         at, caller, cost_usd, purpose = NOW, "consolidation", Decimal(0), "consolidation:contradiction_scan"

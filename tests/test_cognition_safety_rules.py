@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from src.weights.safety_rules import (
-    CircuitBreaker,
     EntropyMonitor,
+    PatternBreaker,
     RuleResult,
     action_coherence,
     cba_coherence,
@@ -239,7 +239,7 @@ def test_entropy_monitor_rejects_bad_parameters() -> None:
 
 
 def test_circuit_breaker_trips_after_n_cycles_without_new_evidence() -> None:
-    breaker = CircuitBreaker(max_cycles=5)
+    breaker = PatternBreaker(max_cycles=5)
     results = [breaker.observe("user-likes-praise", {"msg-1"}) for _ in range(6)]
     assert [r.passed for r in results] == [True, True, True, True, False, False]
     assert results[4].reason == (
@@ -250,14 +250,14 @@ def test_circuit_breaker_trips_after_n_cycles_without_new_evidence() -> None:
 
 
 def test_circuit_breaker_is_not_fooled_by_recycled_evidence() -> None:
-    breaker = CircuitBreaker(max_cycles=4)
+    breaker = PatternBreaker(max_cycles=4)
     results = [breaker.observe("p", {f"e{i % 2}"}) for i in range(6)]
     # e0 (new), e1 (new), then e0, e1, e0, e1 again: 2, 3, 4 -> trips
     assert [r.passed for r in results] == [True, True, True, True, False, False]
 
 
 def test_circuit_breaker_stays_quiet_on_healthy_sequences() -> None:
-    breaker = CircuitBreaker(max_cycles=3)
+    breaker = PatternBreaker(max_cycles=3)
     fresh = [breaker.observe("p", {f"e{i}"}) for i in range(20)]
     alternating = [breaker.observe("p" if i % 2 else "q", {"same"}) for i in range(20)]
     idle = [breaker.observe("p" if i % 2 else None) for i in range(20)]
@@ -275,7 +275,7 @@ def test_circuit_breaker_stays_quiet_on_healthy_sequences() -> None:
     ],
 )
 def test_circuit_breaker_resets(reset: tuple, reason: str) -> None:
-    breaker = CircuitBreaker(max_cycles=2)
+    breaker = PatternBreaker(max_cycles=2)
     breaker.observe("p", {"e"})
     assert not breaker.observe("p", {"e"}).passed
     assert breaker.observe(*reset) == (True, reason)

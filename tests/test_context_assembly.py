@@ -33,7 +33,7 @@ from src.context.assembly import (
 from src.context.fifo import AdaptiveFifo
 from src.context.settings import ContextBudget, ContextSettings
 from src.context.tracks import (
-    Candidate,
+    ContextCandidate,
     blend_attention,
     fill_situational,
     roll_identity,
@@ -184,7 +184,7 @@ def _type(mid, high, long_, medium):
 
 def test_identity_over_its_cap_drops_whole_memories_lowest_observed_first():
     text = "I hold this belief firmly and I can explain it at length, " * 8
-    cands = [Candidate(i, f"{i}: {text}", "reflection", 50.0, 2.0) for i in range(1, 6)]
+    cands = [ContextCandidate(i, f"{i}: {text}", "reflection", 50.0, 2.0) for i in range(1, 6)]
     one = count_tokens(f"- [reflection] 1: {text}") + 1
     for seed in range(20):
         roll = roll_identity(cands, np.random.default_rng(seed), threshold=0.6,
@@ -198,13 +198,13 @@ def test_identity_over_its_cap_drops_whole_memories_lowest_observed_first():
 def test_situational_fill_full_for_high_scorers_compressed_for_lower_skips_what_cannot_fit():
     long_text = "Postgres vacuum reclaims dead tuples. " + "It also updates the visibility map. " * 40
     cands = [
-        Candidate(1, "The HNSW index answers top-50 in a millisecond. It needs maintenance_work_mem.",
+        ContextCandidate(1, "The HNSW index answers top-50 in a millisecond. It needs maintenance_work_mem.",
                   "semantic", 1, 1, compressed="HNSW top-50 takes 1 ms"),
-        Candidate(2, "Retrieval rewrites weights every cycle. Therefore HOT updates matter.",
+        ContextCandidate(2, "Retrieval rewrites weights every cycle. Therefore HOT updates matter.",
                   "semantic", 1, 1),                                  # no compressed: first sentence
-        Candidate(3, long_text, "semantic", 1, 1, compressed="vacuum reclaims dead tuples"),
-        Candidate(4, "Short one.", "episodic", 1, 1),
-        Candidate(5, "x " * 400, "episodic", 1, 1, compressed="y " * 300),
+        ContextCandidate(3, long_text, "semantic", 1, 1, compressed="vacuum reclaims dead tuples"),
+        ContextCandidate(4, "Short one.", "episodic", 1, 1),
+        ContextCandidate(5, "x " * 400, "episodic", 1, 1, compressed="y " * 300),
     ]
     scores = [0.9, 0.3, 0.8, 0.05, 0.2]
     result = fill_situational(cands, scores, 80, header=SITUATIONAL_HEADER)

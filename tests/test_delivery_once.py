@@ -176,7 +176,7 @@ async def test_a_turn_waits_while_the_database_is_away_without_spending_its_retr
         pauses.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr(mind.loop.prompting, "cost_line", cost_line)
+    monkeypatch.setattr(mind.loop.composing, "cost_line", cost_line)
     monkeypatch.setattr(mind.loop.db_wait, "away", probe)
     monkeypatch.setattr(mind.loop.db_wait, "clock", lambda: now[0])
     monkeypatch.setattr(mind.loop, "_pause", pause)

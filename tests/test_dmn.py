@@ -14,7 +14,7 @@ from src.dmn.entropy_guard import EntropyGuard
 from src.dmn.generator import DmnGenerator, DmnLimits, DmnQueue
 from src.dmn.sampling import PoolFeatures, bias_weights, draw
 from src.dmn.settings import DmnSettings, SamplingBias
-from src.dmn.settings import EntropyGuard as GuardSettings
+from src.dmn.settings import EntropyGuardSettings as GuardSettings
 from src.dmn.suppression import activity
 from src.recall.store import NewMemory
 from tests.test_loop import _mind

@@ -14,7 +14,8 @@ import httpx2
 import pytest
 
 from src.errors import CallCancelled, ProviderTimeout
-from src.providers.endpoint_gate import EndpointGate, user_turn
+from src.providers.caller import INTERNAL, USER, Caller
+from src.providers.endpoint_gate import EndpointGate
 from src.providers.factory import build_providers
 from src.providers.protocols import ChatMessage
 from src.providers.settings import ProvidersSettings, Secrets
@@ -80,8 +81,8 @@ async def until(condition, what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-def ask(llm, word: str, purpose: str):
-    return llm.generate([ChatMessage("user", word)], purpose=purpose)
+def ask(llm, word: str, purpose: str, caller: Caller = INTERNAL):
+    return llm.generate([ChatMessage("user", word)], purpose=purpose, caller=caller)
 
 
 async def test_one_request_in_flight_at_a_time_to_a_local_server():
@@ -115,8 +116,7 @@ async def test_a_user_call_goes_before_queued_internal_work_and_ends_the_one_in_
     await until(lambda: server.arrived == ["consolidate these"], "the internal call reached the server")
     queued = asyncio.create_task(ask(llm, "is this a contradiction", "gate_contradiction"))
     await until(lambda: gate.waiting == 1, "the second internal call waits")
-    with user_turn():
-        reply = await ask(llm, "hello, it is me", "system1_answer")
+    reply = await ask(llm, "hello, it is me", "system1_answer", USER)     # the call says it is the user's
     assert reply.text == "you said hello, it is me"
     await asyncio.gather(internal, queued)
     # the user's call was answered first; the call it interrupted ran again, after the queue
@@ -141,8 +141,7 @@ async def test_shutdown_ends_internal_calls_and_refuses_new_ones_but_not_the_use
         await dreaming
     with pytest.raises(CallCancelled, match="internal call not made"):
         await ask(llm, "another thought", "gate_contradiction")
-    with user_turn():
-        assert (await ask(llm, "goodbye", "system1_answer")).text == "you said goodbye"
+    assert (await ask(llm, "goodbye", "system1_answer", USER)).text == "you said goodbye"
     assert server.arrived == ["dream about lighthouses", "goodbye"]     # the refused one never went out
     await providers.aclose()
     rows = await pool.fetch("SELECT purpose, status FROM llm_calls ORDER BY id")

@@ -290,7 +290,7 @@ class SlowMetaLLM(ScriptedMetaLLM):
     most: int = 0
     budgets: list = field(default_factory=list)
 
-    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None):
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         self.budgets.append(current_shared_retries())
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)

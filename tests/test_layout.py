@@ -368,3 +368,15 @@ def test_the_process_module_implements_no_command():
                        if any(d == "src.commands" or d.startswith("src.commands.") for d in deps)
                        and m != "src.commands" and not m.startswith("src.commands."))
     assert importers == ["src.main"]
+
+
+def test_no_two_classes_share_a_name():
+    """Names that explain themselves (issue 36): a class name says which one it is; two
+    `Turn`s or two `Candidate`s make a reader open both files to know which is meant.
+    (A module's private helper, `_Section`, may repeat.)"""
+    where: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(name)
+    assert {n: ms for n, ms in where.items() if len(ms) > 1} == {}

@@ -405,3 +405,21 @@ async def test_an_answer_of_no_words_is_told_as_a_failure_never_printed_empty(po
     assert record.path == "empty_answer"
     [reply] = delivered
     assert "the language model answered with no words" in reply
+
+
+async def test_every_model_call_of_a_turn_says_whose_it_is(pool, tmp_path):
+    """Issue 36: no context variable decides a call's priority or budget. The user's turn's
+    calls say USER (first at the endpoint, nobody's budget); a DMN impulse's say the DMN's."""
+    from src.providers.caller import USER, Caller
+
+    s1 = ScriptedLLM().say(CONFIDENT, CONFIDENT)
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "what do I drink in the morning?")
+    await mind.loop.cycle()
+    users = list(s1.calls)
+    await mind.loop.submit("dmn", "a stray thought about teapots and their spouts")
+    await mind.loop.cycle()
+    dmn = s1.calls[len(users):]
+    assert users and dmn and len(delivered) == 1        # (a thought of its own is not said)
+    assert {c.caller for c in users} == {USER}
+    assert {c.caller for c in dmn} == {Caller("internal", "dmn")}

@@ -18,7 +18,7 @@ from src.consolidation.evolution.settings import EvolutionSettings
 from src.consolidation.monitors import DEEP_PASS, run_monitors
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
-from src.weights.safety_rules import CircuitBreaker
+from src.weights.safety_rules import PatternBreaker
 from src.weights.settings import SafetySettings
 from tests.evolution_helpers import NOW, add_memory, spread, weight
 from tests.test_promotion_ranges import _seeded
@@ -144,7 +144,7 @@ async def test_a_dmn_loop_surfacing_one_memory_trips(pool, mode):
 
 
 def test_a_breaker_remembers_a_bounded_amount_of_evidence():
-    breaker = CircuitBreaker(max_cycles=2, max_evidence=3)
+    breaker = PatternBreaker(max_cycles=2, max_evidence=3)
     for e in "abcd":                                     # new evidence each cycle: never trips
         assert breaker.observe("p", [e]).passed
     assert breaker.knows(["b", "c", "d"]) and not breaker.knows(["a"])     # "a" was forgotten

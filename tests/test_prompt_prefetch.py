@@ -1,4 +1,4 @@
-"""The prompt's reads start as recall's search returns (src/loop/prompting.py `start_reads`,
+"""The prompt's reads start as recall's search returns (src/loop/composing.py `start_reads`,
 called by the cycle): after the search (on two cores, beside it they slowed it), once per
 cycle, and dropped cleanly when the cycle does not get to build its prompt."""
 
@@ -26,7 +26,7 @@ async def _seeded(pool, tmp_path):
 async def test_the_reads_start_after_the_search_once_a_cycle_and_the_prompt_uses_them(pool, tmp_path, monkeypatch):
     mind, delivered = await _seeded(pool, tmp_path)
     events: list[str] = []
-    real_search, assembler = search.search_hybrid, mind.loop.prompting.assembler
+    real_search, assembler = search.search_hybrid, mind.loop.composing.assembler
     real_read = assembler.read_identity
 
     async def search_hybrid(*args, **kwargs):
@@ -60,29 +60,29 @@ async def test_the_reads_start_after_the_search_once_a_cycle_and_the_prompt_uses
 async def test_reads_of_a_cycle_that_builds_no_prompt_are_dropped(pool, tmp_path, monkeypatch):
     mind, delivered = await _seeded(pool, tmp_path)
     started = asyncio.Event()
-    real_read = mind.loop.prompting.assembler.read_identity
+    real_read = mind.loop.composing.assembler.read_identity
 
     async def slow_read(**kwargs):
         started.set()
         await asyncio.sleep(10)
         return await real_read(**kwargs)
 
-    monkeypatch.setattr(mind.loop.prompting.assembler, "read_identity", slow_read)
+    monkeypatch.setattr(mind.loop.composing.assembler, "read_identity", slow_read)
 
     async def broken_build(*args, **kwargs):
         await started.wait()
         raise RuntimeError("assembly broke")
 
-    monkeypatch.setattr(mind.loop.prompting, "build", broken_build)
+    monkeypatch.setattr(mind.loop.composing, "build", broken_build)
     started_reads = []
-    real_start = mind.loop.prompting.start_reads
+    real_start = mind.loop.composing.start_reads
 
     def start_reads(*args):
         reads = real_start(*args)
         started_reads.extend(reads)
         return reads
 
-    monkeypatch.setattr(mind.loop.prompting, "start_reads", start_reads)
+    monkeypatch.setattr(mind.loop.composing, "start_reads", start_reads)
     await mind.loop.submit("user", "tell me about the lighthouse lamp")
     with pytest.raises(RuntimeError, match="assembly broke"):
         await mind.loop.cycle()

@@ -310,9 +310,9 @@ async def test_meta_call_sends_the_question_alone():
 
 async def test_meta_call_has_no_way_to_pass_history_or_identity():
     params = inspect.signature(ResilientLanguageModel.meta_call).parameters
-    assert list(params) == ["self", "question", "purpose", "max_tokens"]
+    assert list(params) == ["self", "question", "purpose", "max_tokens", "caller"]   # whose, not what
     assert list(inspect.signature(ResilientLanguageModel.meta_call_structured).parameters) == [
-        "self", "question", "schema", "purpose", "max_tokens"]
+        "self", "question", "schema", "purpose", "max_tokens", "caller"]
     llm = gemini(FakeServer())
     with pytest.raises(TypeError, match="one question string, never a conversation"):
         await llm.meta_call(CHAT, purpose="meta")  # type: ignore[arg-type]

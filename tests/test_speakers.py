@@ -111,11 +111,11 @@ def test_first_person_and_claims_as_own():
 # --- the context lines ---------------------------------------------------------------------------
 
 def test_a_context_line_names_its_speaker_in_full_and_compressed_form():
-    user = tracks.Candidate(1, PRIYA + " She studies octopus behaviour at the Oceanário in Lisbon, "
+    user = tracks.ContextCandidate(1, PRIYA + " She studies octopus behaviour at the Oceanário in Lisbon, "
                             "mostly at night.", "episodic", 5.0, 1.0, compressed="marine biologist Priya",
                             speaker=USER)
-    said = tracks.Candidate(2, "Nice to meet you, Priya.", "episodic", 5.0, 1.0, speaker=SELF)
-    plain = tracks.Candidate(3, "Never deceive the guardian.", "procedural", 5.0, 1.0)
+    said = tracks.ContextCandidate(2, "Nice to meet you, Priya.", "episodic", 5.0, 1.0, speaker=SELF)
+    plain = tracks.ContextCandidate(3, "Never deceive the guardian.", "procedural", 5.0, 1.0)
     assert tracks.render_line("episodic", PRIYA, USER) == f"- [episodic] The user said: {PRIYA}"
     result = tracks.fill_situational([user, said, plain], [1.0, 0.9, 0.1], 2000, header="H:")
     texts = {p.id: p.text for p in result.placed}

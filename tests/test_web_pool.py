@@ -38,7 +38,7 @@ def _settings(tmp_path, **web):
 
 
 def _mind(pool, budget=None):
-    """What the view reads of a running mind (src/web/serve.py RunningMind)."""
+    """What the view reads of a running mind (src/web/serve.py ViewedMind)."""
     return SimpleNamespace(pool=pool, providers=SimpleNamespace(report=["test providers"]), safety=Safety(),
                            retriever=Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings()),
                            loop=SimpleNamespace(cycles=7), budget=budget)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import partial
 
 from src.commands.command_context import CommandContext
-from src.providers.endpoint_gate import user_turn
+from src.providers.caller import USER
+from src.providers.charged import ChargedModel
 from src.repl import CommandRegistry
 from src.skills.commands import SkillCommands
 
@@ -18,7 +19,8 @@ def register(registry: CommandRegistry, ctx: CommandContext) -> None:
 
 def skill_commands(ctx: CommandContext) -> SkillCommands:
     """The skill operations over this session's database, System 1 model and conversation window."""
-    return SkillCommands(ctx.db.pool, ctx.providers.system1, lambda: ctx.mind.loop.fifo.window(),
+    # the guardian waits for a draft: its calls go first at the model endpoint
+    return SkillCommands(ctx.db.pool, ChargedModel(ctx.providers.system1, USER), lambda: ctx.mind.loop.fifo.window(),
                          ctx.settings.skills, session_id=ctx.session_id)
 
 
@@ -27,5 +29,4 @@ async def skills(ctx: CommandContext, args: str) -> str:
 
 
 async def skill(ctx: CommandContext, args: str) -> str:
-    with user_turn():   # the guardian waits for the draft: it goes first at the model endpoint
-        return await skill_commands(ctx).skill(args)
+    return await skill_commands(ctx).skill(args)

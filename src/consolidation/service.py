@@ -35,7 +35,9 @@ from src.consolidation.deep.phase import Phase
 from src.consolidation.light.ticker import LightTicker
 from src.consolidation.settings import ConsolidationSettings
 from src.db.availability import AwayNotice, tick_until_stopped
-from src.providers.budget import BackgroundBudget, charge_to, spending_for
+from src.providers.budget import BackgroundBudget
+from src.providers.caller import CONSOLIDATION
+from src.providers.charged import ChargedModel
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +56,16 @@ class Consolidation:
         pass gets no more calls than are left. `/consolidate` is the guardian's request:
         counted, never held back. `after`: hooks run after every pass, after the service's
         own (monitors, the centroid, announcements)."""
+        llm = parts.llm
+        # every model call of consolidation says it is consolidation's (src/providers/caller.py)
+        parts = replace(parts, llm=ChargedModel(llm, CONSOLIDATION)) if llm is not None else parts
         self.parts = parts
         self.pool = parts.pool
         self.settings = parts.settings
         self.rng = rng or random.Random()
         self.phases = phases
         self.budget = budget
-        llm = parts.llm
-        ticker_llm = budget.guard(llm, "consolidation") if budget is not None and llm is not None else llm
+        ticker_llm = budget.guard(llm, "consolidation") if budget is not None and llm is not None else parts.llm
         self.ticker = LightTicker(parts.pool, embedder=parts.embedder, llm=ticker_llm, safety=parts.safety,
                                   settings=parts.settings, rng=self.rng)
         hooks: list[AfterPass] = [monitors_hook(parts.pool, parts.safety)]
@@ -80,11 +84,10 @@ class Consolidation:
 
     def start(self) -> None:
         """Start the enabled background tasks."""
-        with spending_for("consolidation"):   # the tasks' model calls count against the background budget
-            if self.settings.light.enabled:
-                self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
-            if self.settings.deep.enabled:
-                self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
+        if self.settings.light.enabled:
+            self._tasks.append(asyncio.create_task(self.ticker.run(stop=self._stop), name="light-consolidation"))
+        if self.settings.deep.enabled:
+            self._tasks.append(asyncio.create_task(self._schedule(), name="deep-consolidation"))
 
     async def stop(self, timeout_s: float = 3.0) -> None:
         """Stop the tasks; a pass still running after `timeout_s` is cancelled (it resumes later)."""
@@ -126,8 +129,7 @@ class Consolidation:
         return True
 
     async def _background_pass(self, done: Callable[[str], object], trigger: str) -> None:
-        charge_to("consolidation")     # the guardian's request, still consolidation's spending
-        try:
+        try:   # the guardian's request, still consolidation's spending (its model says so)
             report = await self.deep_pass(trigger)
         except asyncio.CancelledError:
             done("the deep pass was stopped by the shutdown; the next one resumes it")

@@ -225,14 +225,14 @@ def _section(name: tracks.Track, header: str, placed: Sequence[tracks.Placed], b
                           tuple(placed))
 
 
-def _candidate(row: asyncpg.Record) -> tracks.Candidate:
-    return tracks.Candidate(row["id"], row["content"], row["memory_type"], row["alpha"],
+def _candidate(row: asyncpg.Record) -> tracks.ContextCandidate:
+    return tracks.ContextCandidate(row["id"], row["content"], row["memory_type"], row["alpha"],
                             row["beta"], row["compressed"], 1.0, row["immutable"],
                             speaker_of(row["source_tag"], row["metadata"]))
 
 
 def situational_candidates(retrieval: Retrieval | None,
-                           exclude: Collection[int] = ()) -> list[tracks.Candidate]:
+                           exclude: Collection[int] = ()) -> list[tracks.ContextCandidate]:
     """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped."""
     if retrieval is None:
         return []
@@ -244,7 +244,7 @@ def situational_candidates(retrieval: Retrieval | None,
             continue
         seen.add(r.id)
         h = r.hit
-        out.append(tracks.Candidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
+        out.append(tracks.ContextCandidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
                                     h.compressed, r.relevance, h.immutable, speaker_of(h.source_tag, h.metadata)))
     return out
 

@@ -65,7 +65,7 @@ Form = Literal["full", "compressed"]
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ContextCandidate:
     """A memory competing for context space, with what the tracks need of it."""
 
     id: int
@@ -152,13 +152,13 @@ def render_line(memory_type: str, text: str, speaker: Speaker | None = None) -> 
     return f"- [{memory_type}] {attributed(text, speaker)}"
 
 
-def compressed_form(candidate: Candidate, max_chars: int) -> str:
+def compressed_form(candidate: ContextCandidate, max_chars: int) -> str:
     """The stored `compressed` text when there is one, else `first_sentence`."""
     stored = (candidate.compressed or "").strip()
     return " ".join(stored.split()) if stored else first_sentence(candidate.content, max_chars)
 
 
-def injection_scores(candidates: Sequence[Candidate], rng: np.random.Generator, *,
+def injection_scores(candidates: Sequence[ContextCandidate], rng: np.random.Generator, *,
                      evidence_cap: float | None = None) -> np.ndarray:
     """observe(Beta(alpha, beta)) × hybrid relevance, one draw per candidate (`evidence_cap`:
     broadened sampling, `observe_many`)."""
@@ -170,7 +170,7 @@ def injection_scores(candidates: Sequence[Candidate], rng: np.random.Generator, 
     return observe_many(alpha, beta, rng, evidence_cap=evidence_cap) * relevance
 
 
-def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], budget: int, *,
+def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[float], budget: int, *,
                      header: str, full_text_ratio: float = 0.5, compressed_max_chars: int = 200,
                      min_score: float = 0.0) -> Situational:
     """Fill `budget` tokens (header included) top-down by score; see the module docstring."""
@@ -212,7 +212,7 @@ def fill_situational(candidates: Sequence[Candidate], scores: Sequence[float], b
     return Situational(placed, no_room, below)
 
 
-def roll_identity(candidates: Sequence[Candidate], rng: np.random.Generator, *, threshold: float,
+def roll_identity(candidates: Sequence[ContextCandidate], rng: np.random.Generator, *, threshold: float,
                   cap_tokens: int, reserved_tokens: int = 0, evidence_cap: float | None = None) -> IdentityRoll:
     """Observe each candidate once; inject the full text of those above `threshold`.
 

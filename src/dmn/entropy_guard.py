@@ -15,7 +15,7 @@ from collections import Counter, deque
 
 import numpy as np
 
-from src.dmn.settings import EntropyGuard as GuardSettings
+from src.dmn.settings import EntropyGuardSettings as GuardSettings
 from src.vectors import has_direction, unit
 from src.weights.safety_rules import EntropyMonitor, shannon_entropy
 

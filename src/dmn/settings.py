@@ -20,7 +20,7 @@ class SamplingBias(BaseModel):
     distant_days: float = Field(30.0, gt=0)        # distant = min(1, age / distant_days)
 
 
-class EntropyGuard(BaseModel):
+class EntropyGuardSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     window: int = Field(12, ge=4)                   # recent surfaced memories considered
@@ -62,4 +62,4 @@ class DmnSettings(BaseModel):
     item_ttl_days: float = Field(7.0, gt=0)
     # what nothing consumed in item_ttl_days is marked expired, this many a tick
     expire_batch: int = Field(500, ge=1)
-    entropy: EntropyGuard = EntropyGuard()
+    entropy: EntropyGuardSettings = EntropyGuardSettings()

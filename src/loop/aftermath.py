@@ -36,10 +36,10 @@ from src.context.fifo import FifoSettings, IntensitySignals, Message, intensity,
 from src.gates.memory_gate import Gates
 from src.loop.acting import Action, Say
 from src.loop.attending import Attended
+from src.loop.composing import Prompt
 from src.loop.conversation import Conversation
 from src.loop.degraded import is_failure_notice
 from src.loop.inner_life import CycleOutcome, InnerLife, Submit
-from src.loop.prompting import Prompt
 from src.loop.thinking import Thought
 from src.loop.thought_log import CycleRecord
 from src.loop.turn_tasks import TurnTasks

@@ -30,6 +30,7 @@ from src.metacognition.confidence import (
 )
 from src.metacognition.escalation import EscalationOutcome, EscalationTriggers
 from src.metacognition.settings import MetacognitionSettings
+from src.providers.caller import INTERNAL, Caller
 from src.providers.protocols import LanguageModel, LLMResult
 
 ANSWERS = ("system1_answer", "system1_retry")
@@ -71,14 +72,15 @@ class Arrivals:
 class TurnFok:
     """The turn's feeling-of-knowing call: started by the first caller, shared, cancellable."""
 
-    def __init__(self, llm: LanguageModel | None, question: str, settings: MetacognitionSettings):
-        self._llm, self._question, self._settings = llm, question, settings
+    def __init__(self, llm: LanguageModel | None, question: str, settings: MetacognitionSettings,
+                 caller: Caller = INTERNAL):
+        self._llm, self._question, self._settings, self._caller = llm, question, settings, caller
         self._task: asyncio.Task[FeelingOfKnowing] | None = None
 
     async def __call__(self) -> FeelingOfKnowing:
         if self._task is None:
             self._task = asyncio.ensure_future(feeling_of_knowing(self._llm, self._question,
-                                                                  settings=self._settings))
+                                                                  settings=self._settings, caller=self._caller))
         return await asyncio.shield(self._task)   # one caller cancelled does not end it for the others
 
     def known(self) -> FeelingOfKnowing | None:

@@ -5,7 +5,7 @@
     take input      held inputs through the entry gate, candidates embedded  intake.py
     attend          one winner among everything pending (§3.10), the turn     attending.py
     recall          for the winner's text, with context inertia (§3.2)         recalling.py
-    assemble        the prompt: identity, memories, corrections, state report  prompting.py
+    compose         the prompt: identity, memories, corrections, state report  composing.py
     think           System 1 with tools, self-correction, System 2 (§3.5-§3.6) thinking.py
     act             the action check on source tags                            acting.py
     log             the thought_log row with the journal's answered mark,      cycle_log.py
@@ -49,6 +49,7 @@ from src.loop.action_policy import ActionPolicy
 from src.loop.aftermath import Aftermath, gate_pruned
 from src.loop.attending import Attended, Attending
 from src.loop.attention_queue import AttentionQueue, Candidate
+from src.loop.composing import Composing, PromptReads, PromptSettings, PromptSources
 from src.loop.conversation import Conversation
 from src.loop.cycle_log import CycleLog, MarkAnswered
 from src.loop.degraded import Shortfalls
@@ -57,7 +58,6 @@ from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
-from src.loop.prompting import Prompting, PromptReads, PromptSettings, PromptSources
 from src.loop.recalling import Recalling
 from src.loop.retry import requeue_failed
 from src.loop.settings import Source
@@ -65,7 +65,6 @@ from src.loop.thinking import NO_MODEL_DEADLINE_S, Thinking
 from src.loop.thought_log import CycleClock, CycleRecord
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.turn_tasks import TurnTasks
-from src.providers.budget import charge_to
 from src.recall.retrieval import Retrieval
 from src.tools.docs_verb import docs_verbs
 
@@ -100,7 +99,7 @@ class CognitiveLoop:
                                    inner=parts.inner, goal_vecs=parts.goal_vecs, combine_max=settings.loop.combine_max)
         self.recalling = Recalling(parts.retriever, parts.assembler, self.conversation, rng=rng,
                                    dmn_hops=settings.loop.dmn_hops, emotional=parts.inner.emotional if parts.inner else None)
-        self.prompting = Prompting(
+        self.composing = Composing(
             parts.assembler, self.conversation,
             PromptSources(parts.pool, parts.providers, skills=parts.skills, inner=parts.inner, manifest=parts.manifest),
             settings=PromptSettings(settings.agent.name, settings.context.budget,
@@ -204,12 +203,10 @@ class CognitiveLoop:
         collects what this cycle has to do without (said in the prompt and the reply); `tasks`
         holds every background task of the turn, collected before the cycle returns."""
         clock, shortfalls = CycleClock(now), Shortfalls(self.outage)
-        charge_to(None)                                            # intake's calls: nobody's impulse
         await self.intake.take()                                   # held input gated, candidates embedded
         attended = await self.attending.attend(clock.now)
         if attended is None:
             return None
-        charge_to(attended.winner.source)   # an impulse's calls count against the background budget
         if self.inner is not None:          # the cycle's gut reading (plan §5.1)
             self.inner.feel(attended.winner.embedding, attended.recent, cycle=attended.cycle, now=clock.now)
         tasks = TurnTasks()
@@ -235,14 +232,14 @@ class CognitiveLoop:
         """Recall, with the prompt's reads started as its search returns: their round trips
         pass while recall scores."""
         found = await self.recalling.search(attended, shortfalls, now)
-        reads = self.prompting.start_reads(attended, shortfalls, tasks)
+        reads = self.composing.start_reads(attended, shortfalls, tasks)
         await asyncio.sleep(0)   # the reads send their queries before the scoring holds the loop
         return await self.recalling.rank(found, shortfalls), reads
 
     async def _answer(self, attended: Attended, retrieval: Retrieval | None, reads: PromptReads, clock: CycleClock,
                       shortfalls: Shortfalls, tasks: TurnTasks) -> CycleRecord:
         """Steps 4-8: assemble, think, act, log, then the aftermath."""
-        prompt = await clock.timed("assembly", self.prompting.build(attended, retrieval, clock.now, shortfalls, reads))
+        prompt = await clock.timed("assembly", self.composing.build(attended, retrieval, clock.now, shortfalls, reads))
         tasks.queue(*prompt.writes)                                 # the context's co-access
         thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
         tasks.queue(*thought.writes)                                # the escalation decisions' rows

@@ -34,8 +34,8 @@ import asyncpg
 from src.context.assembly import AssembledContext
 from src.loop.attending import Attended
 from src.loop.attention_queue import Allocation
+from src.loop.composing import Prompt
 from src.loop.degraded import NoContext
-from src.loop.prompting import Prompt
 from src.loop.thought_log import CycleRecord, log_answered_cycle
 from src.loop.unkept import forget_lines
 

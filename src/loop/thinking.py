@@ -9,9 +9,10 @@ reflex reply says why and lists what the input brings back from memory.
 Timing (issue 27). One deadline bounds the cycle's model work (`cycle_deadline`: set, or
 derived from the models' own timeouts); an answer that arrived before it is never thrown
 away because a later step (the FOK call, the retry, System 2) ran late: the best one so
-far is the thought (src/loop/arrivals.py). The user comes first: a user's turn thinks
-inside `user_turn()`, so its calls go first at every model endpoint
-(src/providers/endpoint_gate.py), and a thought of the mind's own (DMN, consolidation,
+far is the thought (src/loop/arrivals.py). The user comes first: the calls of a user's
+turn say so (`caller_for`, src/providers/caller.py) and go first at every model endpoint
+(src/providers/endpoint_gate.py); an impulse's calls count against the background budget
+under its source's name. A thought of the mind's own (DMN, consolidation,
 gut) gives way as soon as a user message arrives (`yield_to_user`) or is already
 waiting: it ends without an answer and the user's turn is next.
 """
@@ -19,7 +20,6 @@ waiting: it ends without an answer and the user's turn is next.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,9 +32,9 @@ from src.gates.modes import MemoryMode
 from src.loop.action_policy import ActionPolicy
 from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
+from src.loop.composing import Prompt
 from src.loop.degraded import Shortfalls
 from src.loop.parts import LoopSections
-from src.loop.prompting import Prompt
 from src.loop.prompts import reflex_reply
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
@@ -46,7 +46,7 @@ from src.metacognition.escalation import (
     loop_before_escalate,
 )
 from src.metacognition.threshold import EscalationThreshold
-from src.providers.endpoint_gate import user_turn
+from src.providers.caller import INTERNAL, Caller, caller_for
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.recall.retrieval import Retrieval
 from src.recall.store import MemoryStore
@@ -92,12 +92,13 @@ def cycle_deadline(configured: float | None, system1: LanguageModel, system2: La
 
 
 @dataclass
-class _Turn:
+class _ModelWork:
     """The model work of one turn in flight: what arrived, its FOK call, its threshold, and
     the escalation rows of its answers (one per tool round), handed back with the thought."""
 
     arrivals: Arrivals
     fok: TurnFok
+    caller: Caller = INTERNAL              # whose calls: the user's turn's, or an impulse's
     threshold: float = 0.0
     writes: list[Deferred] = field(default_factory=list)
 
@@ -140,16 +141,17 @@ class Thinking:
         user = attended.winner.source == "user"
         if not user and self.user_waiting():
             return self._gave_way("a user message is waiting")
-        turn = _Turn(Arrivals(self.tools.contains_call),
-                     TurnFok(self.providers.meta or self.providers.system1, attended.winner.text, self.metacognition))
+        caller = caller_for(attended.winner.source)
+        turn = _ModelWork(Arrivals(self.tools.contains_call),
+                     TurnFok(self.providers.meta or self.providers.system1, attended.winner.text, self.metacognition,
+                             caller), caller=caller)
         try:
-            with user_turn() if user else contextlib.nullcontext():
-                async with asyncio.timeout(self.deadline_s) as scope:
-                    self._internal = None if user else scope
-                    try:
-                        thought = await self._answer(attended, prompt, retrieval, shortfalls, turn)
-                    finally:
-                        self._internal = None
+            async with asyncio.timeout(self.deadline_s) as scope:
+                self._internal = None if user else scope
+                try:
+                    thought = await self._answer(attended, prompt, retrieval, shortfalls, turn)
+                finally:
+                    self._internal = None
         except TimeoutError:
             thought = (self._gave_way("a user message arrived") if self._yielded
                        else self._late(turn, retrieval, shortfalls))
@@ -162,7 +164,7 @@ class Thinking:
         log.info("the mind's own thought is left unanswered: %s", why)
         return Thought("", "gave_way")
 
-    def _late(self, turn: _Turn, retrieval: Retrieval | None, shortfalls: Shortfalls) -> Thought:
+    def _late(self, turn: _ModelWork, retrieval: Retrieval | None, shortfalls: Shortfalls) -> Thought:
         """The deadline came first: the best answer that arrived, else the reflex reply."""
         log.warning("model work exceeded the cycle deadline of %g s", self.deadline_s)
         outcome = late_outcome(turn.arrivals, turn.fok.known(), threshold=turn.threshold,
@@ -176,7 +178,7 @@ class Thinking:
                        escalated_at=datetime.now(UTC) if outcome.escalated else None)
 
     async def _answer(self, attended: Attended, prompt: Prompt, retrieval: Retrieval | None,
-                      shortfalls: Shortfalls, turn: _Turn) -> Thought:
+                      shortfalls: Shortfalls, turn: _ModelWork) -> Thought:
         """System 1 with self-correction and escalation; the reflex reply when no model answers."""
         if not self.providers.system1.configured:
             return Thought(self.reflex_answer(retrieval, shortfalls), "reflex")
@@ -204,7 +206,7 @@ class Thinking:
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 
-    async def _escalating(self, attended: Attended, retrieval: Retrieval | None, turn: _Turn):
+    async def _escalating(self, attended: Attended, retrieval: Retrieval | None, turn: _ModelWork):
         """One answer of the tool rounds: System 1 → retry → System 2 (§3.5, §3.6). The
         threshold, the triggers and the FOK call are the turn's: tool rounds share them.
         The models are watched: what they answer is kept for the deadline (`_late`)."""
@@ -223,7 +225,7 @@ class Thinking:
             outcome = await loop_before_escalate(
                 providers.system1, providers.system2, msgs, focus=winner.text, threshold=reading.threshold,
                 asking=Asking(system=system, triggers=triggers, meta=providers.meta, fok_source=turn.fok,
-                              arrivals=turn.arrivals),
+                              arrivals=turn.arrivals, caller=turn.caller),
                 scoring=scoring, recording=recording)
             turn.writes.extend(outcome.writes)      # the decision's row: the cycle queues it
             return outcome

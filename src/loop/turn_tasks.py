@@ -11,7 +11,7 @@ run beside the turn:
   (`queue`) and starts them once the turn has read the weights it draws on (`start_after`
   the context's identity rows, src/context/assembly.py): they run while the context is
   put together, the model thinks and the turn is logged;
-- reads started early (the prompt's reads, src/loop/prompting.py) and work beside a step
+- reads started early (the prompt's reads, src/loop/composing.py) and work beside a step
   (which memories the answer drew on, src/loop/aftermath.py): `spawn`, collected by
   `settle` (awaited when still wanted, cancelled with `cancel_spawned`).
 

@@ -22,6 +22,7 @@ from src.errors import ProviderError, ProviderSkipped
 from src.metacognition.confidence import FeelingOfKnowing, fok_value
 from src.metacognition.prompts import FOK_PROMPT, FokAnswer
 from src.metacognition.settings import MetacognitionSettings
+from src.providers.caller import INTERNAL, Caller
 from src.providers.protocols import LanguageModel
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,10 @@ FOK_QUESTION_CHARS = 4000
 
 
 async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,
-                             settings: MetacognitionSettings | None = None) -> FeelingOfKnowing:
-    """KNOWN / PARTIAL / UNKNOWN and a value in its band; never raises a ProviderError."""
+                             settings: MetacognitionSettings | None = None,
+                             caller: Caller = INTERNAL) -> FeelingOfKnowing:
+    """KNOWN / PARTIAL / UNKNOWN and a value in its band, asked as `caller`'s call (the turn's
+    own: a user's turn goes first at the endpoint); never raises a ProviderError."""
     cfg = settings or MetacognitionSettings()
     if llm is None or not llm.configured:
         reason = "no language model is configured (reflex mode)"
@@ -44,7 +47,8 @@ async def feeling_of_knowing(llm: LanguageModel | None, question: str, *,
         return FeelingOfKnowing.unavailable("empty question")
     try:
         reply = await llm.meta_call_structured(FOK_PROMPT.format(question=text), FokAnswer,
-                                               purpose=FOK_PURPOSE, max_tokens=cfg.fok_max_tokens)
+                                               purpose=FOK_PURPOSE, max_tokens=cfg.fok_max_tokens,
+                                               caller=caller)
     except ProviderSkipped as exc:
         log.info("feeling of knowing skipped: %s", exc)
         return FeelingOfKnowing.unavailable(f"skipped: {exc}")
@@ -59,7 +63,7 @@ FokSource = Callable[[], Awaitable[FeelingOfKnowing]]
 
 
 def fok_once(llm: LanguageModel | None, question: str, *,
-             settings: MetacognitionSettings | None = None) -> FokSource:
+             settings: MetacognitionSettings | None = None, caller: Caller = INTERNAL) -> FokSource:
     """One FOK call per turn: every caller awaits the same call. Tool rounds answer the
     same focus again; the judgement is about the focus, so asking again would only cost
     (issue 11 item 10). A caller cancelled mid-wait does not cancel the shared call."""
@@ -68,7 +72,7 @@ def fok_once(llm: LanguageModel | None, question: str, *,
     async def get() -> FeelingOfKnowing:
         nonlocal task
         if task is None:
-            task = asyncio.ensure_future(feeling_of_knowing(llm, question, settings=settings))
+            task = asyncio.ensure_future(feeling_of_knowing(llm, question, settings=settings, caller=caller))
         return await asyncio.shield(task)
 
     return get

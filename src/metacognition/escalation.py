@@ -47,7 +47,7 @@ from src.metacognition.confidence import (
 from src.metacognition.escalation_log import EscalationRow, record_escalation
 from src.metacognition.escalation_terms import (
     ALWAYS_ESCALATE,
-    Arrivals,
+    AnswerWatch,
     Asking,
     Assess,
     EscalationOutcome,
@@ -84,10 +84,11 @@ async def _first_answer(system1: LanguageModel, messages: Sequence[ChatMessage],
     (`logprobs_supported`) the FOK call is not made at all, unless an answer comes without.
     """
     meta = asking.meta or system1
-    ask = asking.fok_source or (lambda: feeling_of_knowing(meta, focus, settings=cfg))
+    ask = asking.fok_source or (lambda: feeling_of_knowing(meta, focus, settings=cfg, caller=asking.caller))
 
     async def generate() -> LLMResult:
-        result = await system1.generate(messages, purpose="system1_answer", system=asking.system)
+        result = await system1.generate(messages, purpose="system1_answer", system=asking.system,
+                                        caller=asking.caller)
         if asking.arrivals is not None:
             asking.arrivals.note("system1_answer", result, result.text)
         return result
@@ -128,7 +129,7 @@ async def loop_before_escalate(
     mcfg = scoring.metacognition or MetacognitionSettings()
     score = scoring.assess or (lambda result, fok: score_answer(
         result.text, fok, mean_logprob=result.mean_logprob, expected_words=scoring.expected_words, settings=mcfg))
-    turn = _Turn(messages, focus, threshold, cfg, score, asking, recording)
+    turn = _Escalation(messages, focus, threshold, cfg, score, asking, recording)
     await turn.answer(system1, mcfg, asking.triggers or EscalationTriggers())
     draft = turn.escalating_at_once()
     if draft is None:
@@ -171,7 +172,7 @@ class _Draft:
     retry: dict = field(default_factory=dict)
 
 
-class _Turn:
+class _Escalation:
     """One focus on its way through §3.5/§3.6, one method per step: System 1 answers,
     escalate at once, accept, retry once, escalate, keep the correction, finish. The state
     they share: the conversation, the first answer with its FOK and confidence, the
@@ -243,7 +244,8 @@ class _Turn:
         retry_messages = [*self.messages, _draft(self.first), ChatMessage("user", feedback)]
         best, best_c, c2 = self.first, self.c1, None
         try:
-            second = await system1.generate(retry_messages, purpose="system1_retry", system=self.system)
+            second = await system1.generate(retry_messages, purpose="system1_retry", system=self.system,
+                                            caller=self.asking.caller)
         except ProviderError as exc:
             log.warning("System 1 retry failed, escalating: %s", exc)
             second = None
@@ -283,7 +285,8 @@ class _Turn:
             if not system2.configured:
                 raise ProviderSkipped("no language model is configured for System 2", provider=system2.provider)
             reply = await system2.generate_structured(s2_messages, System2Answer, purpose="system2_escalation",
-                                                      system=self.system, max_tokens=self.cfg.system2_max_tokens)
+                                                      system=self.system, max_tokens=self.cfg.system2_max_tokens,
+                                                      caller=self.asking.caller)
         except ProviderSkipped as exc:
             return self.outcome(draft.result, draft.confidence, "system1_fallback",
                                 f"{draft.reason}; system2 unavailable ({exc})", **kept)
@@ -341,7 +344,7 @@ class _Turn:
 
 
 __all__ = [
-    "ALWAYS_ESCALATE", "Arrivals", "Asking", "Assess", "Recording", "Scoring", "EscalationSettings", "EscalationThreshold", "EscalationTriggers",
+    "ALWAYS_ESCALATE", "AnswerWatch", "Asking", "Assess", "Recording", "Scoring", "EscalationSettings", "EscalationThreshold", "EscalationTriggers",
     "EscalationOutcome", "System2Answer", "ThresholdReading", "complexity", "complexity_signals",
     "loop_before_escalate", "read_threshold", "retry_feedback", "system2_brief",
 ]

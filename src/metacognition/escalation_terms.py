@@ -16,6 +16,7 @@ from src.metacognition.calls import FokSource
 from src.metacognition.confidence import Confidence, FeelingOfKnowing
 from src.metacognition.prompts import System2Answer
 from src.metacognition.settings import EscalationSettings, MetacognitionSettings
+from src.providers.caller import INTERNAL, Caller
 from src.providers.protocols import LanguageModel, LLMResult
 from src.recall.store import MemoryStore
 
@@ -52,7 +53,7 @@ class EscalationTriggers:
 Assess = Callable[[LLMResult, FeelingOfKnowing], Confidence]
 
 
-class Arrivals(Protocol):
+class AnswerWatch(Protocol):
     """Told each answer as it comes back (src/loop/arrivals.py keeps them for a deadline)."""
 
     def note(self, purpose: str, result: LLMResult, text: str) -> None: ...
@@ -63,13 +64,16 @@ class Asking:
     """How the focus is put to the models: the assembled system prompt, the triggers the loop
     already knows, the model of the isolated FOK call (default: System 1), a shared FOK call
     when the loop answers one focus several times (tool rounds, src/metacognition/calls.py
-    `fok_once`), and who is told each answer as it arrives."""
+    `fok_once`), who is told each answer as it arrives, and whose calls they are (the
+    user's turn goes first at the endpoint; an impulse counts against the background
+    budget: src/providers/caller.py)."""
 
     system: str | None = None
     triggers: EscalationTriggers | None = None
     meta: LanguageModel | None = None
     fok_source: FokSource | None = None
-    arrivals: Arrivals | None = None
+    arrivals: AnswerWatch | None = None
+    caller: Caller = INTERNAL
 
 
 @dataclass(frozen=True)

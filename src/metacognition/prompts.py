@@ -49,7 +49,7 @@ class FokAnswer(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
-class Scored(Protocol):
+class ScoredAnswer(Protocol):
     """What `weaknesses` reads of a composite confidence (src/metacognition/confidence.Confidence)."""
 
     @property
@@ -62,7 +62,7 @@ class Scored(Protocol):
     def fok_unknown(self) -> bool: ...
 
 
-def weaknesses(confidence: Scored) -> list[str]:
+def weaknesses(confidence: ScoredAnswer) -> list[str]:
     """What made the answer look unsure, in words System 1 can act on (the retry's feedback)."""
     s = confidence.signals
     out = []
@@ -93,7 +93,7 @@ def weaknesses(confidence: Scored) -> list[str]:
     return out or ["its overall confidence was low without one clear cause; check each claim"]
 
 
-def retry_feedback(focus: str, confidence: Scored, threshold: float) -> str:
+def retry_feedback(focus: str, confidence: ScoredAnswer, threshold: float) -> str:
     """The targeted feedback of the one retry: what was weak and what to do."""
     points = "\n".join(f"- {w}" for w in weaknesses(confidence))
     return (f"[SELF-CHECK] Your reply above scored {confidence.composite:.2f} on confidence, below the "
@@ -103,7 +103,7 @@ def retry_feedback(focus: str, confidence: Scored, threshold: float) -> str:
             "line 'Confidence: <0-1>'.")
 
 
-def system2_brief(focus: str, reasons: str, confidence: Scored) -> str:
+def system2_brief(focus: str, reasons: str, confidence: ScoredAnswer) -> str:
     """The request System 2 gets after System 1's draft."""
     weak = "; ".join(weaknesses(confidence))
     return ("[ESCALATION TO SYSTEM 2] You are this agent's slow, deliberate reasoning. The reply above "

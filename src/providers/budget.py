@@ -15,10 +15,11 @@ internal impulses are not submitted (`gate`), the scheduled deep pass waits and 
 no more calls than are left, the light ticker's model layer is skipped (`BudgetedModel`
 raises `BudgetSpent`). The user's turns never look at the budget.
 
-Whose work a call is: a context variable, set by the task doing the work (`charge_to`
-for the rest of a task, `spending_for` around a block; asyncio copies it into tasks and
-threads it starts). The ledger writes it into every `llm_calls` row (`caller`, sql/135)
-and hands the row to `BackgroundBudget.observe`. The count lives in memory — O(1) per
+Whose work a call is, the call says (`caller=`, src/providers/caller.py): the loop's
+thinking for its turn's winner, consolidation's model for consolidation (`ChargedModel`).
+The ledger writes it into every `llm_calls` row (`caller`, sql/135) and hands the row to
+`BackgroundBudget.observe`. Embedding rows carry no caller (an embedding says nothing of
+whose it is; at Gemini's embedding price a deep pass's vectors cost a fraction of a cent). The count lives in memory — O(1) per
 call and per check — and is seeded at start from the last 24 hours of `llm_calls` by
 one statement on a partial index, grouped by minute (at most 1,440 rows per caller).
 """
@@ -27,55 +28,23 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
 from src.errors import BudgetSpent
+from src.providers.caller import BACKGROUND, IDLE_THOUGHT, Caller, background_caller
+from src.providers.charged import ChargedModel
 from src.providers.settings import BudgetSettings
 
 log = logging.getLogger(__name__)
 
-#: Internal work whose calls the budget counts; the first two are "idle thought".
-IDLE_THOUGHT = frozenset({"dmn", "gut"})
-BACKGROUND = IDLE_THOUGHT | {"consolidation"}
 HOUR = timedelta(hours=1)
 DAY = timedelta(hours=24)
 #: Embedding rows cost money but are not "calls" in the hourly count (one batch per flush).
 EMBED_PREFIX = "embed:"
-
-_CALLER: ContextVar[str | None] = ContextVar("moltbot_background_caller", default=None)
-
-
-def background_caller(source: str | None) -> str | None:
-    """`source` when it is internal work the budget counts (dmn, gut, consolidation), else None."""
-    return source if source in BACKGROUND else None
-
-
-def current_caller() -> str | None:
-    """Whose work the calls made here are: internal work's name, or None (the user's turn)."""
-    return _CALLER.get()
-
-
-def charge_to(source: str | None) -> None:
-    """Charge the calls made from here on in this task (and the tasks it starts) to `source`.
-
-    The loop calls it once per cycle with the winner's source: None for the user's turns."""
-    _CALLER.set(background_caller(source))
-
-
-@contextmanager
-def spending_for(source: str | None) -> Iterator[None]:
-    """Charge the calls made inside the block (and the tasks started in it) to `source`."""
-    token = _CALLER.set(background_caller(source))
-    try:
-        yield
-    finally:
-        _CALLER.reset(token)
 
 
 class Spent(Protocol):
@@ -275,44 +244,37 @@ class BackgroundBudget:
         return BudgetedModel(model, self, caller)
 
 
-class BudgetedModel:
-    """A LanguageModel that asks the budget before each call (the light ticker's model).
+class BudgetedModel(ChargedModel):
+    """A model whose calls are `caller`'s, asking the budget before each (the light ticker's).
 
     A spent budget raises `BudgetSpent`, a `ProviderSkipped`: callers degrade as they do
     without a model (the contradiction scan leaves the pair undecided)."""
 
     def __init__(self, model: Any, budget: BackgroundBudget, caller: str):
-        self.inner = model
+        super().__init__(model, Caller("internal", caller))
         self.budget = budget
-        self.caller = caller
-
-    def __getattr__(self, name: str) -> Any:      # model, provider, configured, …
-        if name == "inner":                       # not set yet (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def _check(self, purpose: str) -> None:
-        if not self.budget.allows(self.caller):
-            reason = self.budget.left().spent_reason(self.caller)
-            raise BudgetSpent(f"background budget spent ({reason}); skipped {purpose}",
-                              provider=getattr(self.inner, "provider", ""))
+        name = self.caller.charge or ""
+        if not self.budget.allows(name):
+            reason = self.budget.left().spent_reason(name)
+            raise BudgetSpent(f"background budget spent ({reason}); skipped {purpose}", provider=self.provider)
 
-    async def generate(self, messages: Any, *, purpose: str, **kwargs: Any) -> Any:
+    async def generate(self, messages: Sequence[Any], *, purpose: str, **kwargs: Any) -> Any:
         self._check(purpose)
-        with spending_for(self.caller):
-            return await self.inner.generate(messages, purpose=purpose, **kwargs)
+        return await super().generate(messages, purpose=purpose, **kwargs)
 
-    async def generate_structured(self, messages: Any, schema: Any, *, purpose: str, **kwargs: Any) -> Any:
+    async def generate_structured(self, messages: Sequence[Any], schema: Any, *, purpose: str, **kwargs: Any) -> Any:
         self._check(purpose)
-        with spending_for(self.caller):
-            return await self.inner.generate_structured(messages, schema, purpose=purpose, **kwargs)
+        return await super().generate_structured(messages, schema, purpose=purpose, **kwargs)
 
     async def meta_call(self, question: str, *, purpose: str, **kwargs: Any) -> Any:
         self._check(purpose)
-        with spending_for(self.caller):
-            return await self.inner.meta_call(question, purpose=purpose, **kwargs)
+        return await super().meta_call(question, purpose=purpose, **kwargs)
 
     async def meta_call_structured(self, question: str, schema: Any, *, purpose: str, **kwargs: Any) -> Any:
         self._check(purpose)
-        with spending_for(self.caller):
-            return await self.inner.meta_call_structured(question, schema, purpose=purpose, **kwargs)
+        return await super().meta_call_structured(question, schema, purpose=purpose, **kwargs)
+
+
+__all__ = ["BACKGROUND", "IDLE_THOUGHT", "BackgroundBudget", "BudgetLeft", "BudgetedModel", "background_caller"]

@@ -23,7 +23,6 @@ from typing import Literal, NamedTuple, Protocol
 import asyncpg
 
 from src.errors import CallCancelled, ProviderError, ProviderTimeout
-from src.providers.budget import current_caller
 from src.providers.http_errors import short
 from src.providers.settings import ModelPrice
 
@@ -86,7 +85,7 @@ class Ledger(Protocol):
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      usage: CallUsage = NO_USAGE, error: str | None = None,
-                     status: CallStatus | None = None) -> CallRecord: ...
+                     status: CallStatus | None = None, caller: str | None = None) -> CallRecord: ...
 
 
 class Pricing:
@@ -121,8 +120,8 @@ class MemoryLedger:
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      usage: CallUsage = NO_USAGE, error: str | None = None,
-                     status: CallStatus | None = None) -> CallRecord:
-        rec = _make_record(self, provider, model, purpose, ok, usage, error, status)
+                     status: CallStatus | None = None, caller: str | None = None) -> CallRecord:
+        rec = _make_record(self, (provider, model, purpose), CallOutcome(ok, error, status), usage, caller)
         self.records.append(rec)
         _tell(self.observers, rec)
         return rec
@@ -137,15 +136,27 @@ def _tell(observers: list[Callable[[CallRecord], None]], rec: CallRecord) -> Non
             log.exception("a llm_calls observer failed")
 
 
-def _make_record(ledger: MemoryLedger | CostLedger, provider: str, model: str, purpose: str, ok: bool,
-                 usage: CallUsage, error: str | None, status: CallStatus | None = None) -> CallRecord:
-    """The row of one reported call, stamped with the ledger's clock and session and priced."""
+class CallOutcome(NamedTuple):
+    """How one call ended: ok or not, the error's text, and its status (default: by `ok`)."""
+
+    ok: bool
+    error: str | None = None
+    status: CallStatus | None = None
+
+
+def _make_record(ledger: MemoryLedger | CostLedger, call: tuple[str, str, str], outcome: CallOutcome,
+                 usage: CallUsage, caller: str | None) -> CallRecord:
+    """The row of one reported call (`call`: provider, model, purpose), stamped with the
+    ledger's clock and session, priced, and charged to `caller` (internal work the
+    background budget counts; None: nobody's)."""
+    provider, model, purpose = call
     tokens_in, tokens_out = max(0, int(usage.tokens_in)), max(0, int(usage.tokens_out))
     return CallRecord(at=ledger._now(), session_id=ledger.session_id, provider=provider, model=model,
                       purpose=purpose, tokens_in=tokens_in, tokens_out=tokens_out,
                       cost_usd=ledger.pricing.cost(model, tokens_in, tokens_out),
-                      latency_ms=usage.latency_ms, ok=ok, error=short(error) if error else None,
-                      caller=current_caller(), status=status or ("ok" if ok else "failed"))
+                      latency_ms=usage.latency_ms, ok=outcome.ok,
+                      error=short(outcome.error) if outcome.error else None,
+                      caller=caller, status=outcome.status or ("ok" if outcome.ok else "failed"))
 
 
 @dataclass
@@ -263,9 +274,9 @@ class CostLedger:
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
                      usage: CallUsage = NO_USAGE, error: str | None = None,
-                     status: CallStatus | None = None) -> CallRecord:
+                     status: CallStatus | None = None, caller: str | None = None) -> CallRecord:
         """Store one call. Never raises for a database failure (the row is queued instead)."""
-        rec = _make_record(self, provider, model, purpose, ok, usage, error, status)
+        rec = _make_record(self, (provider, model, purpose), CallOutcome(ok, error, status), usage, caller)
         if len(self._pending) >= self._max_pending:
             self._pending.popleft()
             self._dropped += 1

@@ -8,7 +8,7 @@ language-model attempt passes the gate of its endpoint, one per provider kind
 
 - at most `max_concurrency` attempts are in flight; the others wait;
 - waiting attempts go by priority, then first come first served: the user's turn
-  (`user_turn()`) before the mind's own work (DMN, consolidation, the exit gate's
+  (its calls say `caller=USER`, src/providers/caller.py) before the mind's own work (DMN, consolidation, the exit gate's
   micro-calls, skill proposals), which is the default;
 - a user attempt that finds every slot taken preempts an internal attempt in flight:
   that attempt ends at once (its timeout scope is moved to now, `Slot.scope`) and, being
@@ -18,9 +18,8 @@ language-model attempt passes the gate of its endpoint, one per provider kind
   ones that wait or come later with CallCancelled, so nothing the mind asked itself
   holds the exit; user attempts still pass.
 
-Priority travels in a ContextVar, so every call a user turn makes (the answer, the FOK
-call beside it, a retry, an escalation) is a user call without a parameter threaded
-through each layer; a task copies it when it is created.
+The priority is the call's own: `LanguageModel` methods take `caller=` and the
+resilient model hands its priority to `slot` (src/providers/llm.py).
 """
 
 from __future__ import annotations
@@ -30,35 +29,17 @@ import heapq
 import itertools
 import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
-from typing import Literal
+from contextlib import asynccontextmanager
 
 from src.errors import CallCancelled
+from src.providers.caller import Priority
 
 log = logging.getLogger(__name__)
 
-Priority = Literal["user", "internal"]
 _RANK: dict[str, int] = {"user": 0, "internal": 1}
-_PRIORITY: ContextVar[Priority] = ContextVar("moltbot_call_priority", default="internal")
 
 GAVE_WAY = "gave way to the user's turn"
 SHUTTING_DOWN = "the mind is shutting down"
-
-
-def current_priority() -> Priority:
-    """The priority of calls made here: "user" inside `user_turn()`, else "internal"."""
-    return _PRIORITY.get()
-
-
-@contextmanager
-def user_turn() -> Iterator[None]:
-    """Calls made inside this block (and by tasks it starts) go first at every endpoint."""
-    token = _PRIORITY.set("user")
-    try:
-        yield
-    finally:
-        _PRIORITY.reset(token)
 
 
 class Slot:
@@ -121,10 +102,10 @@ class EndpointGate:
         return self._closed
 
     @asynccontextmanager
-    async def slot(self, priority: Priority | None = None) -> AsyncIterator[Slot]:
+    async def slot(self, priority: Priority = "internal") -> AsyncIterator[Slot]:
         """Wait for a place, hold it for the block. Internal calls after `close_internal`
         raise CallCancelled."""
-        slot = Slot(priority or current_priority())
+        slot = Slot(priority)
         await self._acquire(slot)
         try:
             yield slot

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderRejected
+from src.providers.caller import INTERNAL, Caller
 from src.providers.context_window import ContextWindow, count_request, fit
 from src.providers.costs import CallUsage, Ledger, status_of
 from src.providers.prompts import EMPTY_REPLY, META_SYSTEM, repair_prompt, schema_instruction
@@ -90,21 +91,23 @@ class ResilientLanguageModel:
 
     async def generate(self, messages: Sequence[ChatMessage], *, purpose: str,
                        system: str | None = None, max_tokens: int | None = None,
-                       temperature: float | None = None, logprobs: bool | None = None) -> LLMResult:
-        """One completion of `messages` (oldest first) under `system`."""
+                       temperature: float | None = None, logprobs: bool | None = None,
+                       caller: Caller = INTERNAL) -> LLMResult:
+        """One completion of `messages` (oldest first) under `system`, as `caller`'s call
+        (its place at the endpoint, whose budget it counts against)."""
         want = self.request_logprobs if logprobs is None else logprobs
         request = self._request(messages, system, max_tokens, temperature, logprobs=want)
-        return await self._complete(request, purpose)
+        return await self._complete(request, purpose, caller)
 
     async def generate_structured(self, messages: Sequence[ChatMessage], schema: type[M], *,
                                   purpose: str, system: str | None = None,
-                                  max_tokens: int | None = None) -> Structured[M]:
+                                  max_tokens: int | None = None, caller: Caller = INTERNAL) -> Structured[M]:
         """JSON validated by `schema`; on a bad reply one repair round, then MalformedOutput."""
         instruction = schema_instruction(schema)
         full_system = f"{system}\n\n{instruction}" if system else instruction
         request = replace(self._request(messages, full_system, max_tokens, None, logprobs=False),
                           json_mode=True, response_schema=response_schema(schema))
-        first = await self._complete(request, purpose)
+        first = await self._complete(request, purpose, caller)
         try:
             return Structured(parse_structured(first.text, schema), first, repaired=False)
         except MalformedOutput as problem:
@@ -113,27 +116,28 @@ class ResilientLanguageModel:
             follow_up = (ChatMessage("assistant", first.text.strip() or EMPTY_REPLY),
                          ChatMessage("user", repair_prompt(problem)))
             second = await self._complete(replace(request, messages=request.messages + follow_up),
-                                          f"{purpose}:repair")
+                                          f"{purpose}:repair", caller)
             try:
                 return Structured(parse_structured(second.text, schema), second, repaired=True)
             except MalformedOutput as again:
                 raise MalformedOutput(f"{self.model} {purpose}: still not a valid {schema.__name__} "
                                       f"after one repair ({again})", provider=self.provider) from again
 
-    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None) -> LLMResult:
+    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None,
+                        caller: Caller = INTERNAL) -> LLMResult:
         """Isolated meta-context call (plan §2.8, §2.11): the question alone.
 
         There is deliberately no parameter for history, system prompt or identity.
         """
         return await self.generate(self._meta_messages(question), purpose=purpose,
-                                   system=META_SYSTEM, max_tokens=max_tokens)
+                                   system=META_SYSTEM, max_tokens=max_tokens, caller=caller)
 
     async def meta_call_structured(self, question: str, schema: type[M], *, purpose: str,
-                                   max_tokens: int | None = None) -> Structured[M]:
+                                   max_tokens: int | None = None, caller: Caller = INTERNAL) -> Structured[M]:
         """Isolated meta-context call answered as JSON validated by `schema`."""
         return await self.generate_structured(self._meta_messages(question), schema,
                                               purpose=purpose, system=META_SYSTEM,
-                                              max_tokens=max_tokens)
+                                              max_tokens=max_tokens, caller=caller)
 
     async def aclose(self) -> None:
         await self.backend.aclose()
@@ -166,23 +170,23 @@ class ResilientLanguageModel:
             top_logprobs=self.top_logprobs,
         )
 
-    async def _complete(self, request: LLMRequest, purpose: str) -> LLMResult:
+    async def _complete(self, request: LLMRequest, purpose: str, caller: Caller) -> LLMResult:
         if self.schema_supported is False and request.response_schema is not None:
             request = replace(request, response_schema=None)
         try:
-            result = await self._call(request, purpose)
+            result = await self._call(request, purpose, caller)
         except ProviderRejected as err:
             if request.response_schema is not None and schema_refused(err):
                 # once per model: JSON mode without the schema from now on (structured.py)
                 self.schema_supported = False
                 log.info("%s refuses the response schema (%s); JSON mode without it from now on",
                          self.model, err)
-                return await self._complete(replace(request, response_schema=None), purpose)
+                return await self._complete(replace(request, response_schema=None), purpose, caller)
             if not (request.logprobs and "logprob" in str(err).lower()):
                 raise
             self.logprobs_supported = False
             log.info("%s does not return logprobs (%s); asking without them from now on", self.model, err)
-            result = await self._call(replace(request, logprobs=False), purpose)
+            result = await self._call(replace(request, logprobs=False), purpose, caller)
         if request.logprobs and result.logprobs is not None:
             self.logprobs_supported = True
         return result
@@ -208,20 +212,20 @@ class ResilientLanguageModel:
         limit = self.window.prompt_limit(max_tokens or self.max_output_tokens)
         return max(0, limit - count_request(full, ()))
 
-    async def _call(self, request: LLMRequest, purpose: str) -> LLMResult:
+    async def _call(self, request: LLMRequest, purpose: str, caller: Caller) -> LLMResult:
         """The last line before a backend: the request fitted to the window (`fit`: oldest
         history out, or ContextOverflow, never sent), then sent. An endpoint that answers that
         it was too long teaches the window (its count, its size) and gets it once more, refitted."""
         request, counted = await self._fit(request, purpose)
         try:
-            result = await self._send(request, purpose)
+            result = await self._send(request, purpose, caller)
         except ProviderRejected as err:
             if isinstance(err, ContextOverflow) or not self.window.learn_from(str(err), counted):
                 raise
             log.warning("%s %s: the endpoint says the request exceeded its context (%s); now %s, "
                         "asking once more", self.model, purpose, err, self.window.describe())
             request, counted = await self._fit(request, purpose)
-            result = await self._send(request, purpose)
+            result = await self._send(request, purpose, caller)
         self.window.observe(counted, result.tokens_in)
         return result
 
@@ -243,7 +247,7 @@ class ResilientLanguageModel:
             request = replace(request, messages=fitted.messages)
         return request, fitted.counted
 
-    async def _send(self, request: LLMRequest, purpose: str) -> LLMResult:
+    async def _send(self, request: LLMRequest, purpose: str, caller: Caller) -> LLMResult:
         measured: list[float] = []
 
         async def attempt() -> LLMResult:
@@ -256,13 +260,14 @@ class ResilientLanguageModel:
         async def on_success(result: LLMResult, latency_ms: float) -> None:
             measured.append(latency_ms)
             await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=True,
-                                      usage=CallUsage(result.tokens_in, result.tokens_out, latency_ms))
+                                      usage=CallUsage(result.tokens_in, result.tokens_out, latency_ms),
+                                      caller=caller.charge)
 
         async def on_failure(err: ProviderError, latency_ms: float) -> None:
             await self._ledger.record(provider=self.provider, model=self.model, purpose=purpose, ok=False,
                                       usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
-                                      status=status_of(err))
+                                      status=status_of(err), caller=caller.charge)
 
         result = await self._resilience.call(attempt, what=purpose, on_success=on_success,
-                                             on_failure=on_failure)
+                                             on_failure=on_failure, priority=caller.priority)
         return replace(result, latency_ms=measured[-1] if measured else result.latency_ms)

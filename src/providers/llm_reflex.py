@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from src.errors import ProviderSkipped
+from src.providers.caller import Caller
 from src.providers.protocols import ChatMessage, LLMResult, M, Structured
 
 NO_LANGUAGE_MODEL = "no language model is configured"
@@ -35,19 +36,20 @@ class ReflexLanguageModel:
 
     async def generate(self, messages: Sequence[ChatMessage], *, purpose: str, system: str | None = None,
                        max_tokens: int | None = None, temperature: float | None = None,
-                       logprobs: bool | None = None) -> LLMResult:
+                       logprobs: bool | None = None, caller: Caller | None = None) -> LLMResult:
         self._skip(purpose)
 
     async def generate_structured(self, messages: Sequence[ChatMessage], schema: type[M], *,
                                   purpose: str, system: str | None = None,
-                                  max_tokens: int | None = None) -> Structured[M]:
+                                  max_tokens: int | None = None, caller: Caller | None = None) -> Structured[M]:
         self._skip(purpose)
 
-    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None) -> LLMResult:
+    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None,
+                        caller: Caller | None = None) -> LLMResult:
         self._skip(purpose)
 
     async def meta_call_structured(self, question: str, schema: type[M], *, purpose: str,
-                                   max_tokens: int | None = None) -> Structured[M]:
+                                   max_tokens: int | None = None, caller: Caller | None = None) -> Structured[M]:
         self._skip(purpose)
 
     async def aclose(self) -> None:

@@ -18,6 +18,8 @@ from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
+from src.providers.caller import Caller
+
 TaskType = Literal["RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY", "SEMANTIC_SIMILARITY", "CLUSTERING"]
 TASK_TYPES: tuple[TaskType, ...] = (
     "RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY", "SEMANTIC_SIMILARITY", "CLUSTERING",
@@ -133,8 +135,10 @@ class LanguageModel(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         logprobs: bool | None = None,
+        caller: Caller = ...,
     ) -> LLMResult:
-        """One completion of the conversation in `messages` (oldest first)."""
+        """One completion of the conversation in `messages` (oldest first); `caller`: whose
+        call it is (src/providers/caller.py; default: internal, nobody's budget)."""
         ...
 
     async def generate_structured(
@@ -145,16 +149,19 @@ class LanguageModel(Protocol):
         purpose: str,
         system: str | None = None,
         max_tokens: int | None = None,
+        caller: Caller = ...,
     ) -> Structured[M]:
         """JSON validated by `schema`; one repair attempt, then MalformedOutput."""
         ...
 
-    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None) -> LLMResult:
+    async def meta_call(self, question: str, *, purpose: str, max_tokens: int | None = None,
+                        caller: Caller = ...) -> LLMResult:
         """Isolated meta-context call: the question alone, no history, no identity."""
         ...
 
     async def meta_call_structured(
         self, question: str, schema: type[M], *, purpose: str, max_tokens: int | None = None,
+        caller: Caller = ...,
     ) -> Structured[M]:
         """Isolated meta-context call answered as JSON validated by `schema`."""
         ...

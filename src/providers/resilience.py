@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from src.errors import CallCancelled, CircuitOpen, ProviderError, ProviderTimeout, RateLimited
+from src.providers.caller import Priority
 from src.providers.endpoint_gate import EndpointGate
 from src.providers.settings import ResilienceSettings
 
@@ -196,7 +197,7 @@ class Resilience:
 
     async def call(self, attempt_fn: Callable[[], Awaitable[T]], *, what: str,
                    on_success: SuccessHook[T] | None = None,
-                   on_failure: FailureHook | None = None) -> T:
+                   on_failure: FailureHook | None = None, priority: Priority = "internal") -> T:
         """Await `attempt_fn()` until it succeeds, fails for good, or attempts run out.
 
         `attempt_fn` must raise ProviderError subclasses only (foreign errors mapped);
@@ -206,12 +207,13 @@ class Resilience:
         its caller cancelled (a cycle deadline, shutdown) is reported as CallCancelled in a
         task of its own, so the cancellation is not held up by the write.
         An internal attempt that gave way to a user's turn (the gate) waits and runs again
-        without spending an attempt; one ended by shutdown raises CallCancelled.
+        without spending an attempt; one ended by shutdown raises CallCancelled. `priority`:
+        the call's place at the endpoint's gate (the user's turn first).
         """
         attempt = 1
         while True:
             trial = self.breaker.before_call()
-            tried = await self._attempt(attempt_fn, what, trial, on_failure)
+            tried = await self._attempt(attempt_fn, what, trial, on_failure, priority)
             if tried.error is None:
                 self.breaker.record_success(trial)
                 if on_success is not None:
@@ -229,11 +231,11 @@ class Resilience:
             attempt += 1
 
     async def _attempt(self, attempt_fn: Callable[[], Awaitable[T]], what: str, trial: bool,
-                       on_failure: FailureHook | None) -> _Tried[T]:
+                       on_failure: FailureHook | None, priority: Priority) -> _Tried[T]:
         """One attempt through the gate under the timeout: its result or its error."""
         provider = self.breaker.provider
         try:
-            async with self.gate.slot() as slot:
+            async with self.gate.slot(priority) as slot:
                 started = self._clock()
                 try:
                     async with slot.scope(self.policy.timeout_s):

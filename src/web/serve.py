@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 WEB_APPLICATION = "moltbot-web"
 
 
-class RunningMind(Protocol):
+class ViewedMind(Protocol):
     """What the view reads from src.mind.Mind (named structurally: features never import the wiring)."""
 
     pool: Any
@@ -59,7 +59,7 @@ async def open_view_pool(settings: Settings, dsn: str, *, read_only: bool = True
                              application_name=WEB_APPLICATION, server_settings=session)
 
 
-async def start_beside_mind(settings: Settings, mind: RunningMind, session_id: str, *,
+async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: str, *,
                             dsn: str) -> tuple[WebServer | None, str | None]:
     """Serve the view on the mind's event loop and a pool of its own on `dsn`; return it and
     the start-up line.

@@ -4,7 +4,7 @@ A *pattern* is who reinforces what: the actor of a weight change and the memory 
 reinforces (`retrieval`/#12, `promotion`/#40, `dmn`/#7). Every reinforcement is noted
 with the ids of the evidence behind it (`evidence_ids`); a consolidation cycle (one run
 of the monitors, src/consolidation/monitors.py) then feeds each noted pattern's
-`CircuitBreaker`. A pattern reinforced `max_cycles` cycles in a row with no evidence it
+`PatternBreaker`. A pattern reinforced `max_cycles` cycles in a row with no evidence it
 had not seen before is *tripped*; while tripped, a reinforcement that brings no new
 evidence is paused (enforced) or logged as one that would be (shadow); one that brings
 new evidence passes and, at the next close, starts the count again.
@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from src.weights.safety_rules import CircuitBreaker, RuleResult
+from src.weights.safety_rules import PatternBreaker, RuleResult
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class PatternBreakers:
     def __init__(self, max_cycles: int, max_patterns: int = 10_000):
         self.max_cycles = max_cycles
         self.max_patterns = max_patterns
-        self._breakers: dict[PatternKey, CircuitBreaker] = {}
+        self._breakers: dict[PatternKey, PatternBreaker] = {}
         self._cycle: dict[PatternKey, set[Hashable]] = {}     # noted this cycle, with its evidence
         self._reported: set[PatternKey] = set()               # pauses already logged this cycle
         self._full_warned = False
@@ -108,7 +108,7 @@ class PatternBreakers:
             del self._breakers[key]          # its actor reinforced other things: the row is broken
         trips = []
         for key, evidence in self._cycle.items():
-            breaker = self._breakers.setdefault(key, CircuitBreaker(self.max_cycles))
+            breaker = self._breakers.setdefault(key, PatternBreaker(self.max_cycles))
             result: RuleResult = breaker.observe(pattern_name(key), evidence)
             if not result.passed:
                 trips.append(Trip(key, result.reason))

@@ -7,7 +7,7 @@ passes as well as failures, so a shadow-mode entry says what was checked.
 
 Phase A: ``hard_ceiling``, ``goal_budget`` (and ``diminished_gain`` in
 ``stochastic``). Phase B: ``rate_limit``, ``two_gate``. Phase C:
-``EntropyMonitor``, ``CircuitBreaker``, ``cba_coherence`` with
+``EntropyMonitor``, ``PatternBreaker``, ``cba_coherence`` with
 ``coherence_dropped``.
 """
 
@@ -182,7 +182,7 @@ class EntropyMonitor:
         return RuleResult(True, f"entropy {entropy:.3f} bits vs baseline {baseline:.3f} bits")
 
 
-class CircuitBreaker:
+class PatternBreaker:
     """Trip when one pattern is reinforced ``max_cycles`` cycles in a row on no new evidence.
 
     Each cycle the caller reports the pattern it reinforced (None when it

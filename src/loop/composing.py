@@ -1,4 +1,7 @@
-"""Assemble context (plan §3.4, step 3): the prompt the model sees for the winner.
+"""Compose the prompt (plan §3.4, step 3): what the model sees for the winner.
+
+(The texts themselves are src/loop/prompts.py, as every package's prompts.py holds its
+model texts; this module puts a cycle's prompt together from them.)
 
 Context assembly (identity tracks and situational memories, §3.2), the reflection
 bank's corrections (§3.7), the skills section, the cognitive state report, the gut line
@@ -59,7 +62,7 @@ class Prompt:
 
 
 class PromptReads(NamedTuple):
-    """The prompt's three reads, started early (`Prompting.start_reads`)."""
+    """The prompt's three reads, started early (`Composing.start_reads`)."""
 
     identity: asyncio.Future[IdentityRows]
     reflection: asyncio.Future[str]
@@ -89,7 +92,7 @@ class PromptSources:
     manifest: Manifest | None = None
 
 
-class Prompting:
+class Composing:
     """Builds each cycle's prompt; keeps the cost line between refreshes."""
 
     def __init__(self, assembler: ContextAssembler, conversation: Conversation, sources: PromptSources, *,
