@@ -33,6 +33,7 @@ from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
 from src.providers.costs import CostLedger
+from src.providers.endpoint_gate import EndpointGates
 from src.providers.protocols import LLMResult, Structured
 from src.providers.settings import ProvidersSettings
 from src.recall.search import search_hybrid
@@ -125,7 +126,8 @@ async def _mind(pool, embedder, llm, tmp: str, session: str):
     settings = load_settings(Path(tmp) / "none.yaml", env={}, overrides={
         "layers": {"values_path": f"{tmp}/v.json", "goals_path": f"{tmp}/g.json", "cache_dir": f"{tmp}/c"},
         "gates": {"scratch": {"prune_embed_interval_s": 0.0}}})
-    providers = SimpleNamespace(embedder=embedder, reranker=None, system1=llm, system2=llm.system2(), meta=llm,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=embedder, reranker=None, system1=llm,
+                                system2=llm.system2(), meta=llm,
                                 ledger=CostLedger(pool, session_id=session, prices=ProvidersSettings().prices))
     manifest = await record_start(pool, session, embedder.model_name)
     return await build_mind(settings, pool, providers, session_id=session, manifest=manifest,

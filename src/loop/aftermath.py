@@ -156,7 +156,7 @@ class Aftermath:
             return
         await self.inner.after_cycle(
             CycleOutcome(record.cycle, record.winner, record.output, record.path, record.actions,
-                         getattr(thought.outcome, "correction_id", None), record.retrieval, now),
+                         thought.outcome.correction_id if thought.outcome else None, record.retrieval, now),
             settled=tasks.settle, submit=self.submit_inner)
 
 

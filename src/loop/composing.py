@@ -58,7 +58,7 @@ class Prompt:
     @property
     def writes(self) -> tuple[Deferred, ...]:
         """The context's co-access, not yet written (src/db/deferred.py)."""
-        return getattr(self.assembled, "writes", ())
+        return self.assembled.writes
 
 
 class PromptReads(NamedTuple):

@@ -70,6 +70,7 @@ class NoContext:
     missing: str
     ids_by_track: dict[str, list[int]] = field(default_factory=dict)
     text: str = ""
+    writes: tuple = ()          # no memories placed: no co-access to write
 
     @property
     def conversation_budget(self) -> int:
