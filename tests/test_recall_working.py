@@ -52,7 +52,9 @@ async def test_the_parrot_said_one_message_ago_is_recalled_before_any_flush(pool
     # the model's context carries it at the head of the situational track, marked
     assembled = await ContextAssembler(pool).assemble(result, rng=np.random.default_rng(0), now=result.working[0].created_at)
     lines = assembled.situational.text.splitlines()
-    assert lines[1] == f"- [{NOT_CONSOLIDATED}] The user said: my neighbour's parrot is called Captain Biscuit"
+    said_at = result.working[0].created_at
+    assert lines[1] == (f"- [{NOT_CONSOLIDATED}] The user said: my neighbour's parrot is called Captain Biscuit "
+                        f"(today, {said_at:%H:%M})")                # when it was said (issue 37)
 
 
 async def test_questions_chatter_the_input_itself_and_decided_rows_are_not_working_memory(pool):

@@ -59,6 +59,7 @@ from src.db.sql import Executor
 from src.recall.co_access import co_access_pairs, record_co_access
 from src.recall.retrieval import Recalled, Retrieval
 from src.recall.speakers import speaker_of
+from src.recall.when import memory_time, said_when
 from src.recall.working import NOT_CONSOLIDATED
 from src.text import excerpt
 
@@ -79,7 +80,7 @@ LIMIT $1::int
 
 _IDENTITY_ROWS = """
 SELECT id, content, compressed, memory_type, depth_weight_alpha AS alpha,
-       depth_weight_beta AS beta, immutable, source_tag, metadata
+       depth_weight_beta AS beta, immutable, source_tag, metadata, event_time, created_at
 FROM memories
 WHERE immutable OR id = ANY($1::bigint[])
 ORDER BY id
@@ -225,15 +226,17 @@ def _section(name: tracks.Track, header: str, placed: Sequence[tracks.Placed], b
                           tuple(placed))
 
 
-def _candidate(row: asyncpg.Record) -> tracks.ContextCandidate:
+def _candidate(row: asyncpg.Record, now: datetime) -> tracks.ContextCandidate:
     return tracks.ContextCandidate(row["id"], row["content"], row["memory_type"], row["alpha"],
-                            row["beta"], row["compressed"], 1.0, row["immutable"],
-                            speaker_of(row["source_tag"], row["metadata"]))
+                                   row["beta"], row["compressed"], 1.0, row["immutable"],
+                                   speaker_of(row["source_tag"], row["metadata"]),
+                                   said_when(memory_time(row["event_time"], row["created_at"]), now))
 
 
-def situational_candidates(retrieval: Retrieval | None,
-                           exclude: Collection[int] = ()) -> list[tracks.ContextCandidate]:
-    """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped."""
+def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int] = (),
+                           now: datetime | None = None) -> list[tracks.ContextCandidate]:
+    """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped;
+    each dated relative to `now` (none without it)."""
     if retrieval is None:
         return []
     seen = set(exclude)
@@ -244,16 +247,20 @@ def situational_candidates(retrieval: Retrieval | None,
             continue
         seen.add(r.id)
         h = r.hit
+        when = said_when(memory_time(h.event_time, h.created_at), now) if now is not None else ""
         out.append(tracks.ContextCandidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
-                                    h.compressed, r.relevance, h.immutable, speaker_of(h.source_tag, h.metadata)))
+                                           h.compressed, r.relevance, h.immutable,
+                                           speaker_of(h.source_tag, h.metadata), when))
     return out
 
 
-def working_lines(retrieval: Retrieval | None, budget: int) -> list[str]:
-    """Working-memory hits as context lines, marked as not yet consolidated, within `budget`."""
+def working_lines(retrieval: Retrieval | None, budget: int, now: datetime | None = None) -> list[str]:
+    """Working-memory hits as context lines, marked as not yet consolidated, within `budget`
+    (dated relative to `now`)."""
     lines: list[str] = []
     for w in retrieval.working if retrieval is not None else []:
-        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS), w.speaker)
+        when = said_when(w.created_at, now) if now is not None else ""
+        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS), w.speaker, when)
         if tracks.section_tokens("", [*lines, line]) > budget // 2:
             break
         lines.append(line)
@@ -320,7 +327,7 @@ class ContextAssembler:
         self.cycle += 1
         read = await (identity if identity is not None else self.read_identity(refresh=refresh_identity))
         ids, refreshed, rows = read.ids, read.refreshed, read.rows
-        by_id = {r["id"]: _candidate(r) for r in rows}
+        by_id = {r["id"]: _candidate(r, now) for r in rows}
 
         im_placed = []
         for c in (c for c in by_id.values() if c.immutable):
@@ -345,11 +352,11 @@ class ContextAssembler:
         id_section = _section("identity", IDENTITY_HEADER, roll.placed, budget.identity_cap, stats)
 
         injected = {p.id for p in im_placed} | {p.id for p in roll.placed}
-        cands = situational_candidates(retrieval, injected)
+        cands = situational_candidates(retrieval, injected, now)
         scores = tracks.injection_scores(cands, rng, evidence_cap=cap)
         # what was just said and matches (working memory) leads the situational track and
         # takes its tokens first: the next message must be able to use the last one
-        working = working_lines(retrieval, budget.situational)
+        working = working_lines(retrieval, budget.situational, now)
         filled = tracks.fill_situational(
             cands, scores, budget.situational - tracks.section_tokens("", working),
             header=SITUATIONAL_HEADER, full_text_ratio=cfg.full_text_ratio,

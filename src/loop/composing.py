@@ -37,6 +37,7 @@ from src.metacognition.reflection import corrections_for, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
+from src.recall.when import now_line
 from src.skills.recall_skill import SkillRecall
 from src.tokens import count_tokens
 
@@ -127,7 +128,7 @@ class Composing:
         inner = self.sources.inner
         gut = inner.gut_summary() if inner is not None else ""
         system = system_prompt(self.settings.agent_name, memories, attended.report, block, cost, gut=gut,
-                               skills=skills)
+                               skills=skills, now=now_line(now))
         user_text = frame_input(winner.source, winner.text)
         # the skills section lives inside the context budget: the conversation gives way; then the
         # whole prompt is measured against System 1's window (issue 27, src/context/request.py)

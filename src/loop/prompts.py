@@ -46,12 +46,12 @@ def frame_input(source: str, text: str) -> str:
 
 
 def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
-                  gut: str = "", skills: str = "") -> str:
-    """Bootstrap prompt + memory sections + skills available + state report + the gut line (§5.1) + reflection
-    block + cost line + the ask for a stated confidence (§2.11's verbalized signal; the
-    line is stripped before delivery); empty parts are left out (tool lines are the tool
-    protocol's)."""
-    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), memories, skills, report, gut]
+                  gut: str = "", skills: str = "", now: str = "") -> str:
+    """Bootstrap prompt + what "now" is (issue 37: the memory lines are dated) + memory
+    sections + skills available + state report + the gut line (§5.1) + reflection block +
+    cost line + the ask for a stated confidence (§2.11's verbalized signal; the line is
+    stripped before delivery); empty parts are left out (tool lines are the tool protocol's)."""
+    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), now, memories, skills, report, gut]
     if reflection:
         parts.append(reflection)
     parts += [cost_line, VERBALIZED_CONFIDENCE_INSTRUCTION]

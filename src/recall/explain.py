@@ -34,6 +34,7 @@ def result_json(r: Recalled) -> dict[str, Any]:
         "coactivation": _num(r.spread), "weighted": _num(r.weighted), "rerank": _num(r.rerank),
         "content": h.content, "metadata": h.metadata,
         "event_time": h.event_time.isoformat() if h.event_time else None,
+        "created_at": h.created_at.isoformat() if h.created_at else None,
     }
 
 
