@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -346,10 +347,11 @@ async def test_the_reflex_reply_lists_recalled_content_once_each(pool, tmp_path)
     lines = delivered[0].splitlines()
     assert lines[0].startswith("(reflex mode — no language model is configured")
     recalled = lines[lines.index("What this brings back:") + 1:]
-    assert sorted(recalled) == [
+    assert sorted(line.rsplit(" (today, ", 1)[0] for line in recalled) == [
         "  - Hello! My name is Dana and I keep a lighthouse on the northern cliffs.",   # content, not "Hello!"
         "  - The lighthouse lamp is lit every evening at dusk.",                         # once, not twice
     ]
+    assert all(re.search(r" \(today, \d\d:\d\d\)$", line) for line in recalled)          # when it was said
 
 
 async def test_a_verb_of_external_effect_from_a_self_generated_thought_is_refused_before_it_runs(pool, tmp_path):

@@ -241,7 +241,7 @@ class CognitiveLoop:
         """Steps 4-8: assemble, think, act, log, then the aftermath."""
         prompt = await clock.timed("assembly", self.composing.build(attended, retrieval, clock.now, shortfalls, reads))
         tasks.queue(*prompt.writes)                                 # the context's co-access
-        thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls))
+        thought = await clock.timed("think", self.thinking.think(attended, prompt, retrieval, shortfalls, clock.now))
         tasks.queue(*thought.writes)                                # the escalation decisions' rows
         action = self.acting.check(attended, thought)
         record = CycleRecord.of(attended, thought, action, retrieval, clock)

@@ -58,6 +58,11 @@ def system_prompt(agent_name: str, memories: str, report: str, reflection: str, 
     return "\n\n".join(p for p in parts if p)
 
 
+def _recalled_line(item: str | tuple[str, str]) -> str:
+    text, when = (item, "") if isinstance(item, str) else item
+    return f"  - {excerpt(text, REFLEX_LINE_CHARS)}" + (f" ({when})" if when else "")
+
+
 def tools_section(offered: Sequence[ToolVerb]) -> str:
     """The tool lines of the system prompt: one per verb offered for this focus."""
     lines = [f"- {v.when} Reply with exactly one line `{v.usage}` and nothing else; "
@@ -70,9 +75,10 @@ def tool_result(verb: str, argument: str, text: str) -> str:
     return f"[{verb} {argument}]\n{text}"
 
 
-def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: str | None = None,
-                 missing: str = "") -> str:
-    """The plain reply when no model answers: why, then what the input brings back.
+def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None = None,
+                 because: str | None = None, missing: str = "") -> str:
+    """The plain reply when no model answers: why, then what the input brings back, each
+    line with when it was said when known (`(text, when)`, src/recall/when.py).
 
     `because` names a failure of a configured model; otherwise `said` is the reflex
     model's reason (it usually starts with "no language model is configured": said once).
@@ -89,7 +95,7 @@ def reflex_reply(recalled: Sequence[str], *, said: str | None = None, because: s
         lines.append(missing)
     if recalled:
         lines.append("What this brings back:")
-        lines += [f"  - {excerpt(text, REFLEX_LINE_CHARS)}" for text in recalled]
+        lines += [_recalled_line(item) for item in recalled]
     else:
         lines.append("Nothing comes back from memory yet.")
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from src.providers.caller import INTERNAL, Caller, caller_for
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.recall.retrieval import Retrieval
 from src.recall.store import MemoryStore
+from src.recall.when import memory_time, said_when
 from src.tools.verbs import ToolVerb
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
@@ -100,6 +101,7 @@ class _ModelWork:
     fok: TurnFok
     caller: Caller = INTERNAL              # whose calls: the user's turn's, or an impulse's
     threshold: float = 0.0
+    now: datetime | None = None            # the cycle's now (the reflex reply's dates)
     writes: list[Deferred] = field(default_factory=list)
 
 
@@ -134,7 +136,7 @@ class Thinking:
         scope.reschedule(asyncio.get_running_loop().time())
 
     async def think(self, attended: Attended, prompt: Prompt, retrieval: Retrieval | None,
-                    shortfalls: Shortfalls) -> Thought:
+                    shortfalls: Shortfalls, now: datetime | None = None) -> Thought:
         """All model work of the cycle (answer, FOK, retry, System 2, tool rounds) within
         `deadline_s`; at the deadline the best answer that arrived. A user's turn goes first at
         every endpoint; the mind's own thought gives way to a user message (no answer)."""
@@ -144,7 +146,7 @@ class Thinking:
         caller = caller_for(attended.winner.source)
         turn = _ModelWork(Arrivals(self.tools.contains_call),
                      TurnFok(self.providers.meta or self.providers.system1, attended.winner.text, self.metacognition,
-                             caller), caller=caller)
+                             caller), caller=caller, now=now)
         try:
             async with asyncio.timeout(self.deadline_s) as scope:
                 self._internal = None if user else scope
@@ -172,7 +174,7 @@ class Thinking:
                                settings=self.metacognition)
         if outcome is None:
             because = f"the language model did not answer within {self.deadline_s:g} s"
-            return Thought(self.reflex_answer(retrieval, shortfalls, because=because), "deadline")
+            return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "deadline")
         log.info("using the answer that arrived before the deadline (%s)", outcome.path)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        escalated_at=datetime.now(UTC) if outcome.escalated else None)
@@ -181,7 +183,7 @@ class Thinking:
                       shortfalls: Shortfalls, turn: _ModelWork) -> Thought:
         """System 1 with self-correction and escalation; the reflex reply when no model answers."""
         if not self.providers.system1.configured:
-            return Thought(self.reflex_answer(retrieval, shortfalls), "reflex")
+            return Thought(self.reflex_answer(retrieval, shortfalls, now=turn.now), "reflex")
         answer = await self._escalating(attended, retrieval, turn)
         try:
             rounds = await self.tools.rounds(answer, lambda o: o.answer, prompt.messages, system=prompt.system,
@@ -189,19 +191,21 @@ class Thinking:
         except ProviderError as exc:
             # rate limit, outage, open breaker, malformed output: say so, keep the loop going
             log.warning("System 1 failed this cycle: %s", exc)
-            return Thought(self.reflex_answer(retrieval, shortfalls, because=f"the language model failed: {exc}"),
+            return Thought(self.reflex_answer(retrieval, shortfalls, because=f"the language model failed: {exc}",
+                                              now=turn.now),
                            "system1_failed")
         tool_actions = [r.action() for r in rounds.results]
         outcome = rounds.answer
         if outcome is not None and not outcome.answer.strip():
             # every user message gets an answer in words: an empty one (a small model's bare
             # "Confidence:" line, retried and still empty) is said as a failure, never printed as nothing
-            return Thought(self.reflex_answer(retrieval, shortfalls, because="the language model answered with no words"),
+            return Thought(self.reflex_answer(retrieval, shortfalls, now=turn.now,
+                                              because="the language model answered with no words"),
                            "empty_answer", tool_actions=tool_actions)
         if outcome is None:
             because = ("the language model answered with a tool call instead of words, "
                        "even when asked to answer without tools")
-            return Thought(self.reflex_answer(retrieval, shortfalls, because=because), "tool_protocol_failed",
+            return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "tool_protocol_failed",
                            tool_actions=tool_actions)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
@@ -241,15 +245,21 @@ class Thinking:
             return None if allowed else why
         return permit
 
-    def reflex_answer(self, retrieval: Retrieval | None, shortfalls: Shortfalls, because: str | None = None) -> str:
-        """The reply without a model: why, what is missing, and what recall brings back."""
+    def reflex_answer(self, retrieval: Retrieval | None, shortfalls: Shortfalls, because: str | None = None,
+                      now: datetime | None = None) -> str:
+        """The reply without a model: why, what is missing, and what recall brings back, each
+        with when it was said (relative to `now`, the cycle's)."""
         # the immutable boundaries are in every context anyway: they are not "brought back".
         # The content, not the one-line `compressed` ("Hello!" says nothing); the same text
         # recalled twice (two memories of one sentence) is shown once.
         # What was just said (working memory, not yet consolidated) comes first.
-        learned = ([w.content for w in retrieval.working]
-                   + [r.hit.content for r in retrieval.memories if not r.hit.immutable]) if retrieval else []
-        recalled = list(dict.fromkeys(" ".join(text.split()) for text in learned))[
-            : self.cfg.reflex_recall_lines]
+        learned = ([(w.content, w.created_at) for w in retrieval.working]
+                   + [(r.hit.content, memory_time(r.hit.event_time, r.hit.created_at))
+                      for r in retrieval.memories if not r.hit.immutable]) if retrieval else []
+        first: dict[str, datetime | None] = {}
+        for text, at in learned:
+            first.setdefault(" ".join(text.split()), at)
+        now = now or datetime.now(UTC)
+        recalled = [(text, said_when(at, now)) for text, at in first.items()][: self.cfg.reflex_recall_lines]
         return reflex_reply(recalled, said=getattr(self.providers.system1, "reason", None), because=because,
                             missing=shortfalls.line())
