@@ -48,7 +48,7 @@ from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import Embedder
 from src.recall.bulk_import import write_batch
 from src.recall.conversation import Threads, follow_record
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.scoring import about_user
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
@@ -150,7 +150,7 @@ class Asked:
         rng = np.random.default_rng(seed)
         out = []
         for item, vec in zip(self.items, self.vectors, strict=True):
-            r = await retriever.retrieve(item["question"], rng=rng, now=self.now, mutate=False, query_vec=vec)
+            r = await retriever.retrieve(Cue(item["question"], vec=vec), rng=rng, now=self.now, mutate=False)
             out.append([m.hit.content for m in r.memories])
         return out
 

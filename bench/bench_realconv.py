@@ -66,7 +66,7 @@ from src.recall import relevance, retrieval, scoring
 from src.recall.bulk_import import ImportRecord, write_batch
 from src.recall.conversation import CONTEXT_TURNS, Threads, follow_record
 from src.recall.relevance import COMPONENTS, SEMANTIC_SIGNALS
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
 from src.weights.safety import Safety
@@ -170,7 +170,7 @@ class Store:
         rng = np.random.default_rng(seed)
         out = []
         for q, v in zip(self.questions, self.vectors, strict=True):
-            r = await retriever.retrieve(q["question"], rng=rng, now=self.now, mutate=False, query_vec=v)
+            r = await retriever.retrieve(Cue(q["question"], vec=v), rng=rng, now=self.now, mutate=False)
             out.append(r.ids)
         return out
 

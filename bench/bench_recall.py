@@ -34,7 +34,7 @@ from src.memory.jsonl import parse_line
 from src.providers.factory import build_providers
 from src.recall.bulk_import import write_batch
 from src.recall.relevance import SEMANTIC_SIGNALS
-from src.recall.retrieval import Retriever
+from src.recall.retrieval import Cue, Retriever
 from src.recall.search import search_hybrid
 from src.recall.settings import RetrievalSettings
 from src.weights.safety import Safety
@@ -95,7 +95,7 @@ class Evaluation:
         rng = np.random.default_rng(seed)
         out = []
         for q, v in zip(self.questions, self.vectors, strict=True):
-            r = await retriever.retrieve(q["question"], rng=rng, now=NOW, mutate=False, query_vec=v)
+            r = await retriever.retrieve(Cue(q["question"], vec=v), rng=rng, now=NOW, mutate=False)
             out.append(r.ids)
         return out
 
