@@ -210,9 +210,10 @@ class CognitiveLoop:
         if self.inner is not None:          # the cycle's gut reading (plan §5.1)
             self.inner.feel(attended.winner.embedding, attended.recent, cycle=attended.cycle, now=clock.now)
         tasks = TurnTasks()
-        # the turn's scratch rows keep the focus they were said under: the exit gate judges them by it
-        tasks.queue(Deferred("scratch focus", partial(self.parts.gates.note_focus, attended.inputs.scratch_ids,
-                                                      attended.focus), lane="scratch"))
+        if attended.inputs.kept and attended.focus is not None:
+            # the turn's scratch rows keep the focus they were said under: the exit gate judges them by it
+            tasks.queue(Deferred("scratch focus", partial(self.parts.gates.note_focus, attended.inputs.kept,
+                                                          attended.focus), lane="scratch"))
         try:
             retrieval, reads = await clock.timed("recall", self._recall(attended, clock.now, shortfalls, tasks))
             if retrieval is not None:

@@ -13,6 +13,7 @@ A failing recall leaves the cycle without memories and says so (issue 11).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class Recalling:
                    hops=self.dmn_hops if winner.source == "dmn" else 1, exclude_scratch=attended.inputs.kept,
                    logged_query=winner.record_text)
 
-    async def search(self, attended: Attended, shortfalls: Shortfalls, now) -> Found | None:
+    async def search(self, attended: Attended, shortfalls: Shortfalls, now: datetime) -> Found | None:
         """The recall's reads; None when recall is unavailable this cycle (said in `shortfalls`)."""
         try:
             return await self.retriever.search(self.cue(attended), rng=self.rng, now=now)

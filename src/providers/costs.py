@@ -115,7 +115,7 @@ class MemoryLedger:
         self.pricing = Pricing(prices or {})
         self.session_id = session_id
         self.records: deque[CallRecord] = deque(maxlen=keep)
-        self._now = now
+        self.clock = now            # when a call is stamped
         self.observers: list[Callable[[CallRecord], None]] = []   # told of every call (the budget)
 
     async def record(self, *, provider: str, model: str, purpose: str, ok: bool,
@@ -151,7 +151,7 @@ def _make_record(ledger: MemoryLedger | CostLedger, call: tuple[str, str, str], 
     background budget counts; None: nobody's)."""
     provider, model, purpose = call
     tokens_in, tokens_out = max(0, int(usage.tokens_in)), max(0, int(usage.tokens_out))
-    return CallRecord(at=ledger._now(), session_id=ledger.session_id, provider=provider, model=model,
+    return CallRecord(at=ledger.clock(), session_id=ledger.session_id, provider=provider, model=model,
                       purpose=purpose, tokens_in=tokens_in, tokens_out=tokens_out,
                       cost_usd=ledger.pricing.cost(model, tokens_in, tokens_out),
                       latency_ms=usage.latency_ms, ok=outcome.ok,
@@ -260,7 +260,7 @@ class CostLedger:
         self.write_timeout_s = write_timeout_s
         self.session_id = session_id
         self.pricing = Pricing(prices)
-        self._now = now
+        self.clock = now            # when a call is stamped
         self._pending: deque[CallRecord] = deque()
         self._max_pending = max_pending
         self._dropped = 0
@@ -310,7 +310,7 @@ class CostLedger:
 
     async def totals(self) -> CostTotals:
         """Session / 24 h / lifetime spend by model and purpose (queued rows included)."""
-        now = self._now()
+        now = self.clock()
         since = now - timedelta(hours=24)
         rows: dict[tuple[str, str], CostRow] = {}
         problem = None
