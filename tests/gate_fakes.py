@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from src.errors import ProviderUnavailable
+from src.gates.prompts import RelationAnswer
 from src.gates.settings import GateSettings
 from src.providers.protocols import LLMResult, Structured
 
@@ -35,9 +36,12 @@ class MetaCall:
 
 @dataclass
 class ScriptedMetaLLM:
-    """Answers "Does A contradict B?" with `verdict(a, b)`; summary_a = `summary(a)`."""
+    """Answers "Does A contradict B?" with `verdict(a, b)`; summary_a = `summary(a)`; asked the
+    relation of two of the user's statements, "contradiction" when `verdict`, else `relation(a, b)`."""
 
     verdict: Callable[[str, str], bool] = lambda a, b: False
+    # asked about two of the user's statements and no contradiction: "update" or "neither"
+    relation: Callable[[str, str], str] = lambda a, b: "neither"
     summary: Callable[[str], str] = lambda a: "summary: " + a
     fail: bool = False
     calls: list[MetaCall] = field(default_factory=list)
@@ -51,7 +55,11 @@ class ScriptedMetaLLM:
         if self.fail:
             raise ProviderUnavailable("scripted outage", provider=self.provider)
         a, b = self.calls[-1].statements
-        value = schema(contradicts=self.verdict(a, b), summary_a=self.summary(a))
+        if schema is RelationAnswer:     # two of the user's own statements (src/gates/updates.py)
+            said = "contradiction" if self.verdict(a, b) else self.relation(a, b)
+            value = schema(relation=said, summary_a=self.summary(a))
+        else:
+            value = schema(contradicts=self.verdict(a, b), summary_a=self.summary(a))
         return Structured(value, LLMResult(value.model_dump_json(), self.model, self.provider,
                                            10, 5, 1.0), repaired=False)
 

@@ -25,7 +25,9 @@
 3. LLM micro-call (~100 ms): an isolated meta-context call ("Does A contradict B?",
    src/gates/prompts.py) only for pairs the first two left inconclusive. The same call returns the
    one-line `compressed` summary of A, so the gate never makes an extra call for it.
-   In reflex mode the layer is skipped and logged; the pair stays undecided.
+   In reflex mode the layer is skipped and logged; the pair stays undecided. For two of
+   the user's own statements the call also tells an update from a contradiction
+   (`ask_relation`, src/gates/updates.py).
 
 Only statements are judged (issue 27): a question or chatter (src/gates/utterance.py)
 states nothing that could contradict anything, so a pair with one is "not opposed"
@@ -51,7 +53,12 @@ from src.gates.negation_pairs import (
     RELATED_PAIRS,
     pairs_sha256,
 )
-from src.gates.prompts import ContradictionAnswer, contradiction_question
+from src.gates.prompts import (
+    ContradictionAnswer,
+    RelationAnswer,
+    contradiction_question,
+    relation_question,
+)
 from src.gates.utterance import classify
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
@@ -264,3 +271,25 @@ async def ask_llm(llm: LanguageModel, a_text: str, b_text: str,
         return Verdict(None, "llm_failed", opposition)
     summary = " ".join(answer.value.summary_a.split()) or None
     return Verdict(answer.value.contradicts, "llm", opposition, summary)
+
+
+async def ask_relation(llm: LanguageModel, a_text: str, b_text: str,
+                       opposition: float | None) -> tuple[Verdict, str | None]:
+    """Layer 3 for a user's new statement A and an older one B of theirs: the verdict, and
+    "update" / "contradiction" / "neither" (None when no model answered). An update is no
+    contradiction. Reflex mode and failures leave the pair undecided, as `ask_llm` does."""
+    if not llm.configured:
+        log.info("contradiction layer 3 skipped: no language model is configured")
+        return Verdict(None, "llm_skipped", opposition), None
+    try:
+        answer = await llm.meta_call_structured(relation_question(a_text, b_text), RelationAnswer,
+                                                purpose="gate_contradiction", max_tokens=120)
+    except ProviderSkipped as exc:
+        log.info("contradiction layer 3 skipped: %s", exc)
+        return Verdict(None, "llm_skipped", opposition), None
+    except ProviderError as exc:
+        log.warning("contradiction layer 3 failed, the pair stays undecided: %s", exc)
+        return Verdict(None, "llm_failed", opposition), None
+    summary = " ".join(answer.value.summary_a.split()) or None
+    relation = answer.value.relation
+    return Verdict(relation == "contradiction", "llm", opposition, summary), relation

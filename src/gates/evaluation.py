@@ -47,6 +47,11 @@ class Evaluation:
     memory_id: int | None = None            # the row this decision wrote or touched
     outcome: dict | None = None             # the weight choke point's answer, if any
     utterance: Utterance | None = None      # the user's kind of line (statement sources only)
+    # the user's older statements this one may update (src/gates/updates.py), and the one it
+    # does with why: written as a `memory_supersedes` 'update' link when the item persists
+    earlier: list[Neighbour] = field(default_factory=list)
+    update_of: Neighbour | None = None
+    update_reason: str = ""
 
     @property
     def round(self) -> int:

@@ -54,6 +54,7 @@ def evaluation_json(e: Evaluation, resolve: Resolve) -> str:
         "maturity": e.maturity, "verdicts": [_pair(p, resolve) for p in e.verdicts],
         "decided_by": _pair(e.decided_by, resolve), "novelty": e.novelty, "cell": asdict(e.cell),
         "compressed": e.compressed, "compressed_by": e.compressed_by, "llm_calls": e.llm_calls,
+        "update_of": _neighbour(e.update_of, resolve), "update_reason": e.update_reason,
     }, ensure_ascii=False)
 
 
@@ -83,7 +84,9 @@ def restore(row: Mapping[str, Any]) -> Evaluation:
                    verdicts=[_restore_pair(p) for p in d["verdicts"]],
                    decided_by=_restore_pair(d["decided_by"]), novelty=d["novelty"],
                    cell=CellDecision(**d["cell"]), compressed=d["compressed"],
-                   compressed_by=d["compressed_by"])
+                   compressed_by=d["compressed_by"],
+                   # held before updates were judged: none (src/gates/updates.py)
+                   update_of=_restore_neighbour(d.get("update_of")), update_reason=d.get("update_reason", ""))
     return e
 
 

@@ -164,6 +164,9 @@ def _details(e: Evaluation, flush_reason: str) -> str:
         "llm_calls": e.llm_calls, "compressed_by": e.compressed_by,
         "weight_change": e.outcome, "tags": list(e.item.tags),
         "utterance": e.utterance.kind if e.utterance is not None else None,
+        "update_of": ({"memory_id": e.update_of.memory_id, "chunk_index": e.update_of.batch_index,
+                       "similarity": round(e.update_of.similarity, 6), "why": e.update_reason}
+                      if e.update_of is not None else None),
     }, ensure_ascii=False, default=str)
 
 

@@ -44,8 +44,8 @@ EXPORT_FIELDS = ("id", "alpha", "beta", "immutable", "protected", "source_confid
 KNOWN_FIELDS = frozenset(IMPORT_FIELDS + EXPORT_FIELDS)
 #: Source tag of imported lines that name none.
 DEFAULT_SOURCE_TAG = "import"
-#: What made a supersedes link (memory_supersedes.via, sql/030); the first is the column default.
-SUPERSEDES_VIA = ("insight", "merge", "narrative")
+#: What made a supersedes link (memory_supersedes.via, sql/030 and sql/153); the first is the column default.
+SUPERSEDES_VIA = ("insight", "merge", "narrative", "update")
 #: The longest text a line may carry by default: agent.max_input_chars's default, so an
 #: import holds memories to what a typed line is held to.
 DEFAULT_MAX_CHARS = 1_000_000

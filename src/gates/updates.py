@@ -1,0 +1,223 @@
+"""Does a newer statement of the user update an older one? (issue 37 item 3)
+
+A person's facts change: they move, change jobs, reschedule. When the user states something
+that replaces what they said before about the same subject, the older statement is kept —
+it was true then, and a question about the past needs it — and linked as superseded by the
+newer (`memory_supersedes` via 'update', sql/153); recall ranks the newer first and the
+model's context shows the older marked as earlier (src/recall/current.py). The plan's
+principle stands: a contradiction is detected, not resolved; an update is no contradiction
+(both were true, at different times), so the gate contradicts no weight for it.
+
+Who: only the user's own statements, against the user's own older statements (the same
+speaker; src/recall/speakers.py). Other people's imported chat and the mind's own lines are
+never linked.
+
+Offline (`judge`): the same subject and a change cue, with nothing saying "as well".
+- The same subject: the two statements' vectors are close (`UpdateThresholds.similarity`),
+  or a little less close while sharing a content word ("landlord", "insurance").
+- A change cue in the newer: a word or phrase that says something replaced what was
+  (`CHANGE_WORDS`, `CHANGE_PHRASES`: "moved", "switched", "quit", "rescheduled", "no
+  longer", "from now on", "these days"). "now"/"new"/"these days" are weaker: they also
+  close statements that add to the older ("Dad spends most days fishing now" after "My dad
+  retired last year"), so they need the closer `weak_similarity`.
+- Nothing adds rather than replaces: "also", "other", "too", "another", "as well", "both"
+  ("I also take a statin", "My other brother Dev").
+- Either claims a whole life ("never", "always", "ever"): a later change cannot update
+  "I've never smoked", nor "I've never been married" an earlier "married to Marta" — such a
+  pair is a contradiction, left to the contradiction layers.
+Without a cue the pair is undecided: the exit gate's contradiction layer 3, when it asks a
+model about the pair anyway, asks it to tell update, contradiction and neither apart (one
+call, src/gates/prompts.py `relation_question`); offline an undecided pair is not linked (a
+distinct fact marked superseded would hide a true one: the costlier error).
+
+One link per newer statement, to the closest older statement judged an update that is not
+superseded already (a chain Porto → Lisbon → Madrid links each step to the one before).
+Measured on bench/data/updates.jsonl (notes.md, `python -m bench updates`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import asyncpg
+import numpy as np
+
+from src.db.sql import Executor
+from src.recall.search import USER_STATED
+
+#: Words of a newer statement that say something replaced what was.
+CHANGE_WORDS = frozenset({
+    "moved", "moving", "switched", "switching", "changed", "changing", "quit", "left", "sold",
+    "rescheduled", "rebooked", "renamed", "replaced", "upgraded", "downgraded", "promoted",
+    "anymore", "instead", "stopped", "raising", "raised", "upped", "decided", "discharged",
+    "update", "updated", "actually", "nowadays", "engaged", "divorced", "separated", "gone",
+    "extension", "handed", "postponed", "cancelled", "canceled", "retired", "transferred",
+})
+#: Multi-word change cues (matched on the lowercased words joined by single spaces).
+CHANGE_PHRASES = ("no longer", "any more", "from now on", "down to", "up to", "split up",
+                  "broke up", "from next", "from monday", "not any")
+#: Cues that also close statements which add to the older one: need a closer subject.
+#: Besides these words, a newer statement that reports an event (a past-tense or perfect
+#: verb: "Sold the Civic", "They've moved me") about a subject the older one states in the
+#: present is a weak cue: a change is told as something that happened.
+WEAK_CUES = frozenset({"now", "new", "these days", "just", "finally", "recently", "since",
+                       "currently", "today", "yesterday", "got"})
+_PERFECT = frozenset({"i've", "we've", "they've"})
+#: Words ending in -ed that are no verbs of an event.
+_NOT_EVENTS = frozenset({"need", "used", "red", "bed", "shed", "feed", "seed", "speed", "bred",
+                         "married", "called", "named", "based", "interested", "tired", "retired",
+                         "scared", "excited", "worried", "booked"})
+#: Words that add a fact beside the older one instead of replacing it.
+ALSO_WORDS = frozenset({"also", "other", "too", "another", "both", "as well"})
+#: An older statement about a whole life cannot be updated, only contradicted.
+LIFETIME_WORDS = frozenset({"never", "always", "ever"})
+_STOP = frozenset("""a an the to of and or in on at for with it that this my i i'm i've i'd
+    we we're our is was be are am me his her he she they their them from now new got get
+    has have had do does did just so but not no yes its it's there here about""".split())
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+Relation = Literal["update", "undecided", "not_update"]
+
+
+@dataclass(frozen=True)
+class UpdateThresholds:
+    """How close two statements must be to share a subject (cosine of the stored vectors)."""
+
+    similarity: float = 0.5          # with a strong change cue
+    shared_word_similarity: float = 0.35   # with a strong cue and a content word in common
+    weak_similarity: float = 0.65    # with only a weak cue ("now", "these days", an event told)
+    floor: float = 0.35              # candidates below this are not read at all
+    candidates: int = 5              # nearest older statements judged per new statement
+    newest: int = 2000               # the user's newest statements compared exactly
+
+
+@dataclass(frozen=True)
+class UpdateCall:
+    relation: Relation
+    reason: str
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def change_cues(text: str) -> tuple[set[str], set[str]]:
+    """(strong, weak) change cues of a statement."""
+    words = _words(text)
+    joined = " " + " ".join(words) + " "
+    strong = {w for w in words if w in CHANGE_WORDS} | {p for p in CHANGE_PHRASES if f" {p} " in joined}
+    weak = {w for w in words if w in WEAK_CUES} | ({"these days"} if " these days " in joined else set())
+    return strong, weak
+
+
+def _event(text: str) -> str | None:
+    """A word that tells an event (a perfect auxiliary or an -ed verb), or None."""
+    for w in _words(text):
+        if w in _PERFECT or (w.endswith("ed") and len(w) > 4 and w not in _NOT_EVENTS):
+            return w
+    return None
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _words(text) if w not in _STOP and len(w) > 2}
+
+
+def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> UpdateCall:
+    """Offline: is `newer` an update of `older` (their stored vectors `similarity` apart)?"""
+    words = _words(newer)
+    joined = " " + " ".join(words) + " "
+    also = {w for w in words if w in ALSO_WORDS} | ({"as well"} if " as well " in joined else set())
+    if also:
+        return UpdateCall("not_update", f"adds rather than replaces ({', '.join(sorted(also))})")
+    lifetime = {w for w in _words(older) + words if w in LIFETIME_WORDS}
+    if lifetime:
+        return UpdateCall("not_update", f"one of the two speaks of a whole life ({', '.join(sorted(lifetime))})")
+    strong, weak = change_cues(newer)
+    told = _event(newer)
+    if told is not None and _event(older) is None:
+        weak = weak | {f"an event told ({told})"}
+    shared = _content(older) & _content(newer)
+    if strong:
+        need = th.shared_word_similarity if shared else th.similarity
+        if similarity >= need:
+            return UpdateCall("update", f"change cue ({', '.join(sorted(strong))}), similarity "
+                                        f"{similarity:.2f} >= {need:.2f}")
+        return UpdateCall("not_update", f"change cue but another subject (similarity {similarity:.2f} < {need:.2f})")
+    if weak:
+        if similarity >= th.weak_similarity:
+            return UpdateCall("update", f"change cue ({', '.join(sorted(weak))}), similarity "
+                                        f"{similarity:.2f} >= {th.weak_similarity:.2f}")
+        return UpdateCall("not_update", f"weak change cue, similarity {similarity:.2f} < {th.weak_similarity:.2f}")
+    return UpdateCall("undecided", "the same speaker, no change cue")
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """One of the user's older statements close to a new one."""
+
+    memory_id: int | None             # a stored memory, or None for an earlier item of the chunk
+    content: str
+    similarity: float
+    batch_index: int | None = None
+
+
+CANDIDATES_SQL = """
+WITH item AS (SELECT ord, v::halfvec AS vec FROM unnest($1::text[]) WITH ORDINALITY AS t(v, ord))
+SELECT i.ord, o.id, o.content, o.sim
+  FROM item i
+ CROSS JOIN LATERAL (
+     SELECT r.id, r.content, 1 - (r.embedding <=> i.vec) AS sim
+       FROM (SELECT m.id, m.content, m.embedding FROM memories m
+              WHERE m.embed_model = $2::text AND m.embedding IS NOT NULL AND """ + USER_STATED.replace(
+    "metadata", "m.metadata").replace("source_tag", "m.source_tag") + """
+                AND NOT EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.source_id = m.id AND s.via = 'update')
+              ORDER BY m.id DESC LIMIT $3::int) r
+      ORDER BY r.embedding <=> i.vec, r.id
+      LIMIT $4::int) o
+ WHERE o.sim >= $5::float8
+ ORDER BY i.ord, o.sim DESC
+"""
+
+
+async def earlier_statements(db: Executor, vecs: Sequence[np.ndarray], embed_model: str,
+                             th: UpdateThresholds) -> list[list[Earlier]]:
+    """For each vector, the user's nearest older statements not yet superseded (one query).
+
+    The newest `th.newest` of the user's statements are compared exactly: an update is said
+    about what the user said before, and the HNSW index can miss rows stored after it was
+    built (src/recall/search.py); a fact last mentioned more than `newest` statements ago is
+    not linked."""
+    out: list[list[Earlier]] = [[] for _ in vecs]
+    if not len(vecs):
+        return out
+    literals = ["[" + ",".join(f"{x:.6g}" for x in np.asarray(v, dtype=np.float32)) + "]" for v in vecs]
+    rows: list[asyncpg.Record] = await db.fetch(CANDIDATES_SQL, literals, embed_model, th.newest,
+                                                th.candidates, th.floor)
+    for r in rows:
+        out[r["ord"] - 1].append(Earlier(r["id"], r["content"], float(r["sim"])))
+    return out
+
+
+def pick(newer: str, earlier: Sequence[Earlier], th: UpdateThresholds) -> tuple[Earlier, UpdateCall] | None:
+    """The closest earlier statement `newer` updates offline, or None."""
+    for e in sorted(earlier, key=lambda x: -x.similarity):
+        call = judge(e.content, newer, e.similarity, th)
+        if call.relation == "update":
+            return e, call
+    return None
+
+
+async def link(conn: asyncpg.Connection, pairs: Sequence[tuple[int, int]]) -> int:
+    """Write (newer, older) update links; an existing link or a self-link is skipped."""
+    pairs = [(n, o) for n, o in pairs if n != o]
+    if not pairs:
+        return 0
+    result = await conn.execute(
+        """INSERT INTO memory_supersedes (insight_id, source_id, via)
+           SELECT n, o, 'update' FROM unnest($1::bigint[], $2::bigint[]) AS t(n, o)
+           ON CONFLICT (insight_id, source_id) DO NOTHING""",
+        [n for n, _ in pairs], [o for _, o in pairs])
+    return int(result.split()[-1])
