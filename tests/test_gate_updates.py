@@ -37,6 +37,8 @@ TH = UpdateThresholds()
     # a weak cue needs a closer subject
     ("My dad retired last year.", "Dad spends most days fishing now.", 0.5, "not_update"),
     ("I weigh 85 kg.", "I'm 78 kg now.", 0.7, "update"),
+    # the same thing said again is no change, though it holds a cue
+    ("The violin lesson moved to Thursday.", "The violin lesson moved to Thursday, as I said.", 0.9, "undecided"),
     # no cue: undecided (a model may be asked)
     ("My sister lives in Porto.", "My sister is a pilot.", 0.7, "undecided"),
 ])

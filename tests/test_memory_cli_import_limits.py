@@ -105,7 +105,7 @@ async def test_a_run_that_fails_part_way_restores_the_index(pool, db_dsn, tmp_pa
 def test_supersedes_links_carry_their_via_and_plain_ids_are_insights():
     record = parse_line(json.dumps({"content": "x", "id": 9, "supersedes": [3, {"id": 4, "via": "merge"}]}), 1)
     assert record.supersedes == ((3, "insight"), (4, "merge"))
-    with pytest.raises(LineError, match="via must be one of insight, merge, narrative, got 'guess'"):
+    with pytest.raises(LineError, match="via must be one of insight, merge, narrative, update, got 'guess'"):
         parse_line(json.dumps({"content": "x", "supersedes": [{"id": 4, "via": "guess"}]}), 1)
 
 

@@ -59,7 +59,7 @@ from src.db.sql import Executor
 from src.recall.co_access import co_access_pairs, record_co_access
 from src.recall.retrieval import Recalled, Retrieval
 from src.recall.speakers import speaker_of
-from src.recall.when import memory_time, said_when
+from src.recall.when import memory_time, said_when, the_date
 from src.recall.working import NOT_CONSOLIDATED
 from src.text import excerpt
 
@@ -248,9 +248,10 @@ def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int]
         seen.add(r.id)
         h = r.hit
         when = said_when(memory_time(h.event_time, h.created_at), now) if now is not None else ""
+        until = the_date(h.superseded_at) if h.superseded_at is not None else ""
         out.append(tracks.ContextCandidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
                                            h.compressed, r.relevance, h.immutable,
-                                           speaker_of(h.source_tag, h.metadata), when))
+                                           speaker_of(h.source_tag, h.metadata), when, until))
     return out
 
 

@@ -78,6 +78,7 @@ class ContextCandidate:
     immutable: bool = False
     speaker: Speaker | None = None  # who said it (src/recall/speakers.py); None: shown as it is
     when: str = ""                  # when it was said, in words (src/recall/when.py); "": timeless
+    until: str = ""                 # superseded by an update: the date it held until; "": current
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,16 @@ def section_tokens(header: str, lines: Sequence[str]) -> int:
     return line_tokens(header) + sum(line_tokens(line) + 1 for line in lines)
 
 
-def render_line(memory_type: str, text: str, speaker: Speaker | None = None, when: str = "") -> str:
+def render_line(memory_type: str, text: str, speaker: Speaker | None = None, when: str = "",
+                until: str = "") -> str:
     """One injected memory as a context line, by whom and when it was said in words (issue 27,
     37: "- [episodic] The user said: Hi! My name is Priya… (Wed 25 Nov 2026, 3 days ago)",
-    never the bare words the model would take as its own)."""
+    never the bare words the model would take as its own). A statement a newer one updated
+    says first until when it held ("- [episodic] until 28 Nov 2026: The user said: …",
+    src/recall/current.py): the model must not take it as current."""
     dated = f" ({when})" if when else ""
-    return f"- [{memory_type}] {attributed(text, speaker)}{dated}"
+    held = f"until {until}: " if until else ""
+    return f"- [{memory_type}] {held}{attributed(text, speaker)}{dated}"
 
 
 def compressed_form(candidate: ContextCandidate, max_chars: int) -> str:
@@ -190,7 +195,7 @@ def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[fl
         if score < min_score:
             below.append(cand.id)
             continue
-        full = render_line(cand.memory_type, cand.content, cand.speaker, cand.when)
+        full = render_line(cand.memory_type, cand.content, cand.speaker, cand.when, cand.until)
         full_tokens = line_tokens(full)
         if score >= full_text_ratio * best and full_tokens + 1 <= remaining:
             # the full text is wanted and fits: the compressed form is never looked at
@@ -198,7 +203,7 @@ def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[fl
             placed.append(Placed(cand.id, "situational", "full", score, full, full_tokens))
             remaining -= full_tokens + 1
             continue
-        short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars), cand.speaker, cand.when)
+        short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars), cand.speaker, cand.when, cand.until)
         short_tokens = line_tokens(short)
         options: list[tuple[Form, str, int]] = []
         if score >= full_text_ratio * best or full_tokens <= short_tokens:
@@ -233,7 +238,7 @@ def roll_identity(candidates: Sequence[ContextCandidate], rng: np.random.Generat
                     key=lambda c: (-observed[c.id], c.id))
     placed = []
     for c in rolled:
-        text = render_line(c.memory_type, c.content, c.speaker, c.when)
+        text = render_line(c.memory_type, c.content, c.speaker, c.when, c.until)
         placed.append(Placed(c.id, "identity", "full", observed[c.id], text, line_tokens(text)))
     dropped: list[int] = []
     while placed and reserved_tokens + sum(p.tokens + 1 for p in placed) > cap_tokens:

@@ -78,7 +78,6 @@ from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.settings import MATURITY_MEMORIES
-from src.recall.speakers import speaker_of
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, StoreSize
 from src.text import first_sentence
 from src.weights.safety import Safety
@@ -246,10 +245,7 @@ class ExitGate:
         found, stored = await check_novelty_many(self.pool, novelty_vecs, model, cfg.novelty_k)
         in_batch = novelty_vecs @ novelty_vecs.T
         # the user's statements may update what the user said before (src/gates/updates.py)
-        statements = [j for j, i in enumerate(items) if _user_statement(i, cfg.statement_sources)]
-        earlier = dict(zip(statements, await updates.earlier_statements(
-            self.pool, [vecs[j] for j in statements], model, UPDATES), strict=True))
-        units = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        statements, earlier = await updates.earlier_for(self.pool, items, vecs, cfg.statement_sources, model)
 
         evaluations: list[Evaluation] = []
         for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):
@@ -275,30 +271,13 @@ class ExitGate:
                 e.verdicts.append((n, screen(item.content, vec, n.content, other, direction,
                                              th.opposition_no_below, th.opposition_yes_above)))
             if j in earlier:
-                self._updates(e, earlier[j], [(i, items[i].content, float(units[j] @ units[i]))
-                                              for i in statements if i < j])
+                updates.note(e, earlier[j], updates.said_before(items, vecs, statements, j))
             evaluations.append(e)
 
         await self._ask_llm(evaluations)
         for e in evaluations:
             self._finish(e, th)
         return evaluations
-
-    @staticmethod
-    def _updates(e: Evaluation, stored: list[updates.Earlier], in_chunk: list[tuple[int, str, float]]) -> None:
-        """What `e` (a user's statement) may update: the user's older statements, stored or
-        said earlier in this chunk; the one it updates offline, whose contradiction verdict
-        then stands down (a change is no contradiction: both were true, at their times)."""
-        e.earlier = [Neighbour(x.similarity, x.content, memory_id=x.memory_id) for x in stored]
-        e.earlier += [Neighbour(sim, text, batch_index=i) for i, text, sim in in_chunk
-                      if sim >= UPDATES.floor]
-        e.earlier.sort(key=lambda n: -n.similarity)
-        picked = updates.pick(e.item.content, [updates.Earlier(n.memory_id, n.content, n.similarity, n.batch_index)
-                                               for n in e.earlier], UPDATES)
-        if picked is not None:
-            older, call = picked
-            _mark_update(e, next(n for n in e.earlier if (n.memory_id, n.batch_index)
-                                 == (older.memory_id, older.batch_index)), call.reason)
 
     def _charge(self, vec: np.ndarray, centroid: np.ndarray | None) -> float:
         """The gut's charge when wired (plan §5.1), else the v0.1 store-centroid charge."""
@@ -315,22 +294,21 @@ class ExitGate:
         limit = asyncio.Semaphore(self.settings.exit.llm_concurrency)
 
         async def ask(e: Evaluation, k: int) -> Verdict:
-            neighbour = e.verdicts[k][0]
-            async with limit:
-                if e.update_of is None and _same(neighbour, e.earlier):
-                    # the user's older statement: one call tells update, contradiction, neither
-                    verdict, relation = await ask_relation(self.llm, e.item.content, neighbour.content,
-                                                           e.verdicts[k][1].opposition)
-                    if relation == "update":
-                        _mark_update(e, neighbour, "layer 3: the model said the newer updates it")
-                    return verdict
-                return await ask_llm(self.llm, e.item.content, neighbour.content, e.verdicts[k][1].opposition)
+            (n, v), relation = e.verdicts[k], None
+            async with limit:   # the user's older statement: one call tells update, contradiction, neither
+                if e.update_of is None and updates.same(n, e.earlier):
+                    v, relation = await ask_relation(self.llm, e.item.content, n.content, v.opposition)
+                else:
+                    v = await ask_llm(self.llm, e.item.content, n.content, v.opposition)
+            if relation == "update":
+                updates.mark(e, n, "layer 3: the model said the newer updates it")
+            return v
 
         # a rate limit hits these calls together: they share one retry budget
         with shared_retries(self.settings.exit.llm_shared_retries):
             answers = await asyncio.gather(*(ask(e, k) for e, k in asks))
         for (e, k), verdict in zip(asks, answers, strict=True):
-            if e.update_of is not None and _same(e.verdicts[k][0], [e.update_of]):
+            if e.update_of is not None and updates.same(e.verdicts[k][0], [e.update_of]):
                 verdict = replace(verdict, contradicts=False)
             e.verdicts[k] = (e.verdicts[k][0], verdict)
             if verdict.layer == "llm":
@@ -396,9 +374,8 @@ class ExitGate:
         def resolve(n: Neighbour) -> int | None:
             return n.memory_id if n.memory_id is not None else batch_ids.get(n.batch_index)
 
-        await updates.link(conn, [(e.memory_id, older) for e in mine
-                                  if e.update_of is not None and e.cell.action in PERSISTING
-                                  and e.memory_id is not None and (older := resolve(e.update_of)) is not None])
+        await updates.link(conn, [(e.memory_id, older) for e in mine if e.update_of is not None and e.memory_id
+                                  and e.cell.action in PERSISTING and (older := resolve(e.update_of))])
         await held_repository.hold(
             conn, [held_repository.HeldRow(e.item.id, a, w, e.vec, evaluation_json(e, resolve))
                    for e, a, w in holding], model, reason, held_at)
@@ -420,24 +397,3 @@ class ExitGate:
             report.actions[e.cell.action] = report.actions.get(e.cell.action, 0) + 1
         return report
 
-
-#: What the gate reads as one statement updating another (src/gates/updates.py).
-UPDATES = updates.UpdateThresholds()
-
-
-def _user_statement(item: BufferedItem, statement_sources: Sequence[str]) -> bool:
-    """Whether `item` is a statement the user made (only these update the user's facts)."""
-    who = speaker_of(item.source_tag, item.metadata)
-    return (who is not None and who.kind == "user" and item.source_tag in statement_sources
-            and classify(item.content).kind == "statement")
-
-
-def _same(n: Neighbour, among: Sequence[Neighbour]) -> bool:
-    return any((n.memory_id, n.batch_index) == (m.memory_id, m.batch_index) for m in among)
-
-
-def _mark_update(e: Evaluation, older: Neighbour, reason: str) -> None:
-    """`e` updates `older`: a contradiction verdict on that pair stands down."""
-    e.update_of, e.update_reason = older, reason
-    e.verdicts = [(n, replace(v, contradicts=False, layer=f"{v.layer}+update") if v.contradicts else v)
-                  if _same(n, [older]) else (n, v) for n, v in e.verdicts]

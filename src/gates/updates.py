@@ -39,26 +39,66 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import asyncpg
 import numpy as np
 
 from src.db.sql import Executor
+from src.gates.evaluation import Evaluation, Neighbour
+from src.gates.scratch import BufferedItem
+from src.gates.utterance import classify
 from src.recall.search import USER_STATED
+from src.recall.speakers import speaker_of
 
-#: Words of a newer statement that say something replaced what was.
-CHANGE_WORDS = frozenset({
-    "moved", "moving", "switched", "switching", "changed", "changing", "quit", "left", "sold",
-    "rescheduled", "rebooked", "renamed", "replaced", "upgraded", "downgraded", "promoted",
-    "anymore", "instead", "stopped", "raising", "raised", "upped", "decided", "discharged",
-    "update", "updated", "actually", "nowadays", "engaged", "divorced", "separated", "gone",
-    "extension", "handed", "postponed", "cancelled", "canceled", "retired", "transferred",
-})
+#: Verbs that say something replaced what was (`_inflected` adds their regular forms): a
+#: change is told with one of them far more often than not.
+CHANGE_VERBS = ("move", "switch", "change", "quit", "reschedule", "rebook", "rename", "replace",
+                "upgrade", "downgrade", "promote", "stop", "raise", "decide", "discharge", "update",
+                "engage", "divorce", "separate", "postpone", "cancel", "retire", "transfer", "relocate",
+                "swap", "trade", "ditch", "drop", "join", "convert", "resign", "graduate", "hire",
+                "fire", "finish", "sack", "reduce", "increase", "lower",
+                "shift")
+#: Irregular change verbs, every form.
+_IRREGULAR = frozenset({"leave", "leaves", "leaving", "left", "sell", "sells", "selling", "sold",
+                        "become", "becomes", "became", "becoming", "lose", "loses", "lost", "losing",
+                        "quitting", "upped", "dropped", "swapped", "stopped", "shifted"})
+#: Verbs too common alone: a change only with the particle that makes it one, every form.
+_WITH_PARTICLE = {
+    ("push", "pushed", "pushing"): ("back",),
+    ("bring", "brought", "bringing"): ("forward",),
+    ("pick", "picked", "picking"): ("up",),
+    ("take", "took", "taken", "taking"): ("up", "over"),
+    ("give", "gave", "given", "giving"): ("up",),
+    ("go", "went", "gone", "going"): ("back", "vegan", "vegetarian", "part-time", "full-time", "freelance"),
+    ("turn", "turned", "turning"): ("down",),
+    ("cut", "cutting"): ("down", "back"),
+    ("gone", "went"): ("with", "to"),
+}
+#: Words, not verbs, that say something replaced what was.
+CHANGE_WORDS = frozenset({"anymore", "instead", "actually", "nowadays", "extension", "handed", "ex",
+                          "formerly", "previously", "newly"})
 #: Multi-word change cues (matched on the lowercased words joined by single spaces).
 CHANGE_PHRASES = ("no longer", "any more", "from now on", "down to", "up to", "split up",
-                  "broke up", "from next", "from monday", "not any")
+                  "broke up", "from next", "from monday", "not any", "not anymore", "as of",
+                  "starting from", "no more")
+
+
+def _inflected(verbs: tuple[str, ...]) -> frozenset[str]:
+    """Every regular form of `verbs` ("move": moves, moved, moving; "stop": stopped is irregular)."""
+    out: set[str] = set()
+    for v in verbs:
+        if v.endswith("e"):
+            out |= {v, v + "s", v + "d", v[:-1] + "ing"}
+        elif v.endswith("y"):
+            out |= {v, v + "s", v[:-1] + "ied", v + "ing"}
+        else:
+            out |= {v, v + "s", v + "es", v + "ed", v + "ing"}
+    return frozenset(out) | _IRREGULAR
+
+
+_CHANGE_FORMS = _inflected(CHANGE_VERBS)
 #: Cues that also close statements which add to the older one: need a closer subject.
 #: Besides these words, a newer statement that reports an event (a past-tense or perfect
 #: verb: "Sold the Civic", "They've moved me") about a subject the older one states in the
@@ -108,7 +148,10 @@ def change_cues(text: str) -> tuple[set[str], set[str]]:
     """(strong, weak) change cues of a statement."""
     words = _words(text)
     joined = " " + " ".join(words) + " "
-    strong = {w for w in words if w in CHANGE_WORDS} | {p for p in CHANGE_PHRASES if f" {p} " in joined}
+    strong = {w for w in words if w in CHANGE_WORDS or w in _CHANGE_FORMS}
+    strong |= {p for p in CHANGE_PHRASES if f" {p} " in joined}
+    strong |= {f"{w} {p}" for forms, particles in _WITH_PARTICLE.items() for w in forms for p in particles
+               if f" {w} {p} " in joined}
     weak = {w for w in words if w in WEAK_CUES} | ({"these days"} if " these days " in joined else set())
     return strong, weak
 
@@ -135,7 +178,8 @@ def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> Up
     lifetime = {w for w in _words(older) + words if w in LIFETIME_WORDS}
     if lifetime:
         return UpdateCall("not_update", f"one of the two speaks of a whole life ({', '.join(sorted(lifetime))})")
-    strong, weak = change_cues(newer)
+    # a cue the older statement says too is no change: the same thing said again
+    strong, weak = (a - b for a, b in zip(change_cues(newer), change_cues(older), strict=True))
     told = _event(newer)
     if told is not None and _event(older) is None:
         weak = weak | {f"an event told ({told})"}
@@ -221,3 +265,58 @@ async def link(conn: asyncpg.Connection, pairs: Sequence[tuple[int, int]]) -> in
            ON CONFLICT (insight_id, source_id) DO NOTHING""",
         [n for n, _ in pairs], [o for _, o in pairs])
     return int(result.split()[-1])
+
+
+# --- at the exit gate (src/gates/exit.py) ------------------------------------------------------
+
+#: What the gate reads as one statement updating another.
+GATE = UpdateThresholds()
+
+
+def user_statement(item: BufferedItem, statement_sources: Sequence[str]) -> bool:
+    """Whether `item` is a statement the user made (only these update the user's facts)."""
+    who = speaker_of(item.source_tag, item.metadata)
+    return (who is not None and who.kind == "user" and item.source_tag in statement_sources
+            and classify(item.content).kind == "statement")
+
+
+async def earlier_for(db: Executor, items: Sequence[BufferedItem], vecs: np.ndarray,
+                      statement_sources: Sequence[str], embed_model: str
+                      ) -> tuple[list[int], dict[int, list[Earlier]]]:
+    """The chunk's user statements (indices) and, for each, the user's older stored statements."""
+    statements = [j for j, i in enumerate(items) if user_statement(i, statement_sources)]
+    found = await earlier_statements(db, [vecs[j] for j in statements], embed_model, GATE)
+    return statements, dict(zip(statements, found, strict=True))
+
+
+def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[tuple[int, str, float]]) -> None:
+    """What `e` (a user's statement) may update: the user's older statements, stored or said
+    earlier in its chunk (index, text, similarity); the one it updates offline is marked."""
+    e.earlier = [Neighbour(x.similarity, x.content, memory_id=x.memory_id) for x in stored]
+    e.earlier += [Neighbour(sim, text, batch_index=i) for i, text, sim in in_chunk if sim >= GATE.floor]
+    e.earlier.sort(key=lambda n: -n.similarity)
+    picked = pick(e.item.content, [Earlier(n.memory_id, n.content, n.similarity, n.batch_index)
+                                   for n in e.earlier], GATE)
+    if picked is not None:
+        older, call = picked
+        mark(e, next(n for n in e.earlier if (n.memory_id, n.batch_index) == (older.memory_id, older.batch_index)),
+             call.reason)
+
+
+def said_before(items: Sequence[BufferedItem], vecs: np.ndarray, statements: Sequence[int],
+                j: int) -> list[tuple[int, str, float]]:
+    """The user's statements of the chunk before item `j`: (index, text, cosine to `j`)."""
+    unit = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    return [(i, items[i].content, float(unit[j] @ unit[i])) for i in statements if i < j]
+
+
+def same(n: Neighbour, among: Sequence[Neighbour]) -> bool:
+    return any((n.memory_id, n.batch_index) == (m.memory_id, m.batch_index) for m in among)
+
+
+def mark(e: Evaluation, older: Neighbour, reason: str) -> None:
+    """`e` updates `older`: a contradiction verdict on that pair stands down (a change is no
+    contradiction: both were true, at their times)."""
+    e.update_of, e.update_reason = older, reason
+    e.verdicts = [(n, replace(v, contradicts=False, layer=f"{v.layer}+update") if v.contradicts else v)
+                  if same(n, [older]) else (n, v) for n, v in e.verdicts]

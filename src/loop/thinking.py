@@ -50,7 +50,7 @@ from src.providers.caller import INTERNAL, Caller, caller_for
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.recall.retrieval import Retrieval
 from src.recall.store import MemoryStore
-from src.recall.when import memory_time, said_when
+from src.recall.when import memory_time, said_when, the_date
 from src.tools.verbs import ToolVerb
 
 if TYPE_CHECKING:   # typing only: the factory pulls in every SDK
@@ -253,13 +253,15 @@ class Thinking:
         # The content, not the one-line `compressed` ("Hello!" says nothing); the same text
         # recalled twice (two memories of one sentence) is shown once.
         # What was just said (working memory, not yet consolidated) comes first.
-        learned = ([(w.content, w.created_at) for w in retrieval.working]
-                   + [(r.hit.content, memory_time(r.hit.event_time, r.hit.created_at))
+        # A statement a newer one updated says until when it held (src/recall/current.py).
+        learned = ([(w.content, w.created_at, None) for w in retrieval.working]
+                   + [(r.hit.content, memory_time(r.hit.event_time, r.hit.created_at), r.hit.superseded_at)
                       for r in retrieval.memories if not r.hit.immutable]) if retrieval else []
-        first: dict[str, datetime | None] = {}
-        for text, at in learned:
-            first.setdefault(" ".join(text.split()), at)
+        first: dict[str, tuple[datetime | None, datetime | None]] = {}
+        for text, at, until in learned:
+            first.setdefault(" ".join(text.split()), (at, until))
         now = now or datetime.now(UTC)
-        recalled = [(text, said_when(at, now)) for text, at in first.items()][: self.cfg.reflex_recall_lines]
+        recalled = [(text, said_when(at, now) + (f"; until {the_date(until)}, since updated" if until else ""))
+                    for text, (at, until) in first.items()][: self.cfg.reflex_recall_lines]
         return reflex_reply(recalled, said=getattr(self.providers.system1, "reason", None), because=because,
                             missing=shortfalls.line())

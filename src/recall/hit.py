@@ -39,4 +39,8 @@ class SearchHit:
     recency: float
     score: float                      # rrf / rrf_max + w_recency * recency
     own_rank: int | None = None       # rank among the user's own statements (a question about the user)
+    # the newest memory that superseded this one by an update, and when it was said (sql/153,
+    # src/recall/current.py): None while this memory is current
+    superseded_by: int | None = None
+    superseded_at: datetime | None = None
 

@@ -50,8 +50,8 @@ import numpy as np
 from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.providers.protocols import Embedder, Reranker
+from src.recall import current, in_time, search
 from src.recall import relevance as rel
-from src.recall import search
 from src.recall.co_access import fetch_partners, fetch_two_hops
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
@@ -59,6 +59,7 @@ from src.recall.rerank import RerankResult
 from src.recall.scoring import Focus, Recalled, about_user, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
+from src.recall.timeframe import TimeFrame, asks_before, asks_when, question_time
 from src.recall.working import WorkingHit, recall_working
 from src.text import clean_text
 from src.weights.safety import Safety
@@ -122,6 +123,8 @@ class Found:
     working: list[WorkingHit] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    frame: TimeFrame | None = None          # the period the question names (src/recall/in_time.py)
+    framed: list[int] = field(default_factory=list)   # that period's memories nearest the question
 
 
 class Retriever:
@@ -163,13 +166,17 @@ class Retriever:
             if found.query_vec is None:
                 found.query_vec = await self._embed_query(found.query, found.degraded)
         arms = cfg.arm_weights(self.embedder.model_name)
+        found.frame = question_time(found.query, found.now)
         with _timed(timings, "search"):   # with what does not wait for its hits, side by side
             found.working = await self._working(found.query, cue.exclude_scratch)
-            found.hits, found.early, found.blend = await asyncio.gather(
+            found.hits, found.early, found.blend, framed = await asyncio.gather(
                 self._search(found.query, found.query_vec, arms, found.now),
                 self._early_spread(cue.active_ids, cue.hops, found.query_vec, found.now) if cue.active_ids
                 else _none(),
-                self._blend(rng))
+                self._blend(rng),
+                in_time.in_frame(self.pool, found.frame, found.query_vec, embed_model=self.embedder.model_name,
+                                 limit=cfg.frame_join) if found.frame is not None and cfg.frame_join else _none())
+            found.framed = framed or []
         return found
 
     async def rank(self, found: Found, *, mutate: bool = True) -> Retrieval:
@@ -182,15 +189,28 @@ class Retriever:
         arms = cfg.arm_weights(self.embedder.model_name)
         with _timed(timings, "spread"):
             hits, spread = await self._spread_from(found.hits, cue.active_ids, cue.hops, query_vec, now, found.early)
+            # what replaced a superseded memory comes with it (src/recall/current.py), and the
+            # memories of the period the question names (src/recall/in_time.py)
+            joining = current.successors_missing(hits)
+            joining += [i for i in in_time.missing(found.framed, hits) if i not in joining]
+            hits += await self._fetch_partners(joining, query_vec, now)
+        looking_back = asks_before(query)
         with _timed(timings, "score"):
             focus = [query_vec] if query_vec is not None else []
             seeds = [] if cue.active_ids else [h.id for h in hits[:cfg.spread_seeds]]
             layers = self.layer_vecs if cue.layer_vecs is None else cue.layer_vecs
             scoring = Focus(query, focus + list(cue.context_vecs), layers, cue.want_types, cue.emotional,
                             arms.w_recency)
-            top = self._awake_top(score(hits, found.rng, now, cfg, scoring, spread, found.blend, seeds))
+            scored = in_time.boost_in_frame(score(hits, found.rng, now, cfg, scoring, spread, found.blend, seeds),
+                                            found.frame, cfg.frame_boost)
+            if asks_when(query):
+                scored = in_time.boost_dated(scored, cfg.when_boost)
+            scored = current.current_first(scored, looking_back=looking_back, same_subject=cfg.current_same_subject,
+                                           close=cfg.current_close)
+            top = self._awake_top(scored)
         with _timed(timings, "rerank"):
             memories, near, reranked = await self._rerank(query, top)
+            memories = current.newer_first(memories, looking_back=looking_back)
         writes = ()
         if mutate and memories:
             writes = (self._mutation(memories, near, now, query if cue.logged_query is None else cue.logged_query,

@@ -140,7 +140,14 @@ def _nearest(rows: str, newest: str) -> str:
 _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weight_alpha AS alpha,
            m.depth_weight_beta AS beta, m.immutable, m.source_tag, m.source_confidence,
            m.access_count, m.last_accessed, m.access_timestamps, m.event_time, m.created_at,
-           m.metadata, m.embedding, m.embed_model"""
+           m.metadata, m.embedding, m.embed_model,
+           sup.superseded_by, sup.superseded_at"""
+#: The newest update that superseded a memory `m` (sql/153): joined LATERAL beside it.
+_SUPERSEDED = """LEFT JOIN LATERAL (
+        SELECT s.insight_id AS superseded_by, COALESCE(n.event_time, n.created_at) AS superseded_at
+          FROM memory_supersedes s JOIN memories n ON n.id = s.insight_id
+         WHERE s.source_id = m.id AND s.via = 'update'
+         ORDER BY 2 DESC, 1 DESC LIMIT 1) sup ON true"""
 
 HYBRID_SQL = r"""
 WITH vec AS MATERIALIZED (
@@ -219,6 +226,7 @@ scored AS (
                    - COALESCE(m.last_accessed, m.event_time, m.created_at))::float8, 0)
                / 604800.0) AS recency
     FROM fused u JOIN memories m USING (id)
+    """ + _SUPERSEDED + r"""
 )
 SELECT s.*,
        -- rrf_max: what a row ranked first by every arm that ran would get
@@ -240,6 +248,7 @@ SELECT """ + _MEMORY_COLUMNS + """,
        NULL::bigint AS own_rank, 0::float8 AS rrf, r.recency, 0::float8 AS score
 FROM unnest($1::bigint[]) WITH ORDINALITY AS wanted(id, ord)
 JOIN memories m USING (id)
+""" + _SUPERSEDED + """
 CROSS JOIN LATERAL (
     SELECT EXP(-0.693 * GREATEST(EXTRACT(EPOCH FROM
                COALESCE($4::timestamptz, now())
@@ -336,6 +345,7 @@ def _hit(row: asyncpg.Record) -> SearchHit:
         embed_model=row["embed_model"], similarity=row["similarity"],
         vec_rank=row["vec_rank"], fts_rank=row["fts_rank"], fts_score=row["fts_score"],
         own_rank=row["own_rank"], rrf=row["rrf"], recency=row["recency"], score=row["score"],
+        superseded_by=row["superseded_by"], superseded_at=row["superseded_at"],
     )
 
 

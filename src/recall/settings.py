@@ -109,6 +109,19 @@ class RetrievalSettings(_Section):
     # fit the top `limit`, and the weakly activated ones never made it. Spread still lifts every
     # search hit it reaches.
     spread_join: int = Field(20, ge=0)
+    # What is current (src/recall/current.py): two of the user's statements this close (cosine)
+    # are about the same subject, and when the newer answers the question at least
+    # `current_close` as well as the older it ranks first (bench_updates, dev half)
+    current_same_subject: float = Field(0.6, ge=0, le=1)
+    current_close: float = Field(0.7, ge=0, le=1)
+    # A question that names a period (src/recall/in_time.py): that period's memories nearest
+    # the question join the candidates (0: none) and score `frame_boost` times their weight; a
+    # question asking when favours memories whose words name a time by `when_boost`. REALTALK's
+    # tune half (36 questions naming a time, 81 asking when) cannot tell boosts 1.5-3 apart; a
+    # diary's "What did I do last week?" needs 3 (tests/test_recall_in_time.py)
+    frame_join: int = Field(10, ge=0)
+    frame_boost: float = Field(3.0, ge=1)
+    when_boost: float = Field(1.5, ge=1)
     act_r: ActRSettings = ActRSettings()
 
     def arm_weights(self, embed_model: str) -> ArmWeights:

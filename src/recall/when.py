@@ -46,6 +46,12 @@ def said_when(at: datetime | None, now: datetime) -> str:
     return f"{at:%a} {at.day} {at:%b %Y}, {ago(at, now)}"
 
 
+def the_date(at: datetime) -> str:
+    """"28 Nov 2026": a date without the day's name or age (where a line says "until" it)."""
+    at = _utc(at)
+    return f"{at.day} {at:%b %Y}"
+
+
 def now_line(now: datetime) -> str:
     """The system prompt's line about the present."""
     now = _utc(now)

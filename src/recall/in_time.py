@@ -1,0 +1,82 @@
+"""Questions with a time (issue 37 item 2): the period a question names narrows and boosts recall.
+
+"What did I do last week?" shares no word with "I went hiking in the Peak District": neither
+search arm finds the week's events, which are what the question asks for. When the question
+names a period (src/recall/timeframe.py `question_time`: "yesterday", "last week", "in May",
+"two years ago", "before <date>"):
+- **narrows**: the memories of that period, nearest the question's vector first, join the
+  candidates (`in_frame`, one statement beside the hybrid search; at most `FRAME_ROWS` of the
+  period's newest are compared: a period of years holds too many to read each turn);
+- **boosts**: a candidate whose time (src/recall/when.py `memory_time`: when it happened,
+  else when it was said) falls in the period scores `frame_boost` times its weight.
+A question that asks *when* ("When did I move to Leeds?") names no period; the answer is the
+date of the memory that holds the event, and every memory line the model reads carries it
+(src/context/tracks.py). Such a question favours, by `when_boost`, a memory whose own words
+name a time ("on 5 March", "last Tuesday"): it dates the event more exactly than the day it
+was said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from src.db.sql import Executor
+from src.recall.hit import SearchHit
+from src.recall.scoring import Recalled
+from src.recall.search import query_vector
+from src.recall.timeframe import TimeFrame, question_time
+from src.recall.when import memory_time
+
+#: The newest memories of a named period compared with the question (bounds a turn's cost).
+FRAME_ROWS = 5000
+
+IN_FRAME_SQL = """
+SELECT id FROM (
+    SELECT id, CASE WHEN embed_model = $6::text THEN embedding END AS embedding FROM memories
+     WHERE COALESCE(event_time, created_at) >= COALESCE($1::timestamptz, '-infinity')
+       AND COALESCE(event_time, created_at) < COALESCE($2::timestamptz, 'infinity')
+     ORDER BY COALESCE(event_time, created_at) DESC
+     LIMIT $5::int) recent
+ORDER BY embedding <=> $3::halfvec NULLS LAST, id DESC
+LIMIT $4::int
+"""
+
+
+async def in_frame(db: Executor, frame: TimeFrame, query_vec: np.ndarray | None, *, embed_model: str,
+                   limit: int) -> list[int]:
+    """The ids of the period's memories nearest the question (the newest first without a vector)."""
+    rows = await db.fetch(IN_FRAME_SQL, frame.start, frame.end, query_vector(query_vec), limit, FRAME_ROWS,
+                          embed_model)
+    return [r["id"] for r in rows]
+
+
+def boost_in_frame(scored: list[Recalled], frame: TimeFrame | None, factor: float) -> list[Recalled]:
+    """Each candidate whose time falls in `frame` weighted `factor` times."""
+    if frame is None or factor == 1.0:
+        return scored
+    return [replace(r, weighted=r.weighted * factor) if _holds(frame, r.hit) else r for r in scored]
+
+
+def boost_dated(scored: list[Recalled], factor: float) -> list[Recalled]:
+    """For a question asking when: each candidate whose own words name a time, `factor` times."""
+    if factor == 1.0:
+        return scored
+    out = []
+    for r in scored:
+        at = memory_time(r.hit.event_time, r.hit.created_at)
+        named = at is not None and question_time(r.hit.content, at) is not None
+        out.append(replace(r, weighted=r.weighted * factor) if named else r)
+    return out
+
+
+def _holds(frame: TimeFrame, hit: SearchHit) -> bool:
+    at = memory_time(hit.event_time, hit.created_at)
+    return at is not None and frame.holds(at)
+
+
+def missing(ids: Sequence[int], hits: Sequence[SearchHit]) -> list[int]:
+    have = {h.id for h in hits}
+    return [i for i in ids if i not in have]
