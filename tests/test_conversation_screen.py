@@ -16,6 +16,7 @@ import select
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -177,10 +178,10 @@ async def _retrieve(pool, contents: list[str], query: str, keep: int = 5):
 
 async def test_memory_shows_shares_of_the_best_words_meaning_and_held(pool):
     _, result = await _retrieve(pool, ["what do I keep?", "the bakery on Rua Augusta opens at seven"], "whale")
-    text = memory_table(result)
+    text = memory_table(result, datetime.now(UTC))
     lines = text.splitlines()
     assert lines[0] == "2 memories recalled, best first (/help explains the columns):"
-    assert lines[1].split() == ["memory", "of", "best", "words", "meaning", "held", "age", "kind", "text"]
+    assert lines[1].split() == ["memory", "of", "best", "words", "meaning", "held", "said", "kind", "text"]
     assert lines[2].split()[1] == "100%" and lines[2].split()[2] == "no"
     assert lines[3].split()[1] != "0%"                      # min-max `final` put the last row at 0
     assert lines[-2] == "None of these contains a word you asked with: they were found by meaning alone."
@@ -190,14 +191,15 @@ async def test_memory_shows_shares_of_the_best_words_meaning_and_held(pool):
     start = lines[1].index("text")
     assert all(row[start - 2:start] == "  " and row[start] != " " for row in lines[2:4])
     [whale], result = await _retrieve(pool, ["the whale sang all night"], "whale song")
-    rows = {line.split()[0]: line.split() for line in memory_table(result).splitlines()[2:] if line.startswith("  #")}
+    text = memory_table(result, datetime.now(UTC))
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[2:] if line.startswith("  #")}
     assert rows[f"#{whale}"][2] == "yes"                   # it contains a word of the question
-    assert "found by meaning alone" not in memory_table(result)
+    assert "found by meaning alone" not in text
 
 
 def test_help_explains_the_memory_columns_once():
     legend = "\n".join(LEGEND)
-    for column in ("of best", "words", "meaning", "held", "age"):
+    for column in ("of best", "words", "meaning", "held", "said", "stored"):
         assert legend.count(f"  {column} ") == 1
     assert "center (mean) of its Beta weight" in legend
 

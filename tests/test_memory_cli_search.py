@@ -20,7 +20,8 @@ FACTS = ["Hannah moved to Porto for a new job", "I drink green tea every morning
          "Priya adopted a beagle called Biscuit", "we plan a trip to Lisbon in June"]
 
 SEARCH_KEYS = ["id", "final", "memory_type", "source_tag", "center", "alpha", "beta", "search", "act_r",
-               "relevance", "coactivation", "weighted", "rerank", "content", "metadata", "event_time", "created_at"]
+               "relevance", "coactivation", "weighted", "rerank", "content", "metadata", "event_time", "created_at",
+               "said"]
 
 
 async def _load(db_dsn, tmp_path, embedder=None) -> None:

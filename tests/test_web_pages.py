@@ -244,8 +244,9 @@ async def test_memories_page_through_everything_with_event_time(pool):
     ids = [m["id"] for p in pages for m in p["memories"]]
     assert len(set(ids)) == 250
     dated = [m for m in pages[0]["memories"] if m["event_time"] is not None]
-    assert len(dated) == 50 and "<th>event_time</th>" in html1
-    assert datetime.fromisoformat(dated[0]["event_time"]).strftime("%Y-%m-%d %H:%M:%S") in html1
+    assert len(dated) == 50 and "<th>said</th>" in html1
+    assert f"<td>{dated[0]['said']}</td>" in html1 and dated[0]["said"].startswith(
+        datetime.fromisoformat(dated[0]["event_time"]).strftime("%a %-d %b %Y, "))     # its own date, in words
     assert 'href="/memories?page=2">older (page 2) →</a>' in html1
     assert 'href="/memories?type=episodic&amp;page=2">← newer (page 2)</a>' in html3
     assert "older (page 4)" not in html3

@@ -37,7 +37,7 @@ async def recall(ctx: CommandContext, query: str) -> str:
     if not query:
         return "usage: /memory <words>"
     result = await ctx.mind.retriever.retrieve(query, rng=np.random.default_rng(), mutate=False)
-    return memory_table(result)
+    return memory_table(result, datetime.now(UTC))
 
 
 async def memory_mode(ctx: CommandContext, args: str) -> str:
@@ -53,10 +53,10 @@ async def protect(ctx: CommandContext, args: str, *, protected: bool) -> str:
 
 
 async def why(ctx: CommandContext, arg: str) -> str:
-    """The supersedes chain of one memory id."""
+    """The supersedes chain of one memory id, each memory dated relative to now."""
     if not arg.strip().isdigit():
         return "usage: /why <memory id>, e.g. /why 42"
-    return format_chain(int(arg), await why_do_i_believe(ctx.db.pool, int(arg)))
+    return format_chain(int(arg), await why_do_i_believe(ctx.db.pool, int(arg)), now=datetime.now(UTC))
 
 
 async def feedback(ctx: CommandContext, args: str, *, good: bool) -> str:

@@ -33,7 +33,7 @@ from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
 from src.loop.turn_tasks import TurnTasks
-from src.metacognition.reflection import corrections_for, reflection_block
+from src.metacognition.reflection import PastCorrection, corrections_for, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
@@ -63,10 +63,11 @@ class Prompt:
 
 
 class PromptReads(NamedTuple):
-    """The prompt's three reads, started early (`Composing.start_reads`)."""
+    """The prompt's three reads, started early (`Composing.start_reads`). The corrections are
+    read as rows and put into words by `build`, which has the cycle's `now` for their dates."""
 
     identity: asyncio.Future[IdentityRows]
-    reflection: asyncio.Future[str]
+    corrections: asyncio.Future[list[PastCorrection]]
     skills: asyncio.Future[str]
 
 
@@ -112,17 +113,18 @@ class Composing:
         cores the search's backend then lost more than assembly gained (notes.md)."""
         refresh = self.conversation.window.needs_identity_reinjection
         return PromptReads(tasks.spawn(self.assembler.read_identity(refresh=refresh), "identity read"),
-                           tasks.spawn(self.reflection(attended, shortfalls), "corrections read"),
+                           tasks.spawn(self.corrections(attended, shortfalls), "corrections read"),
                            tasks.spawn(self.skills_section(), "skills read"))
 
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
                     shortfalls: Shortfalls, reads: PromptReads | None = None) -> Prompt:
         """The whole prompt for this cycle's winner (its reads started by `start_reads`, or here)."""
         winner, window = attended.winner, self.conversation.window
-        assembled, block, skills = await asyncio.gather(
+        assembled, corrections, skills = await asyncio.gather(
             self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
-            reads.reflection if reads else self.reflection(attended, shortfalls),
+            reads.corrections if reads else self.corrections(attended, shortfalls),
             reads.skills if reads else self.skills_section())
+        block = reflection_block(corrections, field_chars=self.settings.reflection.block_field_chars, now=now)
         cost = await self.cost_line(shortfalls)
         memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
         inner = self.sources.inner
@@ -158,16 +160,15 @@ class Composing:
         skills = self.sources.skills
         return await skills.section() if skills is not None else ""
 
-    async def reflection(self, attended: Attended, shortfalls: Shortfalls) -> str:
-        """The reflection bank's corrections near this input (§3.7), or "" when none or unavailable."""
-        settings, winner = self.settings.reflection, attended.winner
+    async def corrections(self, attended: Attended, shortfalls: Shortfalls) -> list[PastCorrection]:
+        """The reflection bank's corrections near this input (§3.7); none when unavailable."""
+        winner = attended.winner
         try:
-            corrections = await corrections_for(self.sources.pool, self.sources.providers.embedder, winner.text,
-                                                focus_vec=winner.embedding, settings=settings)
+            return await corrections_for(self.sources.pool, self.sources.providers.embedder, winner.text,
+                                         focus_vec=winner.embedding, settings=self.settings.reflection)
         except (ProviderError, *DB_ERRORS) as exc:
             shortfalls.note("reflection corrections", exc)
-            return ""
-        return reflection_block(corrections, field_chars=settings.block_field_chars) if corrections else ""
+            return []
 
     async def cost_line(self, shortfalls: Shortfalls) -> str:
         """The §4.8 cost line; its totals scan all of llm_calls, so it is refreshed at most

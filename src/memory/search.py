@@ -3,9 +3,12 @@
 Prints every result with each stage's numbers: hybrid search (rank and score per
 arm, cosine, RRF, recency, fused score), ACT-R (B, S, P, ε, A, P(retrieve)), the
 five relevance components with this call's Dirichlet blend, the weighted score,
-the rerank score and the final score. `--json` prints the same as one object;
-`--batch FILE` runs one query per line of FILE in one process and prints one
-JSON line per query, in order.
+the rerank score and the final score, and when each memory was said (issue 37: the
+model's words for its date, absolute and relative, and when it was stored where that
+is more than a day apart; src/recall/dated.py). `--json` prints the same as one object,
+each result with `created_at`, `event_time` and `said`, the words the model reads of its
+date; `--batch FILE` runs one query per line of FILE in one process and prints one JSON
+line per query, in order.
 
 Read-only means no write at all: no weight change, no access bookkeeping, no
 co-access (Retriever.retrieve(mutate=False)); the service may run meanwhile.
@@ -15,15 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from src.db.deferred import run_now
 from src.memory.console import excerpt, printable
 from src.memory.session import Session
+from src.recall.dated import said_words
 from src.recall.explain import result_json, retrieval_json
 from src.recall.retrieval import Retrieval, Retriever
+from src.recall.when import memory_time, said_when
 from src.recall.working import NOT_CONSOLIDATED
 from src.weights.safety import Safety
 
@@ -59,8 +66,19 @@ def plain_metadata(metadata: dict, prefix: str = "") -> str:
     return printable("; ".join(parts)) if not prefix else "; ".join(parts)
 
 
-def format_text(result: Retrieval) -> str:
-    """The human-readable form: one block per memory."""
+def dated_json(result: Retrieval, now: datetime) -> dict[str, Any]:
+    """`retrieval_json` with each memory's and scratch line's `said`: the words the model
+    reads of its date (src/recall/when.py), relative to `now`."""
+    out = retrieval_json(result)
+    for j, r in zip(out["results"], result.memories, strict=True):
+        j["said"] = said_when(memory_time(r.hit.event_time, r.hit.created_at), now)
+    for j, w in zip(out["working"], result.working, strict=True):
+        j["said"] = said_when(w.created_at, now)
+    return out
+
+
+def format_text(result: Retrieval, now: datetime) -> str:
+    """The human-readable form: one block per memory, dated relative to `now`."""
     lines = [f"query: {excerpt(result.query, 200)}",
              "blend: " + "  ".join(f"{k} {v:.3f}" for k, v in result.blend.items())]
     if result.rerank_skipped_reason:
@@ -68,7 +86,7 @@ def format_text(result: Retrieval) -> str:
     lines += [f"degraded: {printable(d)}" for d in result.degraded]
     for w in result.working:
         lines.append(f"*. scratch #{w.scratch_id}  [{NOT_CONSOLIDATED}, {printable(w.source_tag)}, "
-                     f"ts_rank {w.fts_score:.4f}]")
+                     f"ts_rank {w.fts_score:.4f}]  said {said_when(w.created_at, now)}")
         lines.append(f"   content: {excerpt(w.content)}")
     if not result.memories:
         lines.append("nothing recalled")
@@ -80,7 +98,7 @@ def format_text(result: Retrieval) -> str:
         comps = "  ".join(f"{c} {v}" for c, v in j["relevance"]["components"].items())
         lines += [
             f"{n}. #{r.id}  final {r.final:.4f}  [{r.hit.memory_type}, {printable(r.hit.source_tag)}, "
-            f"center {j['center']}]",
+            f"center {j['center']}]  said {said_words(r.hit.event_time, r.hit.created_at, now)}",
             f"   search: score {se['score']}  rrf {se['rrf']}  vector {vec}  full-text {fts}  "
             f"own {'#' + str(se['own_rank']) if se['own_rank'] else '—'}  recency {se['recency']}",
             f"   act-r: B {ar['B']}  S {ar['S']}  P {ar['P']}  ε {ar['noise']}  A {ar['A']}  "
@@ -106,6 +124,7 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     retriever = Retriever(s.pool, s.providers.embedder, s.providers.reranker,
                           Safety(s.settings.weights.safety), cfg)
     rng = np.random.default_rng(args.seed)
+    now = datetime.now(UTC)          # one clock for every date this command prints
     if args.batch is not None:
         if not args.batch.is_file():
             s.err.write(f"search: {printable(str(args.batch))}: no such file\n")
@@ -116,12 +135,12 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 query = line.rstrip("\r\n")
                 result = await retriever.retrieve(query, rng=rng, mutate=args.mutate)
                 await run_now(result.writes)      # --mutate: the bookkeeping, here and now
-                s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
+                s.out.write(json.dumps(dated_json(result, now), ensure_ascii=False) + "\n")
         return 0
     result = await retriever.retrieve(args.query, rng=rng, mutate=args.mutate)
     await run_now(result.writes)
     if args.json:
-        s.out.write(json.dumps(retrieval_json(result), ensure_ascii=False) + "\n")
+        s.out.write(json.dumps(dated_json(result, now), ensure_ascii=False) + "\n")
     else:
-        s.out.write(format_text(result) + "\n")
+        s.out.write(format_text(result, now) + "\n")
     return 0

@@ -16,10 +16,12 @@ with the attributes named below.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from src.recall.when import said_when
 from src.text import excerpt
 
 Judgement = Literal["KNOWN", "PARTIAL", "UNKNOWN"]
@@ -141,10 +143,17 @@ class Correction(Protocol):
     def original_reasoning(self) -> str: ...
     @property
     def correction(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
 
 
-def reflection_block(corrections: Sequence[Correction], *, field_chars: int = 300) -> str:
-    """The text injected before System 1 answers; "" when there is nothing to inject."""
+def reflection_block(corrections: Sequence[Correction], *, field_chars: int = 300,
+                     now: datetime | None = None) -> str:
+    """The text injected before System 1 answers; "" when there is nothing to inject.
+
+    With `now` (the cycle's) each correction ends with when it was recorded, as every
+    memory line does (issue 37: "(Wed 25 Nov 2026, 3 days ago)"): a lesson from last year
+    and one from this morning are not the same evidence. Without it no date is read."""
     if not corrections:
         return ""
     lines = [REFLECTION_HEADER]
@@ -154,5 +163,7 @@ def reflection_block(corrections: Sequence[Correction], *, field_chars: int = 30
         if c.original_reasoning:
             line += f" | What you did: {excerpt(c.original_reasoning, field_chars)}"
         line += f" | Do instead: {excerpt(c.correction, field_chars)}"
+        if now is not None:
+            line += f" ({said_when(c.created_at, now)})"
         lines.append(line)
     return "\n".join(lines)

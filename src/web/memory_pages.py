@@ -1,4 +1,10 @@
-"""Memories: the filtered list (paged), one memory's page; search is src/web/search_page.py."""
+"""Memories: the filtered list (paged), one memory's page; search is src/web/search_page.py.
+
+Every memory shown says when it was said, absolute and relative to the page's `now`, and
+when it was stored where that is more than a day apart (src/recall/dated.py). The memory
+page's supersedes links are named in words (`LINK_WORDS`): an update (sql/153) is an
+earlier and a later statement, not a derivation.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from urllib.parse import urlencode
 
+from src.recall.dated import said_words
 from src.web import queries as q
 from src.web import svg
 from src.web.errors import BadRequest
@@ -23,6 +30,42 @@ ACCESS_SHOWN = 50
 CHAIN_DEPTH = 5
 CONTENT_SHOWN = 20_000        # characters of a memory's text on its page (a memory may hold a megabyte)
 MAX_PAGE = 100_000            # OFFSET beyond this many pages is a scan no guardian needs
+#: A supersedes link in words, by the row's direction and the link's `via`; "{}" is the
+#: memory at the link's other end (`parent`).
+LINK_WORDS = {
+    ("built_from", "update"): "earlier statement: {} updates it",
+    ("built_on", "update"): "later statement: it updates {}",
+    ("built_from", "merge"): "merged into {}",
+    ("built_on", "merge"): "merged from {} and others",
+    ("built_from", "insight"): "evidence for insight {}",
+    ("built_on", "insight"): "insight drawn from {}",
+    ("built_from", "narrative"): "told in narrative {}",
+    ("built_on", "narrative"): "narrative told from {}",
+}
+
+
+def _dated(rows: list[dict], now: datetime) -> list[dict]:
+    """`rows` with each memory's "said" in words (their created_at and event_time stay, for JSON)."""
+    for row in rows:
+        row["said"] = said_words(row["event_time"], row["created_at"], now)
+    return rows
+
+
+def _link_words(row: Mapping[str, object]) -> str:
+    return LINK_WORDS.get((str(row["direction"]), str(row["via"])), f"{row['via']} link with {{}}")
+
+
+def _linked(rows: list[dict]) -> list[dict]:
+    """Chain rows with their link in words ("earlier statement: #40 updates it"), for JSON."""
+    for row in rows:
+        row["link"] = _link_words(row).format(f"#{row['parent']}")
+    return rows
+
+
+def _link_cell(row: Mapping[str, object]) -> str:
+    """The link in words, the memory at its other end a link to its page."""
+    before, _, after = _link_words(row).partition("{}")
+    return esc(before) + memory_link(row["parent"]) + esc(after)
 
 
 def _center_param(params: Mapping[str, str], name: str) -> float | None:
@@ -62,6 +105,7 @@ async def memories(view: View, params: Mapping[str, str]) -> Page:
     page = _page_param(params)
     rows = await q.list_memories(view.pool, memory_type=mtype, source=source, min_center=lo, max_center=hi,
                                  limit=cfg.page_rows + 1, offset=(page - 1) * cfg.page_rows)
+    rows = _dated(rows, view.clock())
     more = len(rows) > cfg.page_rows
     rows = rows[:cfg.page_rows]
     filters = {"type": mtype, "source": source, "min_center": lo, "max_center": hi}
@@ -73,7 +117,7 @@ async def memories(view: View, params: Mapping[str, str]) -> Page:
     def body() -> list[str]:     # built in a worker thread (src/web/app.py)
         return [form, section(title, _pager(filters, page, more), table(rows, [
             ("id", lambda r: memory_link(r["id"])), "memory_type", "source_tag", "center", "alpha", "beta",
-            "access_count", "created_at", "event_time", "content"], "no memories match"),
+            "access_count", "said", "content"], "no memories match"),
             _pager(filters, page, more))]
     return Page("Memories", data, body)
 
@@ -111,9 +155,11 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
     if row is None:
         return None
     row["metadata"] = json.loads(row["metadata"])
+    now = view.clock()
+    row["said"] = said_words(row["event_time"], row["created_at"], now)
     history = await q.weight_history(view.pool, memory_id, cfg.page_rows)
     neighbours = await q.co_access_neighbours(view.pool, memory_id, 50)
-    chain = await q.supersedes_chain(view.pool, memory_id, CHAIN_DEPTH, 100)
+    chain = _linked(_dated(await q.supersedes_chain(view.pool, memory_id, CHAIN_DEPTH, 100), now))
     decisions = await q.gate_decisions_for(view.pool, memory_id, 50)
     alpha, beta = row["alpha"], row["beta"]
     lo, hi = svg.beta_interval(alpha, beta)
@@ -128,7 +174,7 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
         return [
             kv([("type", row["memory_type"]), ("source", row["source_tag"]),
                 ("source confidence", row["source_confidence"]), ("immutable", row["immutable"]),
-                ("created", row["created_at"]), ("event time", row["event_time"]),
+                ("said", row["said"]), ("created", row["created_at"]), ("event time", row["event_time"]),
                 ("last accessed", row["last_accessed"]), ("access count", row["access_count"]),
                 ("embed model", row["embed_model"])]),
             f"<pre>{esc(row['content'])}</pre>" + (
@@ -145,8 +191,9 @@ async def memory_page(view: View, memory_id: int) -> Page | None:
                     table([{"at": t} for t in row["accesses"]], ["at"], "never accessed")),
             section("Co-access neighbours", table(neighbours, link_cols + [
                 "co_access_count", "last_co_accessed", "memory_type", "content"], "no co-access partners")),
-            section("Why do I believe this? (supersedes, both ways)", table(chain, ["direction", "depth"] + link_cols
-                    + ["memory_type", "center", "content"], "not built from or into other memories")),
+            section("Why do I believe this? (supersedes, both ways)", table(chain, [
+                "direction", "depth", *link_cols, ("link", _link_cell), "memory_type", "said", "center",
+                "content"], "not built from or into other memories, nor updated")),
             section("Gate decisions about it", table(decisions, ["at", "gate", "action", "cell_relevance",
                                                                  "cell_novelty", "noise_fired", "wrote_it",
                                                                  "content_preview", "reason"], "none")),

@@ -225,23 +225,30 @@ async def co_access_neighbours(pool: asyncpg.Pool, memory_id: int, limit: int) -
 
 
 async def supersedes_chain(pool: asyncpg.Pool, memory_id: int, depth: int, limit: int) -> Rows:
-    """why_do_i_believe: what this memory was built from (down) and what was built on it (up)."""
+    """why_do_i_believe: what this memory was built from (down) and what was built on it (up);
+    each row with the link that reached it (`parent`, the memory at its other end, and `via`),
+    the nearest one where several paths do, and its dates."""
     return await fetch(pool, """
-        WITH RECURSIVE down(id, depth) AS (
-                SELECT source_id, 1 FROM memory_supersedes WHERE insight_id = $1
+        WITH RECURSIVE down(id, parent, via, depth) AS (
+                SELECT source_id, insight_id, via, 1 FROM memory_supersedes WHERE insight_id = $1
                 UNION
-                SELECT s.source_id, d.depth + 1 FROM memory_supersedes s JOIN down d ON s.insight_id = d.id
+                SELECT s.source_id, s.insight_id, s.via, d.depth + 1
+                  FROM memory_supersedes s JOIN down d ON s.insight_id = d.id
                  WHERE d.depth < $2),
-            up(id, depth) AS (
-                SELECT insight_id, 1 FROM memory_supersedes WHERE source_id = $1
+            up(id, parent, via, depth) AS (
+                SELECT insight_id, source_id, via, 1 FROM memory_supersedes WHERE source_id = $1
                 UNION
-                SELECT s.insight_id, u.depth + 1 FROM memory_supersedes s JOIN up u ON s.source_id = u.id
+                SELECT s.insight_id, s.source_id, s.via, u.depth + 1
+                  FROM memory_supersedes s JOIN up u ON s.source_id = u.id
                  WHERE u.depth < $2),
-            chain AS (SELECT 'built_from' AS direction, id, min(depth) AS depth FROM down GROUP BY id
+            chain AS ((SELECT DISTINCT ON (id) 'built_from' AS direction, id, parent, via, depth
+                         FROM down ORDER BY id, depth, parent)
                       UNION ALL
-                      SELECT 'built_on', id, min(depth) FROM up GROUP BY id)
-        SELECT c.direction, c.depth, m.id, m.memory_type, left(m.content, 200) AS content,
-               m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) AS center
+                      (SELECT DISTINCT ON (id) 'built_on', id, parent, via, depth
+                         FROM up ORDER BY id, depth, parent))
+        SELECT c.direction, c.depth, m.id, c.parent, c.via, m.memory_type, left(m.content, 200) AS content,
+               m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) AS center,
+               m.created_at, m.event_time
           FROM chain c JOIN memories m ON m.id = c.id
          ORDER BY c.direction, c.depth, m.id LIMIT $3""", memory_id, depth, limit)
 

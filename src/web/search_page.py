@@ -4,6 +4,9 @@ Recall is stochastic (a Dirichlet draw blends the relevance components; ACT-R ad
 logistic noise), so two identical searches rank differently. A guardian who reloads
 to look again would see the order move with nothing saying why; the page therefore
 draws from a seed fixed per query (or `?seed=`), says so, and links to another draw.
+
+Each result says when it was said (src/recall/dated.py), relative to the page's `now`; its
+JSON `said` is the model's words for that date, as the operator CLI's `search --json`.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from src.recall.dated import said_words
 from src.recall.explain import result_json, working_json
 from src.recall.retrieval import Recalled
+from src.recall.when import memory_time, said_when
 from src.web.errors import BadRequest
 from src.web.escape import esc
 from src.web.html import Page, fmt, kv, memory_link, section, table
@@ -25,7 +30,7 @@ from src.web.view import View
 RESULT_CHARS = 500            # characters of each search result's text
 MAX_QUERY_CHARS = 2000        # longer is not a search a person typed; embedding it costs for nothing
 SEED_DIGITS = 18
-RESULT_COLUMNS = ("rank", "id", "final", "center", "type", "source", "event time", "content")
+RESULT_COLUMNS = ("rank", "id", "final", "center", "type", "source", "said", "content")
 
 
 def query_seed(query: str) -> int:
@@ -43,9 +48,11 @@ def seed_param(params: Mapping[str, str], query: str) -> int:
     return int(raw)
 
 
-def _recalled(r: Recalled, rank: int, near_miss: bool) -> dict[str, Any]:
-    """The operator CLI's numbers for one memory (src/recall/explain.py), plus rank and near-miss."""
-    row = {"rank": rank, "near_miss": near_miss, **result_json(r)}
+def _recalled(r: Recalled, rank: int, near_miss: bool, now: datetime) -> dict[str, Any]:
+    """The operator CLI's numbers for one memory (src/recall/explain.py), plus rank, near-miss
+    and `said`, the model's words for its date."""
+    row = {"rank": rank, "near_miss": near_miss, **result_json(r),
+           "said": said_when(memory_time(r.hit.event_time, r.hit.created_at), now)}
     row["content"] = row["content"][:RESULT_CHARS]
     return row
 
@@ -62,9 +69,10 @@ async def search(view: View, query: str, params: Mapping[str, str], form: str) -
     retriever = copy.copy(view.retriever)
     retriever.pool = view.pool
     result = await retriever.retrieve(query, rng=view.rng(seed), mutate=False)
-    hits = [_recalled(r, i, False) for i, r in enumerate(result.memories, 1)]
-    hits += [_recalled(r, i, True) for i, r in enumerate(result.near_misses, len(hits) + 1)]
-    working = [working_json(w) for w in result.working]
+    now = view.clock()
+    hits = [_recalled(r, i, False, now) for i, r in enumerate(result.memories, 1)]
+    hits += [_recalled(r, i, True, now) for i, r in enumerate(result.near_misses, len(hits) + 1)]
+    working = [{**working_json(w), "said": said_when(w.created_at, now)} for w in result.working]
     data = {"query": query, "seed": seed, "working": working, "results": hits, "blend": result.blend,
             "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
             "degraded": result.degraded, "timings_ms": result.timings_ms, "read_only": True}
@@ -75,10 +83,10 @@ async def search(view: View, query: str, params: Mapping[str, str], form: str) -
                 + esc(" ".join(notes + result.degraded)) + "</p>", draw_note(query, seed),
                 kv([(f"blend: {k}", v) for k, v in result.blend.items()]),
                 *([section(f"{len(working)} just said, not yet consolidated (scratch buffer)", table(working, [
-                    "scratch_id", "source_tag", "created_at", "fulltext_score", "content"], ""))]
+                    "scratch_id", "source_tag", "said", "fulltext_score", "content"], ""))]
                   if working else []),
                 section(f"{len(result.memories)} recalled, {len(result.near_misses)} near misses",
-                        results_table(hits))]
+                        results_table(hits, now))]
     return Page(f"Memories recalled for “{query[:80]}”", data, body)
 
 
@@ -105,7 +113,7 @@ def _components(r: Mapping[str, Any]) -> str:
     return " · ".join(esc(p) for p in parts)
 
 
-def results_table(hits: list[dict[str, Any]]) -> str:
+def results_table(hits: list[dict[str, Any]], now: datetime) -> str:
     """One row per memory with its text given the room, and its components in a row beneath.
 
     The components once sat in a no-wrap cell of their own, which pushed the text column
@@ -116,13 +124,14 @@ def results_table(hits: list[dict[str, Any]]) -> str:
     for r in hits:
         rank = f"{r['rank']}" + (" <span class=muted>near miss</span>" if r["near_miss"] else "")
         cells = [rank, memory_link(r["id"]), esc(fmt(r["final"])), esc(fmt(r["center"])), esc(r["memory_type"]),
-                 esc(r["source_tag"]), esc(_when(r["event_time"]))]
+                 esc(r["source_tag"]), esc(_said(r, now))]
         out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + f"<td class=t>{esc(r['content'])}</td></tr>")
         out.append(f"<tr><td></td><td class=why colspan={len(RESULT_COLUMNS) - 1}>{_components(r)}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def _when(iso: str | None) -> str:
-    """An ISO time from the recall JSON as the tables show times (to the second)."""
-    return fmt(datetime.fromisoformat(iso)) if iso else ""
+def _said(r: Mapping[str, Any], now: datetime) -> str:
+    """When a result was said, and stored where apart (src/recall/dated.py), from its JSON times."""
+    event, created = (datetime.fromisoformat(r[k]) if r[k] else None for k in ("event_time", "created_at"))
+    return said_words(event, created, now)
