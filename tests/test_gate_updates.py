@@ -127,3 +127,11 @@ async def test_layer_three_still_flags_a_contradiction(pool):
     assert [c.schema for c in llm.calls] == [RelationAnswer]
     assert await _links(pool) == set()
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'flag' = 'contradiction'") == 1
+
+
+def test_the_statement_updated_is_the_one_about_the_same_subject_not_the_closest():
+    from src.gates.updates import Earlier, pick
+    earlier = [Earlier(1, "I work as a nurse at the Royal Infirmary.", 0.55),     # closer, another subject
+               Earlier(2, "I live in Leeds, near Roundhay Park.", 0.40)]
+    older, call = pick("I moved from Leeds to Bristol last month.", earlier, TH)
+    assert older.memory_id == 2 and "moved" in call.reason

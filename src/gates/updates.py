@@ -165,7 +165,8 @@ def _event(text: str) -> str | None:
 
 
 def _content(text: str) -> set[str]:
-    return {w for w in _words(text) if w not in _STOP and len(w) > 2}
+    """Content words, a possessive's "'s" dropped ("Grandad's" is about grandad)."""
+    return {w.removesuffix("'s") for w in _words(text) if w not in _STOP and len(w) > 2}
 
 
 def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> UpdateCall:
@@ -246,12 +247,15 @@ async def earlier_statements(db: Executor, vecs: Sequence[np.ndarray], embed_mod
 
 
 def pick(newer: str, earlier: Sequence[Earlier], th: UpdateThresholds) -> tuple[Earlier, UpdateCall] | None:
-    """The closest earlier statement `newer` updates offline, or None."""
-    for e in sorted(earlier, key=lambda x: -x.similarity):
-        call = judge(e.content, newer, e.similarity, th)
-        if call.relation == "update":
-            return e, call
-    return None
+    """The earlier statement `newer` updates offline, or None: of those judged updated, the one
+    sharing the most content words with it, then the closest ("I moved from Leeds to Bristol"
+    updates "I live in Leeds", not the closer "I work as a nurse")."""
+    words = _content(newer)
+    judged = [(e, judge(e.content, newer, e.similarity, th)) for e in earlier]
+    updated = [(e, call) for e, call in judged if call.relation == "update"]
+    if not updated:
+        return None
+    return max(updated, key=lambda ec: (len(_content(ec[0].content) & words), ec[0].similarity))
 
 
 async def link(conn: asyncpg.Connection, pairs: Sequence[tuple[int, int]]) -> int:
