@@ -2,6 +2,12 @@
 
 A cluster is merged once, by fingerprint; candidates are new memories not yet merged,
 each with its nearest not-yet-merged neighbours.
+
+A merge states its sources in the present tense as one memory, so nothing a newer statement
+updated takes part (issue 37 item 5): a memory superseded by an update (`memory_supersedes`
+via 'update', sql/153) is neither a candidate nor a neighbour, nor is a memory derived from
+one (a merge or insight that states the earlier fact). A cluster therefore never holds both
+ends of an update link, and the older fact is never restated as current beside the newer.
 """
 
 from __future__ import annotations
@@ -12,10 +18,20 @@ import asyncpg
 
 from src.db.sql import Executor
 
+#: Memory `m` may merge: not merged already (a merged memory's insight merges for it), not
+#: superseded by an update, and not derived (via merge, insight, narrative) from a memory an
+#: update superseded. Fixed SQL over the alias `m`.
+_MERGEABLE = """NOT EXISTS (SELECT 1 FROM memory_supersedes s
+                              WHERE s.source_id = m.id AND s.via IN ('merge', 'update'))
+                AND NOT EXISTS (SELECT 1 FROM memory_supersedes d
+                                  JOIN memory_supersedes u ON u.source_id = d.source_id AND u.via = 'update'
+                                 WHERE d.insight_id = m.id AND d.via <> 'update')"""
+
 
 async def merge_candidates(conn: Executor, embed_model: str, limit: int, k: int,
                            min_similarity: float) -> list[asyncpg.Record]:
-    """New memories not yet merged, each with its nearest not-yet-merged neighbours.
+    """New memories not yet merged, each with its nearest not-yet-merged neighbours (both
+    mergeable: `_MERGEABLE`).
 
     (candidate, neighbour, stored-vector similarity) rows above `min_similarity`; one
     statement, a LATERAL top-k per candidate on the HNSW index.
@@ -25,17 +41,15 @@ async def merge_candidates(conn: Executor, embed_model: str, limit: int, k: int,
                SELECT m.id, m.embedding FROM memories m
                 WHERE m.embed_model = $1 AND m.embedding IS NOT NULL
                   AND m.memory_type NOT IN ('tension', 'narrative')
-                  AND NOT EXISTS (SELECT 1 FROM memory_supersedes s
-                                   WHERE s.source_id = m.id AND s.via = 'merge')
+                  AND """ + _MERGEABLE + """
                 ORDER BY m.created_at DESC, m.id DESC LIMIT $2)
            SELECT c.id AS a, n.id AS b, n.sim
              FROM cand c CROSS JOIN LATERAL (
-                 SELECT o.id, 1 - (o.embedding <=> c.embedding) AS sim FROM memories o
-                  WHERE o.embed_model = $1 AND o.id <> c.id AND o.embedding IS NOT NULL
-                    AND o.memory_type NOT IN ('tension', 'narrative')
-                    AND NOT EXISTS (SELECT 1 FROM memory_supersedes s
-                                     WHERE s.source_id = o.id AND s.via = 'merge')
-                  ORDER BY o.embedding <=> c.embedding LIMIT $3) n
+                 SELECT m.id, 1 - (m.embedding <=> c.embedding) AS sim FROM memories m
+                  WHERE m.embed_model = $1 AND m.id <> c.id AND m.embedding IS NOT NULL
+                    AND m.memory_type NOT IN ('tension', 'narrative')
+                    AND """ + _MERGEABLE + """
+                  ORDER BY m.embedding <=> c.embedding LIMIT $3) n
             WHERE n.sim >= $4""", embed_model, limit, k, min_similarity)
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from src.consolidation.deep import memories_repository
@@ -40,7 +39,9 @@ from src.consolidation.deep.structured import ask_insights, run_guarded
 from src.dmn import repository as dmn_repo
 from src.dmn.prompts import association_question, value_question
 from src.errors import ProviderError
-from src.recall.search import search_hybrid
+from src.recall.current import successors_missing
+from src.recall.hit import SearchHit
+from src.recall.search import fetch_hits, search_hybrid
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,6 @@ CHANNELS = ("creative", "identity")
 STEP = "dmn associations"
 #: Characters of a memory quoted in a question (the DMN's own excerpt length, `dmn.text_chars`).
 QUESTION_CHARS = 160
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One statement shown with a question (insights_prompt reads `id` and `content`)."""
-
-    id: int
-    content: str
 
 
 def question_for(item: Mapping[str, Any], memories: Sequence[Mapping[str, Any]]) -> str | None:
@@ -104,20 +97,22 @@ async def insights_from_dmn(ctx: DeepPassContext) -> PhaseResult:
     return result
 
 
-async def _evidence(ctx: DeepPassContext, question: str, own: Sequence[Mapping[str, Any]]) -> list[Evidence]:
-    """The item's memories, then what the question retrieves (read-only), tensions left out."""
+async def _evidence(ctx: DeepPassContext, question: str, own: Sequence[Mapping[str, Any]]) -> list[SearchHit]:
+    """The item's memories, then what the question retrieves (read-only), tensions left out,
+    then the newer statement that updated any of them when it is not there yet. Search hits
+    all, so the question shows each one's speaker and date and marks the earlier of two
+    statements as such (prompts.insights_prompt; as insights._evidence)."""
     try:
         qvec = (await ctx.embedder.embed([question], "RETRIEVAL_QUERY"))[0]
     except ProviderError as exc:
         log.warning("deep pass %d: DMN question not embedded, full-text evidence only: %s", ctx.pass_id, exc)
         qvec = None
-    limit = ctx.settings.deep.insight_evidence
-    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=ctx.embedder.model_name, limit=limit,
-                               now=ctx.now)
-    out = [Evidence(m["id"], m["content"]) for m in own]
+    limit, model = ctx.settings.deep.insight_evidence, ctx.embedder.model_name
+    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model, limit=limit, now=ctx.now)
+    out = await fetch_hits(ctx.pool, [m["id"] for m in own], qvec, embed_model=model, now=ctx.now)
     seen = {e.id for e in out}
-    out += [Evidence(h.id, h.content) for h in hits if h.memory_type != "tension" and h.id not in seen]
-    return out[:max(limit, len(own))]
+    out = (out + [h for h in hits if h.memory_type != "tension" and h.id not in seen])[:max(limit, len(own))]
+    return out + await fetch_hits(ctx.pool, successors_missing(out), qvec, embed_model=model, now=ctx.now)
 
 
 async def _ask(ctx: DeepPassContext, item: Mapping[str, Any], result: PhaseResult) -> dict | None:

@@ -7,7 +7,9 @@ consolidation does not count as the mind recalling); the model answers with up t
 insights, each citing the memory ids it rests on. A citation of an id that was not in
 the evidence rejects the answer (structured.py). Each insight must then pass
 integrity.screen (a statement, no copy of what it cites, a boundary only as its subject,
-every citation relevant; refusals are counted `refused_<reason>`). A stored insight is a
+every citation relevant; refusals are counted `refused_<reason>`). Each piece of evidence
+says when it was said, and one a newer statement updated is shown marked earlier, with
+its successor beside it (`_evidence`, prompts.insights_prompt). A stored insight is a
 `reflection` memory (metadata kind 'insight', via 'insight') with supersedes links to
 exactly its cited sources, starting at their mean Beta without boundaries and seeds; the
 sources keep their weight (derived.py says why).
@@ -36,7 +38,8 @@ from src.consolidation.deep.structured import (
 from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
-from src.recall.search import search_hybrid
+from src.recall.current import successors_missing
+from src.recall.search import fetch_hits, search_hybrid
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +108,19 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
 
 
 async def _evidence(ctx: DeepPassContext, question: str) -> list:
-    """The memories a question retrieves (hybrid search, read-only), tensions left out."""
+    """The memories a question retrieves (hybrid search, read-only), tensions left out, and
+    the newer statement that updated any of them which the search missed (as recall joins
+    it, src/recall/current.py): evidence that holds only the earlier of two statements
+    invites an insight that states it as current (issue 37 item 5)."""
     try:
         qvec = (await ctx.embedder.embed([question], "RETRIEVAL_QUERY"))[0]
     except ProviderError as exc:
         log.warning("deep pass %d: question not embedded, full-text evidence only: %s", ctx.pass_id, exc)
         qvec = None
-    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=ctx.embedder.model_name,
+    model = ctx.embedder.model_name
+    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model,
                                limit=ctx.settings.deep.insight_evidence, now=ctx.now)
+    hits += await fetch_hits(ctx.pool, successors_missing(hits), qvec, embed_model=model, now=ctx.now)
     return [h for h in hits if h.memory_type not in ("tension",)]
 
 

@@ -13,7 +13,10 @@ surfaces first; nothing is deleted.
 Idempotent across passes, crashes and restarts: a cluster is identified by the hash
 of its sorted member ids, written in the same transaction as its insight; a memory
 that is already the source of a merge is not a candidate again (a new memory close
-to a merged cluster merges with the cluster's insight instead). A model's validated
+to a merged cluster merges with the cluster's insight instead). Nor is one a newer statement
+updated, or anything derived from it (clusters_repository.py): a merge is one present-tense
+memory, and "the appointment is on Tuesday" merged with "…on Thursday" would state both as
+current. A model's validated
 answer is saved (`answer:<fingerprint>`, the phase's unit payload) as soon as its
 batch is paid for, before any insight is written, as insights.py saves a question's:
 a pass killed between batches resumes with the answers it bought, not asking again.

@@ -27,6 +27,10 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
 
     An insight is a `reflection` that supersedes sources; a pair already judged a
     productive contradiction, or an insight already superseded, is not offered again.
+
+    A memory a newer statement updated (`memory_supersedes` via 'update', sql/153) is no
+    new information: it held until then, and rewriting an insight to agree with it would
+    state the earlier fact as current (issue 37 item 5). Its successor is screened instead.
     """
     return await db.fetch(
         """WITH fresh AS (
@@ -35,6 +39,7 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                   AND m.created_at <= $1
                   AND m.embedding IS NOT NULL AND m.embed_model = $4 AND m.memory_type <> 'reflection'
                   AND NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
+                  AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
                 ORDER BY m.created_at DESC LIMIT $5)
            SELECT f.id AS memory_id, f.content AS memory_content, f.embedding AS memory_embedding,
                   i.id AS insight_id, i.content AS insight_content, i.embedding AS insight_embedding,
@@ -45,7 +50,8 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                    FROM memories ins
                   WHERE ins.memory_type = 'reflection' AND ins.embed_model = $4 AND ins.id <> f.id
                     AND NOT (ins.metadata ? 'superseded_by')
-                    AND EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.insight_id = ins.id)
+                    -- derived from sources: an update link makes no insight
+                    AND EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.insight_id = ins.id AND s.via <> 'update')
                     AND NOT EXISTS (SELECT 1 FROM memory_supersedes s
                                      WHERE s.insight_id = ins.id AND s.source_id = f.id)
                   ORDER BY ins.embedding <=> f.embedding LIMIT 1) AS i

@@ -15,16 +15,25 @@ biologist") and for "I" only where the agent's own words or acts are the evidenc
 Shown raw, a small model wrote the user's "I am a marine biologist" as the mind's own
 insight. A phase passes a memory's speaker as `source_tag` and `metadata` (a row or a
 search hit), or a cluster's `speakers`; a memory with neither is shown as it is.
+
+When it was said (issue 37 item 5). An insights question shows each statement's date
+(src/recall/when.py, against the pass's `now`), and a statement a newer one updated
+(`memory_supersedes` via 'update', sql/153) as earlier: "[12] earlier, until 20 Nov 2026,
+since updated by [15]: The user said: I live in Porto (Tue 3 Mar 2026, 8 months ago)". It
+stays in the evidence (an insight about the change cites both), marked so the model does not
+state it as current (`EARLIER`); re-evaluation shows a source an update superseded the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from src.recall.speakers import Speaker, attributed, speaker_of
+from src.recall.when import memory_time, said_when, the_date
 from src.text import excerpt
 
 #: How the mind's memories speak of people: the user in the third person, "I" only for the
@@ -32,6 +41,17 @@ from src.text import excerpt
 VOICE = ("Each memory names who said it. Write about the user in the third person (\"The user …\"), "
          "never in the user's own words as if they were yours; write \"I\" only for what the agent "
          "itself said, thought or did.")
+
+
+#: What a statement marked earlier means, for the questions that show one.
+EARLIER = ("A statement marked \"earlier, until <date>\" was updated by a newer statement then: it held "
+           "until that date and is no longer current. Never state it as current: rest on the newer "
+           "statement, or say it in the past (\"until November 2026 the user lived in Porto\").")
+
+
+def _until(at: datetime) -> str:
+    """The mark of a statement a newer one updated when it was said at `at`."""
+    return f"earlier, until {the_date(at)}"
 
 
 def _speaker_from(item: Any) -> Speaker | None:
@@ -107,7 +127,8 @@ class Insights(BaseModel):
 
 class Statement(Protocol):
     """A piece of evidence an insights question shows (a search hit: its `source_tag` and
-    `metadata` name the speaker)."""
+    `metadata` name the speaker; its `event_time` and `created_at` when it was said; its
+    `superseded_by` and `superseded_at` the newer statement that updated it, and when)."""
 
     @property
     def id(self) -> int: ...
@@ -117,6 +138,20 @@ class Statement(Protocol):
 
 def _statement(item: Any, mid: int, text: str) -> str:
     return _source_line(mid, text, _speaker_from(item), INSIGHT_ITEM_CHARS)
+
+
+def _evidence_line(item: Any, shown: set[int], now: datetime | None) -> str:
+    """One statement of an insights question: marked earlier when a newer one updated it
+    (naming the newer when it is shown too), dated when the pass's `now` is given."""
+    line = _statement(item, item.id, item.content)
+    newer, until = getattr(item, "superseded_by", None), getattr(item, "superseded_at", None)
+    if until is not None:
+        named = f", since updated by [{newer}]" if newer in shown else ""
+        head = f"[{item.id}] "
+        line = f"{head}{_until(until)}{named}: {line[len(head):]}"
+    when = said_when(memory_time(getattr(item, "event_time", None), getattr(item, "created_at", None)),
+                     now) if now is not None else ""
+    return f"{line} ({when})" if when else line
 
 
 def questions_prompt(memories: Sequence[Mapping[str, Any]], themes: Sequence[str], n: int) -> str:
@@ -129,13 +164,17 @@ def questions_prompt(memories: Sequence[Mapping[str, Any]], themes: Sequence[str
               "questions we can answer about the subjects in them? Ask about the user as \"the user\".")
 
 
-def insights_prompt(question: str, evidence: Sequence[Statement], n: int) -> str:
-    """Phase 2: one question and its evidence → `n` cited insights."""
-    lines = [_statement(h, h.id, h.content) for h in evidence]
+def insights_prompt(question: str, evidence: Sequence[Statement], n: int, now: datetime | None = None) -> str:
+    """Phase 2: one question and its evidence → `n` cited insights. With the pass's `now`,
+    each statement says when it was said; a statement a newer one updated is marked earlier."""
+    shown = {h.id for h in evidence}
+    lines = [_evidence_line(h, shown, now) for h in evidence]
+    earlier = any(getattr(h, "superseded_at", None) is not None for h in evidence)
+    dated = "Each statement says when it was said. " if now is not None else ""
     return (f"Question: {question}\nStatements:\n" + "\n".join(lines)
             + f"\n\nWhat {n} high-level insights can you infer from the statements above that answer "
               "the question? For each, cite the ids of the statements it rests on (only ids shown above). "
-            + VOICE)
+            + dated + (f"{EARLIER} " if earlier else "") + VOICE)
 
 
 # --- narrative synthesis (§4.2) -------------------------------------------------------------
@@ -264,15 +303,24 @@ def conflict_prompt(insight: str, memory: str, speaker: Speaker | None = None) -
             "real tension, or `no_conflict` if they do not contradict.")
 
 
-def reevaluation_prompt(insight: str, sources: Sequence[tuple[str, float, bool]]) -> str:
-    """An insight and its sources as (text, current center, superseded) after they changed."""
-    lines = [f"- (weight {c:.2f}{', superseded' if gone else ''}) {t}" for t, c, gone in sources]
+def reevaluation_prompt(insight: str, sources: Sequence[tuple[Any, ...]]) -> str:
+    """An insight and its sources as (text, current center, superseded[, update]) after they
+    changed; `update`, when a newer statement updated the source, is (the newer text, when it
+    was said), else None: the source is shown as earlier, held until then (issue 37 item 5)."""
+    lines, any_earlier = [], False
+    for text, center, gone, *rest in sources:
+        update = rest[0] if rest else None
+        marks = [f"weight {center:.2f}"] + (["superseded"] if gone else [])
+        if update is not None:
+            any_earlier = True
+            marks.append(f"{_until(update[1])}, since updated: \"{excerpt(update[0], RECONSOLIDATION_TEXT_CHARS)}\"")
+        lines.append(f"- ({'; '.join(marks)}) {text}")
     return ("You maintain an agent's long-term memory; insights are general statements distilled "
             f"from its experiences.\n\nInsight:\n{insight[:RECONSOLIDATION_TEXT_CHARS]}\n\n"
             "The memories it was drawn from, as they stand now:\n"
             + "\n".join(lines)
             + "\n\nSome of them changed since the insight was formed. Answer `keep` if it still holds, "
-              "or `revise` with a corrected insight.")
+              "or `revise` with a corrected insight." + (f" {EARLIER}" if any_earlier else ""))
 
 
 # --- behavioural contradiction (§4.2) -------------------------------------------------------

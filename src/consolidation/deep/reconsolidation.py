@@ -11,9 +11,14 @@ one gets `contradict(superseded_contradict)` and `superseded_by`), or
 or `no_conflict`.
 
 Re-evaluation (EverMemOS). An insight whose sources changed since it was last
-evaluated (consolidation wrote a weight change for a source, or a source was itself
-superseded) goes to the model with its sources and their current weights: `keep`
-(marked evaluated) or `revise` (a new insight supersedes it, as above).
+evaluated (consolidation wrote a weight change for a source, a source was itself
+superseded, or a newer statement of the user updated one: issue 37 item 5) goes to the
+model with its sources and their current weights, an updated source marked earlier with
+the newer words: `keep` (marked evaluated) or `revise` (a new insight supersedes it, as
+above).
+
+A memory a newer statement updated is no new information for the conflict screen: it
+held until then (productive_contradictions_repository.conflicting_insights leaves it out).
 
 Every model call is bounded (`max_conflicts`, `max_reevaluations` and the pass's
 shared call budget). Offline (no model) both steps are skipped and logged.
@@ -186,8 +191,10 @@ async def run_reevaluation(ctx: DeepPassContext, counts: dict[str, int]) -> None
             ctx.skip("reconsolidation (re-evaluation beyond budget)", "the pass's LLM-call budget is spent")
             break
         gone = set(await memories_repository.superseded_ids(pool, row["source_ids"]))
-        sources = [(t, c, i in gone) for i, t, c in zip(row["source_ids"], row["source_contents"],
-                                                         row["source_centers"], strict=True)]
+        # a source a newer statement updated is shown as earlier, with the newer words
+        sources = [(t, c, i in gone, (u, at) if at is not None else None)
+                   for i, t, c, u, at in zip(row["source_ids"], row["source_contents"], row["source_centers"],
+                                             row["source_updates"], row["source_updated_at"], strict=True)]
         answer = await _ask(llm, budget, reevaluation_prompt(row["content"], sources), ReevaluationAnswer,
                             ctx.purpose)
         if answer is None:

@@ -156,7 +156,8 @@ async def ask_insights(ctx: DeepPassContext, question: str, evidence: Sequence[A
                        describe: dict[str, Any]) -> tuple[list[Any], int]:
     """One question's insights over `evidence` (each `.id` citable, nothing else), validated
     and saved like every batched answer; with the calls it spent. The insights phase and
-    the DMN's associations (`dmn_inputs.py`) ask the same way."""
+    the DMN's associations (`dmn_inputs.py`) ask the same way: each statement dated against
+    the pass's `now`, one a newer statement updated marked earlier (prompts.insights_prompt)."""
     allowed = {e.id for e in evidence}
 
     def validate(_b: Sequence, ans: Insights) -> None:
@@ -169,6 +170,6 @@ async def ask_insights(ctx: DeepPassContext, question: str, evidence: Sequence[A
 
     before = ctx.budget.used
     got = await ask_batched(ctx, [question], BatchQuestion(
-        question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question),
+        question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question, ctx.now),
         schema=Insights, validate=validate), batch_size=1, describe=lambda _q: describe)
     return got, ctx.budget.used - before

@@ -5,6 +5,12 @@ inserted with their initial Beta like every other writer, and linked to their so
 `why` (§4.2) walks the links back, and reconsolidation finds insights whose sources
 changed since. Weight columns are never written here.
 
+A link via 'update' (sql/153) is no derivation: a newer statement the user made supersedes
+an older one about the same subject, which stays stored as earlier. The readers here that
+mean "derived from" (an insight's sources, a merge's members) leave it out; `why`'s chain
+keeps it (src/consolidation/deep/why.py names it in words), and a source an update
+superseded is a changed source of the insights drawn from it.
+
 Every statement is set-based with bound parameters. Times written here are the
 caller's `now` (tests fix it); rows the weight choke point writes carry `now` in
 their evidence (`evidence->>'at'`), which is what the "already done since …" rules
@@ -31,6 +37,14 @@ if TYPE_CHECKING:
 #: tensions, reconsolidated insights): the mind's own conclusions, not new experience
 #: (checkpoints.new_experiences_since_last_pass leaves them out).
 SOURCE_TAG = "internal_consolidation"
+
+
+#: The memories superseded by an update (sql/153) and since when, as a relation (id, at)
+#: to join: `at` is when the first successor was stored, the mind's clock (the exit gate
+#: links a newer statement as it stores it; src/gates/updates.py). Fixed SQL.
+SUPERSEDED_BY_UPDATE = """(SELECT u.source_id AS id, min(n.created_at) AS at
+       FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
+      WHERE u.via = 'update' GROUP BY u.source_id)"""
 
 
 async def insert_memory(conn: asyncpg.Connection, memory: NewMemory, *, embedding: np.ndarray | None,
@@ -90,23 +104,39 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
     """Live insights a source of which changed since the insight was last evaluated.
 
     A source changed when one of SOURCE_CHANGE_ACTORS wrote a weight change for it, or
-    it was itself superseded (by another insight than this one) since the evaluation.
+    it was itself superseded (by another insight than this one) since the evaluation, or
+    a newer statement updated it since (an update stored after the evaluation: the insight
+    may now state an earlier fact as current, issue 37 item 5). Each source comes with
+    its newest update, if any (`source_updates`: the newer text; `source_updated_at`: when
+    it was said), for the question to show it as earlier.
     """
     return await db.fetch(
         """SELECT i.id, i.content,
                   array_agg(src.id ORDER BY src.id) AS source_ids,
                   array_agg(left(src.content, 400) ORDER BY src.id) AS source_contents,
                   array_agg(src.depth_weight_alpha / (src.depth_weight_alpha + src.depth_weight_beta)
-                            ORDER BY src.id) AS source_centers
+                            ORDER BY src.id) AS source_centers,
+                  array_agg(left(upd.content, 400) ORDER BY src.id) AS source_updates,
+                  array_agg(upd.said ORDER BY src.id) AS source_updated_at
              FROM memories i
-             JOIN memory_supersedes s ON s.insight_id = i.id
+             -- the insight's sources: what it was derived from, not what an update replaced
+             JOIN memory_supersedes s ON s.insight_id = i.id AND s.via <> 'update'
              JOIN memories src ON src.id = s.source_id
+             LEFT JOIN LATERAL (
+                 SELECT n.content, COALESCE(n.event_time, n.created_at) AS said
+                   FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
+                  WHERE u.source_id = src.id AND u.via = 'update'
+                  ORDER BY 2 DESC, n.id DESC LIMIT 1) upd ON true
             WHERE i.memory_type = 'reflection' AND NOT (i.metadata ? 'superseded_by')
             GROUP BY i.id
            HAVING bool_or((src.metadata ? 'superseded_by'
                            AND (src.metadata->>'superseded_by')::bigint <> i.id
                            AND (src.metadata->>'superseded_at')::timestamptz
                                > COALESCE((i.metadata->>'evaluated_at')::timestamptz, i.created_at))
+                          OR EXISTS (SELECT 1 FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
+                                      WHERE u.source_id = src.id AND u.via = 'update'
+                                        AND n.created_at > COALESCE((i.metadata->>'evaluated_at')::timestamptz,
+                                                                    i.created_at))
                           OR EXISTS (SELECT 1 FROM consolidation_log l
                                       WHERE l.memory_id = src.id
                                         AND l.actor = ANY($2::text[])
@@ -117,7 +147,9 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
 
 
 async def supersedes_chain(conn: Executor, memory_id: int, max_depth: int = 20) -> list[asyncpg.Record]:
-    """The memory and everything it was built from, depth-first order of discovery."""
+    """The memory and everything it was built from, depth-first order of discovery.
+
+    Every link, update links included (`via` says which): why.py names an update in words."""
     return await conn.fetch(
         """WITH RECURSIVE chain(id, parent, via, depth, path) AS (
                SELECT $1::bigint, NULL::bigint, NULL::text, 0, ARRAY[$1::bigint]

@@ -8,6 +8,14 @@ reinforced for `demotion_idle_days` (30) gets `contradict(demotion_amount)` at m
 once per `demotion_every_days` (7), until it falls to `demotion_min_center` (the
 dormant center): dormant, recoverable by a strong cue (§3.8), never deleted.
 
+A memory a newer statement updated (sql/153) fades (issue 37 item 5): recall keeps
+bringing it along with its successor (src/recall/current.py), which keeps an earlier fact
+in view, not in use. So both clocks count it idle from the update at the latest, and decay
+takes it whatever its access count (memories_repository.py `_LAST_USED`). Nothing else
+changes: the amounts are the same, the guardian's /protect still holds (an explicit
+choice, src/weights/protection.py), and the newer is measured like any other memory —
+the link never speeds its fading.
+
 Demotion passes the Two-Gate guardrail first (§5.3: "Two-Gate guardrail on every
 promotion/demotion"), the mirror of promotion's gates:
   1. validation margin = −utility: the memory's outcomes must not speak for it (its
@@ -48,10 +56,11 @@ async def run_decay(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSetti
     """§4.4 decay for old, rarely used rows; returns the decayed ids."""
     cfg = settings.decay
     rows = await repo.decay_candidates(pool, now, cfg.idle_days, cfg.max_access_count, cfg.max_per_pass)
-    changes = [WeightChange(r["id"], "contradict", cfg.amount, "decay",
-                            f"not accessed for {cfg.idle_days:g}+ days, {r['access_count']} access(es)",
+    changes = [WeightChange(r["id"], "contradict", cfg.amount, "decay", _decay_reason(r, cfg.idle_days),
                             {"at": now.isoformat(), "last_seen": r["last_seen"].isoformat(),
-                             "access_count": r["access_count"]}, forgetting="decay")
+                             "access_count": r["access_count"],
+                             **({"superseded_at": r["superseded_at"].isoformat()} if r["superseded_at"] else {})},
+                            forgetting="decay")
                for r in rows]
     outcomes = await apply_weight_changes(pool, changes, safety=safety)
     decayed = [o.memory_id for o in outcomes if o.blocked_by is None]
@@ -59,6 +68,12 @@ async def run_decay(pool: asyncpg.Pool, safety: Safety, settings: EvolutionSetti
     if len(rows) == cfg.max_per_pass:
         log.info("decay reached its per-pass bound (%d); the rest follow next pass", cfg.max_per_pass)
     return decayed
+
+
+def _decay_reason(r, idle_days: float) -> str:
+    if r["superseded_at"] is not None:
+        return f"updated by a newer statement; idle for {idle_days:g}+ days (recalls since the update do not count)"
+    return f"not accessed for {idle_days:g}+ days, {r['access_count']} access(es)"
 
 
 def demotion_tier(center: float, cfg: PromotionSettings) -> tuple[str, int]:

@@ -17,7 +17,15 @@ from datetime import datetime
 
 import asyncpg
 
+from src.consolidation.deep.supersedes_repository import SUPERSEDED_BY_UPDATE
 from src.db.sql import Executor
+
+#: When memory `m` was last used, on the mind's clock: its last access, else when it was
+#: stored. For a memory a newer statement updated (`sup`, SUPERSEDED_BY_UPDATE) no later
+#: than the update (not before it was stored): recall brings it along with its successor
+#: (src/recall/current.py), which keeps an earlier fact in view, not in use (issue 37 item 5).
+_LAST_USED = """CASE WHEN sup.at IS NULL THEN COALESCE(m.last_accessed, m.created_at)
+                 ELSE LEAST(COALESCE(m.last_accessed, m.created_at), GREATEST(sup.at, m.created_at)) END"""
 
 
 async def decay_candidates(db: Executor, now: datetime, idle_days: float, max_access_count: int,
@@ -28,18 +36,23 @@ async def decay_candidates(db: Executor, now: datetime, idle_days: float, max_ac
     Idle is measured on the mind's clock: since the last access, or since the mind stored
     the memory (`created_at`) — never since the `event_time` the content is about. An
     imported year-old conversation was learned today; it is not a year unused.
+
+    A memory a newer statement updated (sql/153) fades like an unused one (issue 37 item
+    5): idle since the update at the latest (`_LAST_USED`), and its access count does not
+    hold it (those were uses of a fact since replaced). `superseded_at` says when, None
+    for a current memory; the newer one is measured like any other.
     """
     return await db.fetch(
-        """SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta,
-                  COALESCE(m.last_accessed, m.created_at) AS last_seen, m.access_count
-             FROM memories m
-            WHERE NOT m.immutable AND m.access_count < $3
-              AND COALESCE(m.last_accessed, m.created_at) < $1::timestamptz - make_interval(secs => $2::float8)
+        """SELECT * FROM (
+               SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta,
+                      """ + _LAST_USED + """ AS last_seen, m.access_count, sup.at AS superseded_at
+                 FROM memories m LEFT JOIN """ + SUPERSEDED_BY_UPDATE + """ sup ON sup.id = m.id
+                WHERE NOT m.immutable AND (m.access_count < $3 OR sup.at IS NOT NULL)) c
+            WHERE c.last_seen < $1::timestamptz - make_interval(secs => $2::float8)
               AND NOT EXISTS (SELECT 1 FROM consolidation_log l
-                               WHERE l.memory_id = m.id AND l.actor = 'decay' AND l.evidence ? 'at'
-                                 AND (l.evidence->>'at')::timestamptz
-                                     >= COALESCE(m.last_accessed, m.created_at))
-            ORDER BY m.id LIMIT $4""",
+                               WHERE l.memory_id = c.id AND l.actor = 'decay' AND l.evidence ? 'at'
+                                 AND (l.evidence->>'at')::timestamptz >= c.last_seen)
+            ORDER BY c.id LIMIT $4""",
         now, idle_days * 86400.0, max_access_count, limit)
 
 
@@ -47,21 +60,22 @@ async def demotion_candidates(db: Executor, now: datetime, *, min_center: float,
                               idle_days: float, every_days: float, limit: int) -> list[asyncpg.Record]:
     """§4.3 demotion: promoted or goal-range memories no longer reinforced, least useful first.
 
-    Last reinforcement = the latest of their last access, their promotion and any
-    reinforcement in the audit log; demoted at most once per `every_days`, and a demotion
+    Last reinforcement = the latest of their last use (`_LAST_USED`: for a memory a newer
+    statement updated, no later than the update), their promotion and any reinforcement
+    in the audit log; demoted at most once per `every_days`, and a demotion
     the Two-Gate guardrail refused (an enforced `two_gate` event of actor demotion) is not
     tried again within `every_days` either.
     """
     return await db.fetch(
         """WITH w AS (
                SELECT m.id, m.depth_weight_alpha AS alpha, m.depth_weight_beta AS beta, m.utility_score,
-                      GREATEST(COALESCE(m.last_accessed, m.created_at), m.created_at,
+                      GREATEST(""" + _LAST_USED + """, m.created_at,
                                (SELECT max(p.at) FROM promotions p
                                  WHERE p.memory_id = m.id AND p.status = 'applied'),
                                (SELECT max((l.evidence->>'at')::timestamptz) FROM consolidation_log l
                                  WHERE l.memory_id = m.id AND l.operation = 'reinforce'
                                    AND l.evidence ? 'at')) AS last_reinforced
-                 FROM memories m
+                 FROM memories m LEFT JOIN """ + SUPERSEDED_BY_UPDATE + """ sup ON sup.id = m.id
                 WHERE NOT m.immutable
                   AND m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) > $2
                   AND (m.depth_weight_alpha / (m.depth_weight_alpha + m.depth_weight_beta) >= $3

@@ -9,6 +9,11 @@ the last sighting -> the goal tier; `identity_sightings` over `identity_span_day
 the identity tier. Each tier is granted once per memory (`promotions`); a memory that
 qualifies for identity straight away gets identity only.
 
+A memory a newer statement updated (sql/153) fades (issue 37 item 5): it is never
+promoted, a climb it was granted stops, and an approval still waiting for it is refused
+(`apply_approved`). An update link lends no sightings either way (promotions_repository.py
+says why).
+
 What a grant does. It sets a target center inside the tier's range (promotion_targets.py:
 the plan's amounts alone stop short of the ranges) and the memory climbs to it, one step
 per deep pass; a grant still climbing is *owed* (`remaining` > 0) and takes its step
@@ -332,6 +337,10 @@ async def apply_approved(ctx: approval_kinds.ApprovalContext, payload: Mapping[s
         memory_id)
     if row is None:
         return approval_kinds.Applied(False, f"memory {memory_id} no longer exists")
+    newer = await repo.updated_by(ctx.db, memory_id)
+    if newer is not None:
+        # approved before a newer statement updated it: an earlier fact is not promoted
+        return approval_kinds.Applied(False, f"memory {memory_id} was since updated by #{newer}: not promoted")
     cfg = ctx.settings.promotion
     goal_n, identity_n = await repo.tier_occupancy(ctx.db, cfg.goal_center, cfg.identity_center)
     state = PromotionState({"goal": goal_n, "identity": identity_n},

@@ -19,8 +19,16 @@ from typing import Any
 
 import asyncpg
 
+from src.consolidation.deep.supersedes_repository import SUPERSEDED_BY_UPDATE
 from src.db.sql import Executor, json_param
 
+# A memory a newer statement updated (sql/153) fades (issue 37 item 5): it is no candidate,
+# and its climb, if it was promoted before, stops (`promotions_owed`). An update link lends
+# no sightings either way: the newer was said, not derived from the older, so the older's
+# retrievals are uses of the earlier fact, not of the newer one (and recall brings the newer
+# along with the older, src/recall/current.py: those retrievals would count it twice); the
+# newer's own retrievals are its sightings. Nor does what derives from a memory (a merge, an
+# insight) take its retrievals after an update superseded it: they are of an earlier fact.
 _SIGHTINGS = """
 WITH sightings AS (
     SELECT m.id AS memory_id, t AS at
@@ -32,7 +40,10 @@ WITH sightings AS (
      WHERE l.actor = 'exit_gate' AND l.operation = 'reinforce' AND l.memory_id IS NOT NULL
     UNION ALL
     SELECT s.insight_id, t
-      FROM memory_supersedes s JOIN memories src ON src.id = s.source_id, unnest(src.access_timestamps) AS t
+      FROM memory_supersedes s JOIN memories src ON src.id = s.source_id
+      LEFT JOIN """ + SUPERSEDED_BY_UPDATE + """ sup ON sup.id = src.id,
+           unnest(src.access_timestamps) AS t
+     WHERE s.via <> 'update' AND (sup.at IS NULL OR t < sup.at)
 ),
 counted AS (
     SELECT memory_id, count(*) AS n, min(at) AS first_at, max(at) AS last_at
@@ -48,6 +59,7 @@ SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
            AS has_identity
   FROM counted c JOIN memories m ON m.id = c.memory_id
  WHERE NOT m.immutable
+   AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
  ORDER BY (c.memory_id = ANY($4::bigint[])) DESC, c.n DESC, c.memory_id
  LIMIT $3 + cardinality($4::bigint[])
 """
@@ -56,21 +68,31 @@ SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
 async def promotion_candidates(db: Executor, now: datetime, min_sightings: int, limit: int,
                                also: Sequence[int] = ()) -> list[asyncpg.Record]:
     """Memories with at least `min_sightings` sightings up to `now` (see promotion.py), and
-    the sightings of the memories `also` names (promotions still climbing) first."""
+    the sightings of the memories `also` names (promotions still climbing) first. None an
+    update superseded (`_SIGHTINGS`)."""
     return await db.fetch(_SIGHTINGS, now, min_sightings, limit, list(also))
 
 
 async def promotions_owed(db: Executor, limit: int, goal_target: float,
                           identity_target: float) -> list[asyncpg.Record]:
     """Applied promotions still climbing to their target; rows from before sql/125 (no
-    target of their own) climb to their tier's."""
+    target of their own) climb to their tier's. A memory an update superseded climbs no
+    further (`_SIGHTINGS`): the grant stays, and demotion takes it down (forgetting.py)."""
     return await db.fetch(
         """SELECT p.memory_id, p.tier, p.remaining, p.approval_id, m.depth_weight_alpha AS alpha,
                   m.depth_weight_beta AS beta, m.utility_score,
                   COALESCE(p.target_center, CASE p.tier WHEN 'identity' THEN $3::float8 ELSE $2::float8 END) AS target
              FROM promotions p JOIN memories m ON m.id = p.memory_id
             WHERE p.status = 'applied' AND p.remaining > 0 AND NOT m.immutable
+              AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
             ORDER BY p.at LIMIT $1""", limit, goal_target, identity_target)
+
+
+async def updated_by(db: Executor, memory_id: int) -> int | None:
+    """The newest statement that updated `memory_id` (sql/153), or None while it is current."""
+    return await db.fetchval(
+        """SELECT u.insight_id FROM memory_supersedes u WHERE u.source_id = $1 AND u.via = 'update'
+            ORDER BY u.insight_id DESC LIMIT 1""", memory_id)
 
 
 async def tier_occupancy(db: Executor, goal_center: float, identity_center: float) -> tuple[int, int]:

@@ -3,6 +3,12 @@
 A side table, not a column of `memories`, so marking a memory decayed costs no
 non-HOT update of the memory row. The nudge itself goes through the weight choke point;
 `centers` are the weights it starts from (Phase B's per-cycle baseline).
+
+A memory a newer statement updated (sql/153) is unused since the update whatever recall
+did with it after (issue 37 item 5): recall brings it along with its successor
+(src/recall/current.py), which keeps an earlier fact in view, not in use. The walk over
+the last-seen index does not meet such a memory while recall keeps it fresh;
+`superseded_due` finds those.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from src.consolidation.deep.supersedes_repository import SUPERSEDED_BY_UPDATE
 from src.db.sql import Executor
 
 DECAY_PAGE = """
@@ -48,6 +55,26 @@ async def decay_candidates(conn: Executor, unused_before: datetime, decayed_befo
     else:                                  # the end of the idle range: start over next time
         after = DecayWalk()
     return [r["id"] for r in due], after
+
+
+#: Superseded memories the walk does not meet (last seen after `$1`) whose update is older
+#: than `$1`, due for their nudge; the longest superseded first.
+SUPERSEDED_DUE = """
+SELECT s.id
+  FROM memory_standing s JOIN """ + SUPERSEDED_BY_UPDATE + """ sup ON sup.id = s.id
+  LEFT JOIN memory_decay_marks d ON d.memory_id = s.id
+ WHERE NOT s.immutable AND s.last_seen >= $1 AND sup.at < $1
+   AND (d.decayed_at IS NULL OR d.decayed_at < $2)
+ ORDER BY sup.at, s.id LIMIT $3"""
+
+
+async def superseded_due(conn: Executor, unused_before: datetime, decayed_before: datetime,
+                         limit: int) -> list[int]:
+    """Memories an update superseded before `unused_before` that recall kept fresh since, due
+    for their nudge (not nudged since `decayed_before`); at most `limit`."""
+    if limit <= 0:
+        return []
+    return [r["id"] for r in await conn.fetch(SUPERSEDED_DUE, unused_before, decayed_before, limit)]
 
 
 async def mark_decayed(conn: Executor, ids: Sequence[int], at: datetime) -> None:

@@ -3,7 +3,8 @@
 One ticker task wakes every `light.tick_s` and runs whichever operations are due;
 each has its own minimum interval, so none can thrash:
 
-- decay: memories unused (not retrieved; never-retrieved ones count from creation)
+- decay: memories unused (not retrieved; never-retrieved ones count from creation;
+  one a newer statement updated, from the update at the latest: sql/153, issue 37 item 5)
   for `unused_after_days` get contradict(0.01) through the weight choke point, at most
   once per `decay_period_hours` each and at most `decay_batch` per tick (one set-based
   call: one SELECT, one UPDATE, one summary audit row per tick, not one per memory —
@@ -142,23 +143,30 @@ class LightTicker:
         return sum((await enforce_retention(self.pool, self.settings.light.retention, now)).values())
 
     async def decay(self, now: datetime) -> int:
-        """contradict(decay_amount) for unused memories due for their nudge; how many."""
+        """contradict(decay_amount) for unused memories due for their nudge; how many. A memory
+        a newer statement updated counts unused since the update (decay_marks_repository.py),
+        in the room the walk's batch leaves."""
         light = self.settings.light
+        unused_before = now - timedelta(days=light.unused_after_days)
+        decayed_before = now - timedelta(hours=light.decay_period_hours)
         async with self.pool.acquire() as conn, conn.transaction():
             ids, self._decay_walk = await decay_marks_repository.decay_candidates(
-                conn, now - timedelta(days=light.unused_after_days),
-                now - timedelta(hours=light.decay_period_hours), light.decay_batch, self._decay_walk,
+                conn, unused_before, decayed_before, light.decay_batch, self._decay_walk,
                 DECAY_PAGE_FACTOR * light.decay_batch)
-            if not ids:
+            earlier = await decay_marks_repository.superseded_due(conn, unused_before, decayed_before,
+                                                                  light.decay_batch - len(ids))
+            if not ids and not earlier:
                 return 0
-            baseline = await decay_marks_repository.centers(conn, ids)
-            reason = f"decay: not retrieved for {light.unused_after_days:g}+ days"
+            baseline = await decay_marks_repository.centers(conn, ids + earlier)
+            reasons = {False: f"decay: not retrieved for {light.unused_after_days:g}+ days",
+                       True: f"decay: updated by a newer statement {light.unused_after_days:g}+ days ago"}
             outcomes = await apply_weight_changes(conn, [
-                WeightChange(mid, "contradict", light.decay_amount, ACTOR, reason,
+                WeightChange(mid, "contradict", light.decay_amount, ACTOR, reasons[superseded],
                              cycle_baseline_center=baseline.get(mid), forgetting="decay",
-                             audit="summary") for mid in ids],
+                             audit="summary")
+                for superseded, group in ((False, ids), (True, earlier)) for mid in group],
                 safety=self.safety)
-            await decay_marks_repository.mark_decayed(conn, ids, now)
+            await decay_marks_repository.mark_decayed(conn, ids + earlier, now)
         return sum(1 for o in outcomes if o.applied > 0)
 
     async def co_access(self, now: datetime) -> int:
