@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -154,7 +155,11 @@ async def test_command_line_why_prints_the_chain(db_dsn):
         subprocess.run, [sys.executable, "-m", "src.consolidation", "why", str(ins)], cwd=ROOT,
         env=agent_env(DATABASE_URL=db_dsn), capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
-    assert result.stdout.decode().splitlines() == [
-        f"#{ins} [reflection] 2026-11-02 10:00 center 0.20 (Beta 1.00, 4.00) I like the sea",
-        f"  #{src} [episodic <- merge] 2026-11-01 09:30 center 0.20 (Beta 1.00, 4.00) I saw the\\x1b[31m sea",
-    ]
+    # dated in words against the wall clock (the relative part moves with it)
+    ago = r"\d+ (?:days|weeks|months|years) ago"
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(rf"#{ins} \[reflection\] said Mon 2 Nov 2026, {ago}; center 0\.20 \(Beta 1\.00, 4\.00\) "
+                        r"I like the sea", lines[0]), lines[0]
+    assert re.fullmatch(rf"  #{src} \[episodic <- merge\] said Sun 1 Nov 2026, {ago}; center 0\.20 "
+                        r"\(Beta 1\.00, 4\.00\) I saw the\\x1b\[31m sea", lines[1]), lines[1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
+from datetime import UTC, datetime
 
 from src.cli_runner import run_entry
 from src.config import Settings
@@ -33,7 +34,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     db = await open_database(settings.database)
     try:
         if args.command == "why":
-            print(format_chain(args.memory_id, await why_do_i_believe(db.pool, args.memory_id)))
+            print(format_chain(args.memory_id, await why_do_i_believe(db.pool, args.memory_id), now=datetime.now(UTC)))
             return 0
         if args.command == "history":
             print(await weight_history_text(db.pool, args.memory_id))
