@@ -16,9 +16,11 @@ NOW = datetime(2026, 11, 28, 16, 0, tzinfo=UTC)          # a Saturday
 LAST_WEEK = [("I went hiking in the Peak District with Tom.", 10),      # Wed 18 Nov
              ("I finally fixed the leaking tap in the bathroom.", 8),    # Fri 20 Nov
              ("I had dinner at the new Korean place on Oak Street.", 12)]  # Mon 16 Nov
-OTHER_TIMES = [("I went to the cinema to see a film.", 2), ("I did the weekly shop at the market.", 3),
-               ("I went swimming at the leisure centre.", 40), ("I did some gardening at home.", 60),
-               ("I went running along the river.", 25), ("I did my tax return.", 100)]
+# other events of the user at other times; none shares a word with the question but "I" (the
+# fake embedder matches words only: a shared "did" would be a match no real embedder makes)
+OTHER_TIMES = [("I went to the cinema to see a film.", 2), ("I bought groceries at the market.", 3),
+               ("I went swimming at the leisure centre.", 40), ("I spent a morning gardening.", 60),
+               ("I went running along the river.", 25), ("I finished my tax return.", 100)]
 
 
 async def _dated_store(pool) -> None:
@@ -51,3 +53,16 @@ async def test_a_question_without_a_time_is_not_narrowed(pool):
     await _dated_store(pool)
     ranked = await _ranked(pool, "What did I do?")
     assert set(ranked[:3]) != {text for text, _ in LAST_WEEK}, ranked
+
+
+async def test_a_when_question_favours_the_memory_whose_words_name_the_time(pool):
+    await _dated_store(pool)
+    store = MemoryStore(pool, HashEmbedder())
+    for text in ("I moved to Leeds with my partner.", "I moved to Leeds with my partner on 3 March."):
+        mid = await store.store(NewMemory(text, "episodic", source_tag="external_user"))
+        await pool.execute("UPDATE memories SET created_at = $2, event_time = $2 WHERE id = $1",
+                           mid, NOW - timedelta(days=200))
+    ranked = await _ranked(pool, "When did I move to Leeds with my partner?")
+    assert ranked[0] == "I moved to Leeds with my partner on 3 March.", ranked
+    plain = await _ranked(pool, "Did I move to Leeds with my partner?")      # no "when": no favour
+    assert plain[0] == "I moved to Leeds with my partner.", plain

@@ -59,7 +59,7 @@ from src.recall.rerank import RerankResult
 from src.recall.scoring import Focus, Recalled, about_user, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
-from src.recall.timeframe import TimeFrame, asks_before, asks_when, question_time
+from src.recall.timeframe import TimeFrame, asks_before, question_time
 from src.recall.working import WorkingHit, recall_working
 from src.text import clean_text
 from src.weights.safety import Safety
@@ -203,8 +203,8 @@ class Retriever:
                             arms.w_recency)
             scored = in_time.boost_in_frame(score(hits, found.rng, now, cfg, scoring, spread, found.blend, seeds),
                                             found.frame, cfg.frame_boost)
-            if asks_when(query):
-                scored = in_time.boost_dated(scored, cfg.when_boost)
+            if in_time.asks_date(query):
+                scored = in_time.boost_dated(scored, cfg.when_boost, cfg.limit)
             scored = current.current_first(scored, looking_back=looking_back, same_subject=cfg.current_same_subject,
                                            close=cfg.current_close)
             top = self._awake_top(scored)

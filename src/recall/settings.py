@@ -116,11 +116,11 @@ class RetrievalSettings(_Section):
     current_close: float = Field(0.7, ge=0, le=1)
     # A question that names a period (src/recall/in_time.py): that period's memories nearest
     # the question join the candidates (0: none) and score `frame_boost` times their weight; a
-    # question asking when favours memories whose words name a time by `when_boost`. REALTALK's
-    # tune half (36 questions naming a time, 81 asking when) cannot tell boosts 1.5-3 apart; a
-    # diary's "What did I do last week?" needs 3 (tests/test_recall_in_time.py)
+    # question asking when favours memories whose words name a time by `when_boost` (REALTALK's
+    # tune half, 43 questions naming a time, 84 asking when: boost 1.5 best at @5, 3 lost 4
+    # points there; bench_realconv --time, notes.md)
     frame_join: int = Field(10, ge=0)
-    frame_boost: float = Field(3.0, ge=1)
+    frame_boost: float = Field(1.5, ge=1)
     when_boost: float = Field(1.5, ge=1)
     act_r: ActRSettings = ActRSettings()
 

@@ -2,35 +2,67 @@
 
 `question_time(text, now)` gives the period a question names as a `TimeFrame` (UTC, start
 inclusive, end exclusive, either side open), or None; src/recall/in_time.py narrows and
-boosts recall with it. `asks_when` tells a question that asks *when* something happened;
-`asks_before` one that asks about an earlier state ("Where did my sister live before?",
-src/recall/current.py ranks the superseded statement first for it).
+boosts recall with it, and reads the memories' own words with it for a question that
+`asks_when`. `asks_before` tells a question about an earlier state ("Where did my sister live
+before?"), for which src/recall/current.py ranks the superseded statement first.
 
-The library is parsedatetime (Apache-2.0): month and weekday names, relative phrases ("three
-days ago", "last month") and absolute dates are its; it finds the phrase in a sentence
-(`Calendar.nlp`) and says how exact it is (`pdtContext` accuracy), which sets the period's
-width. Measured on REALTALK's questions that name a time (notes.md): it finds about as many
-as dateparser's `search_dates` at a twentieth of the time (~0.2 ms against ~5 ms a
-question: recall runs every turn). What it gets wrong for questions, mended here:
-- it reads a bare month or weekday forward ("in May" in November: next May); a question
-  asks about the past, so a period after `now` moves back a year (a month) or a week (a day);
-- a bare number ("my locker code 7419") comes back with no accuracy: no period;
-- "in 2023" it reads as a time of day: a year on its own is read here as that year;
-- it knows no holidays: `HOLIDAYS` names the few whose date is fixed;
-- "a few years ago" it does not count: read as "3 years ago" (`_VAGUE_COUNTS`).
-Widths: a day; a week is the calendar week (Monday to Sunday) the date falls in; a month;
-a year; "N years ago" a year wide centred on that date (people round: "two years ago" means
-about then). "before X" / "until X" end at X's period, "after X" / "since X" start after
-(since: at) it. "before I moved" names an event, not a date: no period (the event's memory
-says when it was, src/recall/current.py links what it changed).
-The text is cut to `MAX_CHARS` first: a question is short, and the parser's regular
-expressions run over all of it.
+The library is parsedatetime (Apache-2.0). Month and weekday names, counts ("three days
+ago"), relative words ("last month") and written dates are its; it finds the phrase in a
+sentence (`Calendar.nlp`) and says how exact it is (`pdtContext.accuracy`), which sets the
+period's width. dateparser (BSD-3-Clause) was measured beside it on the 62 REALTALK questions
+(bench/realconv_dataset.py) that name a time: alone it finds a date in more of them (54
+against 38: it reads "14.01.2024" and "the 17th of January"), but with the mending below
+around each, parsedatetime frames all 62 and dateparser 53, and parsedatetime takes a third
+of dateparser's time at the median and a tenth at the 99th percentile (0.08 and 0.25 ms a
+question), with no dependency of its own. Recall runs every user turn and reads each
+candidate's words for a question that asks when, so speed decides.
+
+Widths, from what was named:
+- a day ("yesterday", "on Tuesday", "5 January 2024", "three days ago", "last night");
+- a calendar week, Monday to Sunday ("last week", "this week", "two weeks ago"); a weekend,
+  Saturday and Sunday ("last weekend");
+- a month ("last month", "in May", "a month ago"); a year ("in 2023", "last year");
+- "N years ago": a year wide centred on that day, since people round ("two years ago" is
+  about then, not that calendar year);
+- vague counts ("a few years ago", "a couple of days ago") read as 3 (a couple: 2) and
+  widened: a year wide for years as above, else one unit either side of the named one;
+- "the past week", "the last three days": from that many units back to the end of today;
+- holidays with a fixed date (`HOLIDAYS`), which the parser does not know: "at Christmas"
+  is 24-26 December; New Year is the night it spans (31 December and 1 January);
+- "before X" / "prior to X" end where X starts; "by X" / "until X" where X ends; "after X"
+  starts where X ends; "since X" / "from X" where X starts.
+A name without a year means its most recent occurrence not after `now` ("in May" in
+November: this May; "on Tuesday" on a Saturday: four days ago), since a question mostly asks
+about the past; a question that looks ahead ("will", "planning", "next") keeps the parser's
+forward reading. "before I moved" names an event, not a date: no period (that event's own
+memory says when it was).
+
+What the parser gets wrong for questions, mended here:
+- "May I ask", "I may go": a month or weekday name alone counts only after a preposition
+  ("in May", "on Tuesday") or capitalised inside the sentence ("What did I eat Tuesday?");
+- durations read as offsets ("for 3 days", "once a month"): a count of units counts only
+  with "ago" (or "last/this/next week|month|year");
+- a time of day alone ("a morning walk", "at 5pm", "lunch") is no period; with a day word
+  ("this morning", "last night") it is that day;
+- a bare number ("my locker code 7419", "op 118") and a year alone ("2025", which it reads
+  as 20:25) are no period; a year after a preposition or a season ("in 2023", "spring of
+  2024") is that year;
+- titles in double quotes ("11/22/63") are not read;
+- it reads "before X" / "after X" as X shifted by a year: those words are hidden from it;
+- dotted and dashed dates are day first ("10.01.2024" is 10 January, as everywhere dots are
+  written); slashed ones month first unless the first number passes 12.
+The text is cut to `MAX_CHARS` first and its runs of spaces and control characters made one
+space: the parser's time grows with the square of the text (measured: 500 characters of
+dates 6.5 ms, 300 of them 2.6 ms, 500 spaces 40 ms; 300 characters of nothing but numeric
+dates, the worst found, 13 ms), while REALTALK's longest question has 160 characters (99th
+percentile 118); dates past that are a pasted page's, not the question's.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -38,31 +70,80 @@ import parsedatetime
 
 log = logging.getLogger(__name__)
 
-#: Characters of a question given to the parser.
-MAX_CHARS = 500
-#: Holidays with a fixed date: (month, first day, days).
-HOLIDAYS = {"christmas": (12, 24, 3), "xmas": (12, 24, 3), "new year's eve": (12, 31, 1),
-            "new year": (1, 1, 1), "halloween": (10, 31, 1), "valentine's day": (2, 14, 1),
-            "bonfire night": (11, 5, 1)}
-_YEAR = re.compile(r"\b(?:in|during|of|from)\s+((?:19|20)\d{2})\b", re.I)
+#: Characters of a question read.
+MAX_CHARS = 300
+#: Holidays with a fixed date, as patterns: (month, day, first day's offset from it, days).
+HOLIDAYS: dict[str, tuple[int, int, int, int]] = {
+    r"christmas eve": (12, 24, 0, 1),
+    r"christmas day": (12, 25, 0, 1),
+    r"boxing day": (12, 26, 0, 1),
+    r"christmas|xmas": (12, 25, -1, 3),
+    r"new years? eve|new year's eve": (12, 31, 0, 1),
+    r"new years? day|new year's day": (1, 1, 0, 1),
+    r"new years?|new year's": (1, 1, -1, 2),
+    r"halloween": (10, 31, 0, 1),
+    r"valentines? day|valentine's day": (2, 14, 0, 1),
+    r"st\.? patrick's day|st\.? patricks day": (3, 17, 0, 1),
+}
 #: Vague counts the parser does not read, as the number people usually mean.
-_VAGUE_COUNTS = {"a few": "3", "a couple of": "2", "a couple": "2", "several": "4", "some": "3"}
-_VAGUE = re.compile(r"\b(a few|a couple of|a couple|several|some)\s+(?=(?:days|weeks|months|years)\s+ago\b)", re.I)
-_OPEN_BEFORE = ("before", "until", "till", "prior to", "by")
-_OPEN_AFTER = ("after", "since")
-_WHEN = re.compile(r"^\s*(?:and\s+|so\s+|but\s+)?(?:when|since when|what date|which date|what day|what year|"
-                   r"which year|what month|which month|how long ago|how many (?:days|weeks|months|years) ago)\b",
-                   re.I)
-_WHEN_INSIDE = re.compile(r"[,;:]\s*(?:when|what date|how long ago)\b(?!\s+(?:i|we|you|he|she|they)\s+"
-                          r"(?:was|were|am|is|are)\s+(?:young|little|small|a kid|a child)\b)", re.I)
-_BEFORE = re.compile(r"\b(?:before|used to|use to|previously|originally|formerly|at first|at the start|"
-                     r"in the past|back then|earlier|anymore|any more|no longer|(?:my|our|his|her|the) "
-                     r"(?:old|former|previous|last|ex)\b|ex-)", re.I)
-#: "before" that opens a clause about a routine is no look back ("before I go to bed").
-_BEFORE_ROUTINE = re.compile(r"\bbefore\s+(?:i|we|you)\s+(?:go|leave|sleep|eat|start|get|do)\b", re.I)
+VAGUE_COUNTS = {"a few": "3", "few": "3", "a couple of": "2", "a couple": "2", "couple of": "2",
+                "several": "4", "some": "3"}
 
-_CALENDAR = parsedatetime.Calendar(version=parsedatetime.VERSION_CONTEXT_STYLE)
+_YEAR_NUM = r"(?:19|20)\d{2}"
+_HOLIDAY = re.compile(rf"(?:\b({_YEAR_NUM})\s+)?\b({'|'.join(HOLIDAYS)})\b(?:\s+({_YEAR_NUM})\b)?", re.I)
+_HOLIDAY_KEYS = [(re.compile(key, re.I), spec) for key, spec in HOLIDAYS.items()]
+_YEAR = re.compile(rf"\b(?:(?:spring|summer|autumn|fall|winter)\s+(?:of\s+)?|(?:in|during|of|from|since|before|"
+                   rf"after|until|till|by)\s+(?:the\s+year\s+)?)({_YEAR_NUM})\b(?![./:-]?\d)", re.I)
+_VAGUE = re.compile(r"\b(a few|a couple of|a couple|several|some)(?=\s+(?:days|weeks|months|years)\s+ago\b)",
+                    re.I)
+_ROLLING = re.compile(r"\b(?:(?:the\s+)?past\s+(?:([a-z0-9-]+(?:\s+of)?)\s+)?(day|week|month|year)s?|"
+                      r"(?:the\s+)?last\s+([a-z0-9-]+(?:\s+of)?)\s+(day|week|month|year)s)\b", re.I)
+_WEEKEND = re.compile(r"\b(last|past|this|next|the)\s+weekend\b", re.I)
+_QUOTED = re.compile(r'"[^"]*"|\u201c[^\u201d]*\u201d')
+_BLANK = re.compile(r"[\s\x00-\x1f\x7f]+")
+_ORDINAL_OF = re.compile(r"\b(\d{1,2}(?:st|nd|rd|th)?)\s+of(?=\s+[a-z])", re.I)
+#: The parser's own modifiers, read here instead (see the module doc).
+_MASK = re.compile(r"\b(?:before|after|prior to|prior|from)\b", re.I)
+_NUMERIC_DATE = re.compile(r"\b(\d{1,2})([./-])\d{1,2}\2\d{2,4}\b")
+_OPEN_HEAD = re.compile(r"\b(before|prior to|until|till|by|after|since|from)\s*(?:the\s+)?$", re.I)
+_OPEN_START = re.compile(r"(before|prior to|until|till|by|after|since|from)\b", re.I)
+_OPEN_INSIDE = re.compile(r"\b(before|prior to|after)\b", re.I)
+_ENDS_AT_START = ("before", "prior to")
+_ENDS_AT_END = ("until", "till", "by")
+_STARTS_AT_END = ("after",)
+_FORWARD = re.compile(r"\b(?:will|shall|gonna|going to|plan|plans|planning|planned|schedule|scheduled|"
+                      r"upcoming|next|tomorrow|coming)\b|'ll\b", re.I)
+_UNIT_END = re.compile(r"\b(?:second|minute|hour|day|week|fortnight|month|year)s?$")
+_RELATIVE_UNIT = re.compile(r"\b(?:last|this|next)\s+(?:week|month|year)$")
+_DAY_WORD = re.compile(r"\b(?:this|last|tonight|today|yesterday|tomorrow)\b")
+_NAME_CUE = re.compile(r"\b(?:in|on|during|since|before|after|until|till|of|from|last|this|next|early|"
+                       r"late|mid|end of|start of|beginning of|through|throughout)\s*-?\s*$", re.I)
+_NAME_START = re.compile(r"(?:on|in|last|this|next|since|until|end|start|beginning|middle)\b", re.I)
 _CTX = parsedatetime.pdtContext
+_DATE_BITS = _CTX.ACU_YEAR | _CTX.ACU_MONTH | _CTX.ACU_WEEK | _CTX.ACU_DAY
+
+_WHEN_AUX = r"(?:did|do|does|was|were|is|are|am|will|would|have|has|had|can|could|should|shall)"
+_WHEN_START = re.compile(
+    r"^\W*(?:(?:and|so|but|then|ok|okay|also|hey|remind me|tell me|do you (?:know|remember)|"
+    r"can you (?:tell me|remind me))[\s,]+)?"
+    r"(?:since when|until when|how long ago|how long has it been since|how long since|"
+    r"how many (?:days|weeks|months|years) ago|what(?:'s| is| was) the date|"
+    r"(?:(?:on|in|at|during|by)\s+)?(?:what|which)\s+(?:date|day|year|month|week|time)(?!\s+is\s+it\b))\b",
+    re.I)
+_WHEN_WORD = re.compile(r"^\W*(?:(?:and|so|but|then|also)[\s,]+)?when\s+(\S+)", re.I)
+_WHEN_INSIDE = re.compile(rf"(?:[,;:]|\band\b|\bor\b)\s*when\s+{_WHEN_AUX}\b|"
+                          r"\b(?:remember|recall|know|tell me|remind me)\s+when\b", re.I)
+_MAIN_QUESTION = re.compile(rf",\s*((?:what|where|who|whom|which|how|why|{_WHEN_AUX}|when)\b.*)$", re.I | re.S)
+_BEFORE_CUES = re.compile(r"\bused to\b|(?:^\W*|\b(?:what|where|who|which|how|when|why)\s+)did(?:n't| not)?\s+\w+(?:\s+\w+)?\s+"
+                          r"use to\b|\b(?:previously|previous|originally|"
+                          r"formerly|at first|at the start|in the past|back then|back in the day|anymore|any more|"
+                          r"no longer|(?:my|our|his|her|their|your) (?:old|former)\b)", re.I)
+_BEFORE = re.compile(r"\bbefore\b", re.I)
+_PAST = re.compile(r"\b(?:did|was|were|had|used|went)\b|\b[a-z]{2,}ed\b", re.I)
+#: Any instant: whether a date follows "before" does not depend on when the question is asked.
+_ANY_NOW = datetime(2000, 1, 1, tzinfo=UTC)
+
+_local = threading.local()     # a Calendar keeps a context stack while it parses: one a thread
 
 
 @dataclass(frozen=True)
@@ -81,90 +162,237 @@ class TimeFrame:
 def question_time(text: str, now: datetime) -> TimeFrame | None:
     """The period `text` names, relative to `now`, or None (never raises)."""
     try:
-        return _question_time(str(text)[:MAX_CHARS].replace("\u2019", "'"), _utc(now))
+        return _question_time(_clean(text), _utc(now))
     except Exception as exc:     # a parser's error must not cost a recall
-        log.debug("no time read from a question: %s", exc)
+        log.debug("no time read from a question: %r", exc)
         return None
 
 
 def asks_when(text: str) -> bool:
     """Whether the question asks when something happened ("When did I move to Leeds?")."""
-    text = str(text)[:MAX_CHARS]
-    return bool(_WHEN.search(text) or _WHEN_INSIDE.search(text))
+    try:
+        return _asks_when(_clean(text).replace("\u2019", "'"))
+    except Exception as exc:
+        log.debug("asks_when failed: %r", exc)
+        return False
 
 
 def asks_before(text: str) -> bool:
-    """Whether the question asks about an earlier state, not the current one."""
-    text = str(text)[:MAX_CHARS].replace("\u2019", "'")
-    found = _BEFORE.search(text)
-    return found is not None and not _BEFORE_ROUTINE.search(text)
+    """Whether the question asks about an earlier state, not the current one.
+
+    "before" counts in a question put in the past ("Where did she live before?", "What was my
+    salary before the raise?"), not in one about a routine ("What do I take before bed?"), and
+    not before a date ("What did I watch before 7 Jan 2024?"): that is a period, read by
+    `question_time`, whose newest statement is the answer.
+    """
+    try:
+        text = _clean(text).replace("\u2019", "'")
+        if _BEFORE_CUES.search(text):
+            return True
+        if not _BEFORE.search(text) or not _PAST.search(text):
+            return False
+        frame = question_time(text, _ANY_NOW)
+        return frame is None or frame.start is not None
+    except Exception as exc:
+        log.debug("asks_before failed: %r", exc)
+        return False
+
+
+def _asks_when(text: str) -> bool:
+    if _WHEN_START.search(text) or _WHEN_INSIDE.search(text):
+        return True
+    word = _WHEN_WORD.search(text)
+    if word is None:
+        return False
+    if re.fullmatch(_WHEN_AUX, word.group(1), re.I):
+        return True
+    # "When I was young, what did I play?": a clause; the question is what follows it
+    main = _MAIN_QUESTION.search(text, word.end())
+    return True if main is None else _asks_when(main.group(1))
+
+
+def _clean(text: object) -> str:
+    """The first `MAX_CHARS` characters, each run of spaces or control characters one space
+    (the parser is slowest on long runs of spaces: module doc)."""
+    return _BLANK.sub(" ", str(text)[:MAX_CHARS])
 
 
 def _question_time(text: str, now: datetime) -> TimeFrame | None:
-    lower = text.lower()
-    for name, (month, day, days) in HOLIDAYS.items():
-        if re.search(rf"\b{re.escape(name)}\b", lower):
-            start = datetime(now.year, month, day, tzinfo=UTC)
-            if start > now:
-                start = start.replace(year=now.year - 1)
-            return _opened(lower, name, TimeFrame(start, start + timedelta(days=days), name))
-    year = _YEAR.search(text)
-    if year is not None:
-        start = datetime(int(year.group(1)), 1, 1, tzinfo=UTC)
-        return _opened(lower, year.group(0).lower(), TimeFrame(start, start.replace(year=start.year + 1),
-                                                               year.group(0)))
-    # the parser counts in numbers: "a few years ago" is about three
-    counted = _VAGUE.sub(lambda m: _VAGUE_COUNTS[m.group(1).lower()] + " ", text)
-    found = _CALENDAR.nlp(counted, sourceTime=now.replace(tzinfo=None))
-    for at, ctx, _, _, phrase in found or ():
-        frame = _frame(at.replace(tzinfo=UTC), ctx, phrase.strip(), now)
-        if frame is not None:
-            return _opened(lower, phrase.strip().lower(), frame)
-    return None
+    # every rewrite keeps the length, so a position in `scan` is one in `text`
+    scan = text.replace("\u2019", "'")
+    scan = _QUOTED.sub(lambda m: "_" * len(m.group()), scan)    # not spaces: see _clean
+    scan = _ORDINAL_OF.sub(lambda m: m.group(1) + " " * (len(m.group()) - len(m.group(1))), scan)
+    vague: list[tuple[int, int]] = []
+    for m in _VAGUE.finditer(scan):
+        vague.append(m.span())
+    scan = _VAGUE.sub(lambda m: VAGUE_COUNTS[m.group(1).lower()].ljust(len(m.group())), scan)
+    lower = scan.lower()
+    forward = _FORWARD.search(lower) is not None
+
+    found: list[tuple[int, int, datetime, datetime, bool]] = []   # start, end, from, to, may open
+    found += _holidays(lower, now)
+    found += _weekends(lower, now, forward)
+    found += _rolling(scan, now)
+    for m in _YEAR.finditer(scan):
+        first = datetime(int(m.group(1)), 1, 1, tzinfo=UTC)
+        found.append((m.start(), m.end(), first, first.replace(year=first.year + 1), True))
+    masked, parsed = _parse(scan, now)
+    for at, ctx, start, end, phrase in parsed:
+        if masked[start:end] != phrase or any(start < e and s < end for s, e, *_ in found):
+            continue                    # the indices are the parser's: trust them only when they fit
+        start += len(phrase) - len(phrase.lstrip())
+        is_vague = any(start < e and s < end for s, e in vague)
+        period = _period(at.replace(tzinfo=UTC), ctx.accuracy, scan, start, end, now, forward, is_vague)
+        if period is not None:
+            found.append((start, end, *period, True))
+    if not found:
+        return None
+    start, end, first, after, may_open = min(found, key=lambda f: (f[0], -f[1]))
+    return _opened(text, lower, start, end, first, after) if may_open else \
+        TimeFrame(first, after, text[start:end].strip())
 
 
-def _frame(at: datetime, ctx, phrase: str, now: datetime) -> TimeFrame | None:
-    """The period of one parsed phrase, by how exact the parser says it is."""
-    acc = ctx.accuracy
-    if not acc or not re.search(r"[a-z]", phrase.lower()):
-        return None                     # a bare number: a code, a count, no time
+def _parse(scan: str, now: datetime) -> tuple[str, tuple]:
+    """The text the parser read (before/after hidden) and its finds: (when, context, start,
+    end, phrase) each."""
+    masked = _MASK.sub(lambda m: " " * len(m.group()), scan)
+    numeric = _NUMERIC_DATE.search(masked)
+    day_first = numeric is not None and (numeric.group(2) != "/" or int(numeric.group(1)) > 12)
+    return masked, _calendar(day_first).nlp(masked, sourceTime=now.replace(tzinfo=None)) or ()
+
+
+def _calendar(day_first: bool) -> parsedatetime.Calendar:
+    key = "day_first" if day_first else "month_first"
+    cal = getattr(_local, key, None)
+    if cal is None:
+        locale = "en_AU" if day_first else "en_US"    # the same English names, the day first
+        cal = parsedatetime.Calendar(parsedatetime.Constants(locale),
+                                     version=parsedatetime.VERSION_CONTEXT_STYLE)
+        setattr(_local, key, cal)
+    return cal
+
+
+def _period(at: datetime, acc: int, scan: str, start: int, end: int, now: datetime, forward: bool,
+            vague: bool) -> tuple[datetime, datetime] | None:
+    """The period of one parsed phrase, by how exact the parser says it is; None for a false find."""
+    said = " ".join(scan[start:end].lower().split())
+    if not acc or not re.search(r"[a-z]|\d\D+\d", said):
+        return None                     # a bare number: a code, a count
+    if not acc & _DATE_BITS:
+        if not _DAY_WORD.search(said):
+            return None                 # a time of day alone: "a morning walk", "at 5pm"
+        acc = _CTX.ACU_DAY
+    if _UNIT_END.search(said) and not _RELATIVE_UNIT.search(said):
+        return None                     # a duration: "for 3 days", "once a month"
+    if not re.search(r"\d", said) and not _DAY_WORD.search(said) and "ago" not in said \
+            and not _RELATIVE_UNIT.search(said) and not _named(scan, start):
+        return None                     # "May I ask", "I may go"
+    keep_ahead = forward or acc & _CTX.ACU_YEAR or re.search(r"\b(?:next|tomorrow)\b", said)
     day = at.replace(hour=0, minute=0, second=0, microsecond=0)
-    if acc & _CTX.ACU_DAY or acc & (_CTX.ACU_HOUR | _CTX.ACU_MIN | _CTX.ACU_HALFDAY | _CTX.ACU_NOW):
-        if day > now and not acc & _CTX.ACU_YEAR:
-            day -= timedelta(days=7)   # "on Tuesday": the last one, not the next
-        return TimeFrame(day, day + timedelta(days=1), phrase)
+    if acc & _CTX.ACU_DAY:
+        while day > now and not keep_ahead:
+            day = _year_back(day) if acc & _CTX.ACU_MONTH else day - timedelta(days=7)
+        if vague:
+            return day - timedelta(days=1), day + timedelta(days=2)
+        return day, day + timedelta(days=1)
     if acc & _CTX.ACU_WEEK:
         monday = day - timedelta(days=day.weekday())
-        return TimeFrame(monday, monday + timedelta(days=7), phrase)
+        if vague:
+            return monday - timedelta(days=7), monday + timedelta(days=14)
+        return monday, monday + timedelta(days=7)
     if acc & _CTX.ACU_MONTH:
         first = day.replace(day=1)
-        if first > now:
-            first = first.replace(year=first.year - 1)    # "in May": the last May
-        return TimeFrame(first, _next_month(first), phrase)
-    if acc & _CTX.ACU_YEAR:
-        if "ago" in phrase.lower():     # "two years ago": about then
-            return TimeFrame(at - timedelta(days=183), at + timedelta(days=183), phrase)
-        first = day.replace(month=1, day=1)
-        return TimeFrame(first, first.replace(year=first.year + 1), phrase)
-    return None
+        while first > now and not keep_ahead:
+            first = first.replace(year=first.year - 1)
+        if vague:
+            return _add_months(first, -1), _add_months(first, 2)
+        return first, _add_months(first, 1)
+    if "ago" in said:                   # "two years ago": about then, a year wide
+        return at - timedelta(days=183), at + timedelta(days=183)
+    first = day.replace(month=1, day=1)
+    return first, first.replace(year=first.year + 1)
 
 
-def _opened(lower: str, phrase: str, frame: TimeFrame) -> TimeFrame:
-    """"before X" ends at X's period, "after X" starts after it, "since X" at it."""
-    at = lower.find(phrase)
-    head = lower[:at].rstrip() if at >= 0 else ""
-    said = phrase
-    for word in _OPEN_BEFORE:
-        if head.endswith(word) or said.startswith(word + " "):
-            return TimeFrame(None, frame.start, frame.phrase)
-    for word in _OPEN_AFTER:
-        if head.endswith(word) or said.startswith(word + " "):
-            return TimeFrame(frame.start if word == "since" else frame.end, None, frame.phrase)
-    return frame
+def _named(scan: str, start: int) -> bool:
+    """Whether a bare month or weekday name is used as one: after a preposition (the parser's
+    phrase may begin with it), or capitalised inside a sentence ("What did I eat Tuesday?")."""
+    if _NAME_CUE.search(scan[:start]) or _NAME_START.match(scan, start):
+        return True
+    return scan[start].isupper() and re.search(r"[^\s.!?]\s*$", scan[:start]) is not None
 
 
-def _next_month(first: datetime) -> datetime:
-    return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+def _holidays(lower: str, now: datetime) -> list[tuple[int, int, datetime, datetime, bool]]:
+    out = []
+    for m in _HOLIDAY.finditer(lower):
+        month, day, offset, days = next(spec for key, spec in _HOLIDAY_KEYS if key.fullmatch(m.group(2)))
+        year = m.group(1) or m.group(3)
+        anchor = datetime(int(year) if year else now.year, month, day, tzinfo=UTC)
+        first = anchor + timedelta(days=offset)
+        if not year and first > now:
+            first = first.replace(year=first.year - 1)
+        out.append((m.start(), m.end(), first, first + timedelta(days=days), True))
+    return out
+
+
+def _weekends(lower: str, now: datetime, forward: bool) -> list[tuple[int, int, datetime, datetime, bool]]:
+    out = []
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    saturday = today - timedelta(days=today.weekday()) + timedelta(days=5)   # this week's
+    for m in _WEEKEND.finditer(lower):
+        which = m.group(1)
+        if which in ("last", "past"):
+            first = saturday - timedelta(days=7)
+        elif which == "next":
+            first = saturday + timedelta(days=7)
+        elif which == "the" and not forward and saturday > now:
+            first = saturday - timedelta(days=7)    # "what did I do at the weekend" on a Wednesday
+        else:
+            first = saturday
+        out.append((m.start(), m.end(), first, first + timedelta(days=2), False))
+    return out
+
+
+def _rolling(scan: str, now: datetime) -> list[tuple[int, int, datetime, datetime, bool]]:
+    """"the past week", "the last three days": from that far back to the end of today."""
+    out = []
+    tomorrow = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    for m in _ROLLING.finditer(scan):
+        count, unit = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
+        count = VAGUE_COUNTS.get((count or "1").lower(), count or "1")
+        back = _calendar(False).nlp(f"{count} {unit}s ago", sourceTime=now.replace(tzinfo=None))
+        if back and back[0][1].accuracy:
+            first = back[0][0].replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=UTC)
+            out.append((m.start(), m.end(), first, tomorrow, False))
+    return out
+
+
+def _opened(text: str, lower: str, start: int, end: int, first: datetime, after: datetime) -> TimeFrame:
+    """"before X" ends where X starts, "after X" starts where it ends, and so on (module doc)."""
+    head = _OPEN_HEAD.search(lower[:start])
+    inside = _OPEN_START.match(lower, start) or _OPEN_INSIDE.search(lower[start:end])
+    if head is not None:
+        word, start = head.group(1), head.start()
+    elif inside is not None:            # "before 2024", "on Friday before 10.01.2024"
+        word = inside.group(1)
+    else:
+        return TimeFrame(first, after, text[start:end].strip())
+    phrase = text[start:end].strip()
+    if word in _ENDS_AT_START:
+        return TimeFrame(None, first, phrase)
+    if word in _ENDS_AT_END:
+        return TimeFrame(None, after, phrase)
+    if word in _STARTS_AT_END:
+        return TimeFrame(after, None, phrase)
+    return TimeFrame(first, None, phrase)
+
+
+def _year_back(day: datetime) -> datetime:
+    return day.replace(year=day.year - 1, day=min(day.day, 28) if day.month == 2 else day.day)
+
+
+def _add_months(first: datetime, months: int) -> datetime:
+    index = first.year * 12 + first.month - 1 + months
+    return first.replace(year=index // 12, month=index % 12 + 1)
 
 
 def _utc(at: datetime) -> datetime:
