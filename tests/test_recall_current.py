@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from src.context.assembly import situational_candidates
+from src.db.deferred import run_now
 from src.context.tracks import render_line
 from src.gates.memory_gate import Gates
 from src.recall.retrieval import Cue, Retriever
@@ -146,3 +147,23 @@ def test_the_newer_of_two_close_user_statements_ranks_first_only_when_it_answers
     assert _order(current_first([older, far], looking_back=False, same_subject=0.6, close=0.7)) == [1, 2]
     # a look back leaves the older first
     assert _order(current_first([older, newer], looking_back=True, same_subject=0.6, close=0.7)) == [1, 2]
+
+
+async def test_recall_strengthens_the_current_statement_not_the_superseded_one(pool):
+    store = MemoryStore(pool, HashEmbedder())
+    older = await store.store(NewMemory("My sister Maren lives in Porto.", "episodic", source_tag="external_user"))
+    newer = await store.store(NewMemory("Update: my sister Maren moved to Lisbon.", "episodic",
+                                        source_tag="external_user"))
+    await pool.execute("INSERT INTO memory_supersedes (insight_id, source_id, via) VALUES ($1, $2, 'update')",
+                       newer, older)
+    before = {r["id"]: r["a"] for r in await pool.fetch("SELECT id, depth_weight_alpha a FROM memories")}
+    retriever = Retriever(pool, HashEmbedder(), None, Safety())
+    for question in ("Where does my sister Maren live?", "Where did my sister Maren live before?"):
+        found = await retriever.retrieve(Cue(question), rng=np.random.default_rng(1), now=NOW)
+        assert {older, newer} <= set(found.ids)
+        await run_now(found.writes)
+        after = {r["id"]: r["a"] for r in await pool.fetch("SELECT id, depth_weight_alpha a FROM memories")}
+        assert after[newer] > before[newer]
+        # only a question that looks back strengthens the earlier statement
+        assert (after[older] > before[older]) is question.endswith("before?")
+        before = after

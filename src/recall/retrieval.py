@@ -213,20 +213,22 @@ class Retriever:
             memories = current.newer_first(memories, looking_back=looking_back)
         writes = ()
         if mutate and memories:
+            earlier = () if looking_back else [m.id for m in memories if m.hit.superseded_by is not None]
             writes = (self._mutation(memories, near, now, query if cue.logged_query is None else cue.logged_query,
-                                     found.blend),)
+                                     found.blend, earlier),)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, found.blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, found.degraded, timings,
                          _not_recalled(found.working, memories), writes)
 
     def _mutation(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
-                  blend: np.ndarray) -> Deferred:
-        """Step 9 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
-        and outcomes, one transaction; the weight changes' lane keeps their order."""
+                  blend: np.ndarray, earlier: Sequence[int] = ()) -> Deferred:
+        """Step 9 (plan §3.8): the retrieved reinforced (but the `earlier`, superseded ones),
+        the near-misses suppressed, co-access and outcomes, one transaction; the weight
+        changes' lane keeps their order."""
         return Deferred("retrieval mutation", functools.partial(
             mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
             safety=self.safety, at=now, settings=self.settings, query=logged_query,
-            contributions=[np.asarray(m.components) * blend for m in memories]), lane="weights")
+            contributions=[np.asarray(m.components) * blend for m in memories], earlier=set(earlier)), lane="weights")
 
     async def _working(self, query: str, exclude: Sequence[int]) -> list[WorkingHit]:
         """Step 8, read before the search, not beside it: a line the exit gate flushes meanwhile
