@@ -26,6 +26,8 @@ separately for the `tune` and `report` conversations, for:
 - the bare hybrid statement with the configured arm weights and rrf_k;
 - the full pipeline through `python -m src.memory search --k 20`'s code path (Retriever,
   read-only, `keep` 20, the configured reranker — skipped offline), mean of 3 seeds;
+- the pipeline on the questions that name a period and on those that ask when, with and
+  without the time logic (src/recall/in_time.py; `now` below stands for when they are asked);
 - the same pipeline after one deep consolidation pass over the store (offline: no
   language model, so the LLM phases are skipped and merge is extractive). A merge
   writes an insight and links it to the memories it supersedes (`memory_supersedes`),
@@ -69,6 +71,7 @@ from src.recall.relevance import COMPONENTS, SEMANTIC_SIGNALS
 from src.recall.retrieval import Cue, Retriever
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
+from src.recall.timeframe import asks_when, question_time
 from src.weights.safety import Safety
 
 KS = (5, 10, 20)
@@ -258,6 +261,20 @@ class Evaluation:
                     for k in KS]
         return out
 
+    async def subset_rows(self, label: str, runs: Sequence[Run], keep: Callable[[dict, Store], bool]) -> list[dict]:
+        """recall@5/@10 rows over the questions `keep(question, store)` picks, per split."""
+        out = []
+        for split in SPLITS:
+            mask = np.array([keep(q, s) for s in self.stores if s.split == split for q in s.questions], dtype=bool)
+            if not mask.any():
+                continue
+            evidence = [e for e, m in zip(self.evidence(split), mask, strict=True) if m]
+            found = [[f for f, m in zip(await self.found(split, run), mask, strict=True) if m] for run in runs]
+            out += [{"name": f"{split}: {label} ({int(mask.sum())}): recall@{k}",
+                     "value": 100 * float(np.mean([recall_at(f, evidence, k) for f in found])), "unit": "%"}
+                    for k in (5, 10)]
+        return out
+
     def pipeline_runs(self, cfg: RetrievalSettings) -> list[Run]:
         safety = Safety(self.settings.weights.safety)
         return [lambda s, seed=seed: s.pipeline(cfg, safety, seed) for seed in SEEDS]
@@ -344,6 +361,13 @@ async def run(config: str | None = None) -> list[dict]:
         for name in ABLATIONS:
             with ablated(name, cfg, model) as variant:
                 rows += await ev.rows(f"  ablation: pipeline without {name}", ev.pipeline_runs(variant))
+        # time in questions (issue 37 item 2, src/recall/in_time.py): the questions that name a
+        # period and those that ask when, with the time logic and without it
+        timeless = cfg.model_copy(update={"frame_join": 0, "frame_boost": 1.0, "when_boost": 1.0})
+        for name, keep in (("questions naming a time", lambda q, s: question_time(q["question"], s.now) is not None),
+                           ("questions asking when", lambda q, s: asks_when(q["question"]))):
+            rows += await ev.subset_rows(f"pipeline, {name}", ev.pipeline_runs(cfg), keep)
+            rows += await ev.subset_rows(f"  without the time logic, {name}", ev.pipeline_runs(timeless), keep)
         for signal in SEMANTIC_SIGNALS:     # the alternatives for the semantic component
             if signal != cfg.semantic_signal:
                 variant = cfg.model_copy(update={"semantic_signal": signal})
