@@ -135,3 +135,26 @@ def test_the_statement_updated_is_the_one_about_the_same_subject_not_the_closest
                Earlier(2, "I live in Leeds, near Roundhay Park.", 0.40)]
     older, call = pick("I moved from Leeds to Bristol last month.", earlier, TH)
     assert older.memory_id == 2 and "moved" in call.reason
+
+
+async def test_an_older_line_judged_after_its_update_was_stored_is_still_linked(pool):
+    """A line kept in the buffer a round longer is judged after a later line was stored."""
+    gates = await _gates(pool)
+    await gates.admit("My dentist appointment is on Tuesday at 10am.", exchange=False)
+    await gates.admit("The dentist moved my appointment to Thursday at 3pm.", exchange=False)
+    older_id = await pool.fetchval("SELECT id FROM scratch_buffer WHERE content LIKE 'My dentist%'")
+    await pool.execute("UPDATE scratch_buffer SET flushed_at = now() WHERE id = $1", older_id)   # held back
+    await gates.exit.flush(reason="test")
+    assert await pool.fetchval("SELECT count(*) FROM memories") == 1
+    await pool.execute("UPDATE scratch_buffer SET flushed_at = NULL WHERE id = $1", older_id)     # its turn now
+    await gates.exit.flush(reason="test")
+    assert await _links(pool) == {("The dentist moved my appointment to Thursday at 3pm.",
+                                   "My dentist appointment is on Tuesday at 10am.")}
+
+
+def test_change_and_time_words_say_nothing_of_the_subject():
+    from src.gates.updates import Earlier, pick
+    earlier = [Earlier(1, "I moved from Leeds to Bristol last month.", 0.60),
+               Earlier(2, "My sister Maren lives in Porto.", 0.55)]
+    older, _ = pick("Update: my sister Maren moved to Lisbon last month.", earlier, TH)
+    assert older.memory_id == 2

@@ -52,6 +52,7 @@ class Evaluation:
     earlier: list[Neighbour] = field(default_factory=list)
     update_of: Neighbour | None = None
     update_reason: str = ""
+    updated_by: Neighbour | None = None     # a statement said after this one that updates it
 
     @property
     def round(self) -> int:

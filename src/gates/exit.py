@@ -271,7 +271,7 @@ class ExitGate:
                 e.verdicts.append((n, screen(item.content, vec, n.content, other, direction,
                                              th.opposition_no_below, th.opposition_yes_above)))
             if j in earlier:
-                updates.note(e, earlier[j], updates.said_before(items, vecs, statements, j))
+                updates.note(e, earlier[j], updates.said_beside(items, vecs, statements, j))
             evaluations.append(e)
 
         await self._ask_llm(evaluations)
@@ -374,8 +374,7 @@ class ExitGate:
         def resolve(n: Neighbour) -> int | None:
             return n.memory_id if n.memory_id is not None else batch_ids.get(n.batch_index)
 
-        await updates.link(conn, [(e.memory_id, older) for e in mine if e.update_of is not None and e.memory_id
-                                  and e.cell.action in PERSISTING and (older := resolve(e.update_of))])
+        await updates.link(conn, updates.pairs(mine, resolve))
         await held_repository.hold(
             conn, [held_repository.HeldRow(e.item.id, a, w, e.vec, evaluation_json(e, resolve))
                    for e, a, w in holding], model, reason, held_at)

@@ -55,6 +55,7 @@ def evaluation_json(e: Evaluation, resolve: Resolve) -> str:
         "decided_by": _pair(e.decided_by, resolve), "novelty": e.novelty, "cell": asdict(e.cell),
         "compressed": e.compressed, "compressed_by": e.compressed_by, "llm_calls": e.llm_calls,
         "update_of": _neighbour(e.update_of, resolve), "update_reason": e.update_reason,
+        "updated_by": _neighbour(e.updated_by, resolve),
     }, ensure_ascii=False)
 
 
@@ -86,7 +87,8 @@ def restore(row: Mapping[str, Any]) -> Evaluation:
                    cell=CellDecision(**d["cell"]), compressed=d["compressed"],
                    compressed_by=d["compressed_by"],
                    # held before updates were judged: none (src/gates/updates.py)
-                   update_of=_restore_neighbour(d.get("update_of")), update_reason=d.get("update_reason", ""))
+                   update_of=_restore_neighbour(d.get("update_of")), update_reason=d.get("update_reason", ""),
+                   updated_by=_restore_neighbour(d.get("updated_by")))
     return e
 
 

@@ -167,6 +167,8 @@ def _details(e: Evaluation, flush_reason: str) -> str:
         "update_of": ({"memory_id": e.update_of.memory_id, "chunk_index": e.update_of.batch_index,
                        "similarity": round(e.update_of.similarity, 6), "why": e.update_reason}
                       if e.update_of is not None else None),
+        "updated_by": ({"memory_id": e.updated_by.memory_id, "chunk_index": e.updated_by.batch_index}
+                       if e.updated_by is not None else None),
     }, ensure_ascii=False, default=str)
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Literal
 
 import asyncpg
@@ -47,6 +48,7 @@ import numpy as np
 
 from src.db.sql import Executor
 from src.gates.evaluation import Evaluation, Neighbour
+from src.gates.matrix import PERSISTING
 from src.gates.scratch import BufferedItem
 from src.gates.utterance import classify
 from src.recall.search import USER_STATED
@@ -169,6 +171,19 @@ def _content(text: str) -> set[str]:
     return {w.removesuffix("'s") for w in _words(text) if w not in _STOP and len(w) > 2}
 
 
+#: Words that tell a change or a time, not what the statement is about.
+_NOT_SUBJECT = frozenset({"last", "next", "month", "months", "week", "weeks", "year", "years", "day",
+                          "days", "ago", "today", "yesterday", "tomorrow", "morning", "evening", "night",
+                          "weekend", "since", "update", "updated", "just", "finally", "recently"})
+
+
+def _subject(text: str) -> set[str]:
+    """The content words that say what a statement is about: its change cues and time words
+    left out ("moved … last month" shares nothing with "Maren moved … last month")."""
+    return {w for w in _content(text) if w not in _NOT_SUBJECT and w not in _CHANGE_FORMS
+            and w not in CHANGE_WORDS and w not in WEAK_CUES}
+
+
 def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> UpdateCall:
     """Offline: is `newer` an update of `older` (their stored vectors `similarity` apart)?"""
     words = _words(newer)
@@ -184,7 +199,7 @@ def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> Up
     told = _event(newer)
     if told is not None and _event(older) is None:
         weak = weak | {f"an event told ({told})"}
-    shared = _content(older) & _content(newer)
+    shared = _subject(older) & _subject(newer)
     if strong:
         need = th.shared_word_similarity if shared else th.similarity
         if similarity >= need:
@@ -207,15 +222,16 @@ class Earlier:
     content: str
     similarity: float
     batch_index: int | None = None
+    at: datetime | None = None        # when it was said (its event time, else when stored)
 
 
 CANDIDATES_SQL = """
 WITH item AS (SELECT ord, v::halfvec AS vec FROM unnest($1::text[]) WITH ORDINALITY AS t(v, ord))
-SELECT i.ord, o.id, o.content, o.sim
+SELECT i.ord, o.id, o.content, o.sim, o.at
   FROM item i
  CROSS JOIN LATERAL (
-     SELECT r.id, r.content, 1 - (r.embedding <=> i.vec) AS sim
-       FROM (SELECT m.id, m.content, m.embedding FROM memories m
+     SELECT r.id, r.content, 1 - (r.embedding <=> i.vec) AS sim, r.at
+       FROM (SELECT m.id, m.content, m.embedding, COALESCE(m.event_time, m.created_at) AS at FROM memories m
               WHERE m.embed_model = $2::text AND m.embedding IS NOT NULL AND """ + USER_STATED.replace(
     "metadata", "m.metadata").replace("source_tag", "m.source_tag") + """
                 AND NOT EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.source_id = m.id AND s.via = 'update')
@@ -242,7 +258,7 @@ async def earlier_statements(db: Executor, vecs: Sequence[np.ndarray], embed_mod
     rows: list[asyncpg.Record] = await db.fetch(CANDIDATES_SQL, literals, embed_model, th.newest,
                                                 th.candidates, th.floor)
     for r in rows:
-        out[r["ord"] - 1].append(Earlier(r["id"], r["content"], float(r["sim"])))
+        out[r["ord"] - 1].append(Earlier(r["id"], r["content"], float(r["sim"]), at=r["at"]))
     return out
 
 
@@ -250,12 +266,21 @@ def pick(newer: str, earlier: Sequence[Earlier], th: UpdateThresholds) -> tuple[
     """The earlier statement `newer` updates offline, or None: of those judged updated, the one
     sharing the most content words with it, then the closest ("I moved from Leeds to Bristol"
     updates "I live in Leeds", not the closer "I work as a nurse")."""
-    words = _content(newer)
-    judged = [(e, judge(e.content, newer, e.similarity, th)) for e in earlier]
+    return _best([(e, judge(e.content, newer, e.similarity, th)) for e in earlier], newer)
+
+
+def pick_later(older: str, later: Sequence[Earlier], th: UpdateThresholds) -> tuple[Earlier, UpdateCall] | None:
+    """The statement said after `older` that updates it offline, or None (a line judged after
+    one said later: the newer was stored first, its older kept buffered meanwhile)."""
+    return _best([(e, judge(older, e.content, e.similarity, th)) for e in later], older)
+
+
+def _best(judged: Sequence[tuple[Earlier, UpdateCall]], text: str) -> tuple[Earlier, UpdateCall] | None:
+    words = _subject(text)
     updated = [(e, call) for e, call in judged if call.relation == "update"]
     if not updated:
         return None
-    return max(updated, key=lambda ec: (len(_content(ec[0].content) & words), ec[0].similarity))
+    return max(updated, key=lambda ec: (len(_subject(ec[0].content) & words), ec[0].similarity))
 
 
 async def link(conn: asyncpg.Connection, pairs: Sequence[tuple[int, int]]) -> int:
@@ -293,25 +318,52 @@ async def earlier_for(db: Executor, items: Sequence[BufferedItem], vecs: np.ndar
     return statements, dict(zip(statements, found, strict=True))
 
 
-def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[tuple[int, str, float]]) -> None:
-    """What `e` (a user's statement) may update: the user's older statements, stored or said
-    earlier in its chunk (index, text, similarity); the one it updates offline is marked."""
-    e.earlier = [Neighbour(x.similarity, x.content, memory_id=x.memory_id) for x in stored]
-    e.earlier += [Neighbour(sim, text, batch_index=i) for i, text, sim in in_chunk if sim >= GATE.floor]
-    e.earlier.sort(key=lambda n: -n.similarity)
-    picked = pick(e.item.content, [Earlier(n.memory_id, n.content, n.similarity, n.batch_index)
-                                   for n in e.earlier], GATE)
+def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[Earlier]) -> None:
+    """What `e` (a user's statement) updates, and what updates it: the user's other statements,
+    stored or in its chunk, each said before or after it. The older one it updates offline is
+    marked (`update_of`), and the later one that updates it (`updated_by`): a line can be judged
+    after a later one was stored (kept in the buffer a round longer)."""
+    said = e.item.created_at
+    near = [*stored, *(x for x in in_chunk if x.similarity >= GATE.floor)]
+    before = [x for x in near if x.at is None or x.at <= said]
+    after = [x for x in near if x.at is not None and x.at > said]
+    e.earlier = sorted((_neighbour(x) for x in before), key=lambda n: -n.similarity)
+    picked = pick(e.item.content, before, GATE)
     if picked is not None:
         older, call = picked
-        mark(e, next(n for n in e.earlier if (n.memory_id, n.batch_index) == (older.memory_id, older.batch_index)),
-             call.reason)
+        mark(e, _neighbour(older), call.reason)
+    later = pick_later(e.item.content, after, GATE)
+    if later is not None:
+        e.updated_by = _neighbour(later[0])
 
 
-def said_before(items: Sequence[BufferedItem], vecs: np.ndarray, statements: Sequence[int],
-                j: int) -> list[tuple[int, str, float]]:
-    """The user's statements of the chunk before item `j`: (index, text, cosine to `j`)."""
+def _neighbour(x: Earlier) -> Neighbour:
+    return Neighbour(x.similarity, x.content, memory_id=x.memory_id, batch_index=x.batch_index)
+
+
+def said_beside(items: Sequence[BufferedItem], vecs: np.ndarray, statements: Sequence[int],
+                j: int) -> list[Earlier]:
+    """The user's other statements of the chunk, with their cosine to item `j` and when said
+    (in chunk order when said at the same moment)."""
     unit = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    return [(i, items[i].content, float(unit[j] @ unit[i])) for i in statements if i < j]
+    said = items[j].created_at
+    return [Earlier(None, items[i].content, float(unit[j] @ unit[i]), i,
+                    items[i].created_at if items[i].created_at != said
+                    else said + (timedelta(microseconds=-1) if i < j else timedelta(microseconds=1)))
+            for i in statements if i != j]
+
+
+def pairs(mine: Sequence[Evaluation], resolve) -> list[tuple[int, int]]:
+    """The (newer, older) links a written chunk makes: persisted items only."""
+    out = []
+    for e in mine:
+        if e.memory_id is None or e.cell.action not in PERSISTING:
+            continue
+        if e.update_of is not None and (older := resolve(e.update_of)) is not None:
+            out.append((e.memory_id, older))
+        if e.updated_by is not None and (newer := resolve(e.updated_by)) is not None:
+            out.append((newer, e.memory_id))
+    return out
 
 
 def same(n: Neighbour, among: Sequence[Neighbour]) -> bool:
