@@ -24,7 +24,10 @@ TH = UpdateThresholds()
     ("My sister Maren lives in Porto.", "Update: my sister Maren moved to Lisbon last month.", 0.6, "update"),
     ("My dentist appointment is on Tuesday at 10am.", "The dentist moved my appointment to Thursday at 3pm.",
      0.7, "update"),
-    ("I work as a nurse.", "I quit nursing, I now work as a software tester at Finch Labs.", 0.5, "update"),
+    ("I work as a nurse.", "I quit nursing, I now work as a software tester at Finch Labs.", 0.68, "update"),
+    # a strong cue and no word in common: the subject must be close ("moved … last month" twice)
+    ("I moved from Leeds to Bristol last month.", "Update: my sister Maren moved to Lisbon last month.", 0.57,
+     "not_update"),
     # a strong cue, another subject
     ("I keep my notes in Notion.", "I moved the sofa to the other room.", 0.2, "not_update"),
     # a content word in common lowers the bar a little, not to nothing

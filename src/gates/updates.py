@@ -128,7 +128,7 @@ Relation = Literal["update", "undecided", "not_update"]
 class UpdateThresholds:
     """How close two statements must be to share a subject (cosine of the stored vectors)."""
 
-    similarity: float = 0.5          # with a strong change cue
+    similarity: float = 0.6          # with a strong change cue and no subject word in common
     shared_word_similarity: float = 0.35   # with a strong cue and a content word in common
     weak_similarity: float = 0.65    # with only a weak cue ("now", "these days", an event told)
     floor: float = 0.35              # candidates below this are not read at all
