@@ -18,7 +18,7 @@ reads it sooner that could tell (notes.md, "Near misses"). With the light ticker
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
@@ -36,14 +36,9 @@ NEAR_MISS = "near miss"
 async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], near_misses: Sequence[int],
                                  *, safety: Safety, at: datetime, query: str = "",
                                  settings: RetrievalSettings | None = None,
-                                 contributions: Sequence[Sequence[float]] | None = None,
-                                 earlier: Collection[int] = ()) -> None:
+                                 contributions: Sequence[Sequence[float]] | None = None) -> None:
     """Plan §3.8 in one transaction: strengthen the retrieved, suppress near-misses (or
     queue their suppression, `settings.near_miss_deferred`), co-access.
-
-    `earlier`: retrieved memories a newer statement updated (src/recall/current.py), recalled
-    beside their successor: not strengthened (issue 37: a superseded fact fades, and recall
-    brings it back with every question about its subject).
 
     `contributions` (per retrieved memory, the relevance components times the blend) are
     recorded in `recall_outcomes` for utility and Dirichlet evolution (§4.5).
@@ -51,7 +46,7 @@ async def mutate_after_retrieval(pool: asyncpg.Pool, retrieved: Sequence[int], n
     cfg = settings or RetrievalSettings()
     evidence = {"query": query[:200]}
     changes = [WeightChange(mid, "reinforce", cfg.reinforce_retrieved, ACTOR, "retrieved", evidence)
-               for mid in retrieved if mid not in earlier]
+               for mid in retrieved]
     deferred = list(near_misses) if cfg.near_miss_deferred else []
     if not deferred:
         changes += [near_miss_change(mid, cfg.contradict_near_miss, evidence) for mid in near_misses]

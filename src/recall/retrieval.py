@@ -222,13 +222,17 @@ class Retriever:
 
     def _mutation(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
                   blend: np.ndarray, earlier: Sequence[int] = ()) -> Deferred:
-        """Step 9 (plan §3.8): the retrieved reinforced (but the `earlier`, superseded ones),
-        the near-misses suppressed, co-access and outcomes, one transaction; the weight
-        changes' lane keeps their order."""
+        """Step 9 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
+        and outcomes, one transaction; the weight changes' lane keeps their order. The
+        `earlier` (superseded memories recalled beside their successor, issue 37) take no
+        part: a superseded fact fades, and recall brings it back with every question about
+        its subject."""
+        left_out = set(earlier)
+        memories = [m for m in memories if m.id not in left_out]
         return Deferred("retrieval mutation", functools.partial(
             mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
             safety=self.safety, at=now, settings=self.settings, query=logged_query,
-            contributions=[np.asarray(m.components) * blend for m in memories], earlier=set(earlier)), lane="weights")
+            contributions=[np.asarray(m.components) * blend for m in memories]), lane="weights")
 
     async def _working(self, query: str, exclude: Sequence[int]) -> list[WorkingHit]:
         """Step 8, read before the search, not beside it: a line the exit gate flushes meanwhile
