@@ -213,7 +213,7 @@ class Retriever:
             memories = current.newer_first(memories, looking_back=looking_back)
         writes = ()
         if mutate and memories:
-            earlier = () if looking_back else [m.id for m in memories if m.hit.superseded_by is not None]
+            earlier = set() if looking_back else {m.id for m in memories if m.hit.superseded_by is not None}
             writes = (self._mutation(memories, near, now, query if cue.logged_query is None else cue.logged_query,
                                      found.blend, earlier),)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, found.blend), strict=True)),
@@ -221,14 +221,12 @@ class Retriever:
                          _not_recalled(found.working, memories), writes)
 
     def _mutation(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
-                  blend: np.ndarray, earlier: Sequence[int] = ()) -> Deferred:
+                  blend: np.ndarray, earlier: Collection[int] = ()) -> Deferred:
         """Step 9 (plan §3.8): the retrieved reinforced, the near-misses suppressed, co-access
         and outcomes, one transaction; the weight changes' lane keeps their order. The
-        `earlier` (superseded memories recalled beside their successor, issue 37) take no
-        part: a superseded fact fades, and recall brings it back with every question about
-        its subject."""
-        left_out = set(earlier)
-        memories = [m for m in memories if m.id not in left_out]
+        `earlier` (superseded, recalled beside their successor) take no part: a superseded
+        fact fades, and recall brings it back with every question about its subject."""
+        memories = [m for m in memories if m.id not in earlier]
         return Deferred("retrieval mutation", functools.partial(
             mutate_after_retrieval, self.pool, [m.id for m in memories], [r.id for r in near],
             safety=self.safety, at=now, settings=self.settings, query=logged_query,
