@@ -32,9 +32,9 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     # the memory mechanisms: weights, recall, the gates, context assembly, seeding and milestones
     ("memory", frozenset({"weights", "recall", "gates", "context", "bootstrap"})),
     # processes that run on the memory: consolidation, DMN, gut, metacognition, skills,
-    # outcomes, the tools the model calls
+    # outcomes, the tools the model calls, the guardian's erasure
     ("processes", frozenset({"consolidation", "dmn", "gut", "metacognition", "skills", "outcomes",
-                             "tools"})),
+                             "tools", "erasure"})),
     ("loop", frozenset({"loop"})),
     # the wiring: settings composed, the process and its entry points, the guardian's slash
     # commands, the web view, the CLI

@@ -234,7 +234,7 @@ SELECT i.ord, o.id, o.content, o.sim, o.at
        FROM (SELECT m.id, m.content, m.embedding, COALESCE(m.event_time, m.created_at) AS at FROM memories m
               WHERE m.embed_model = $2::text AND m.embedding IS NOT NULL AND """ + USER_STATED.replace(
     "metadata", "m.metadata").replace("source_tag", "m.source_tag") + """
-                AND NOT EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.source_id = m.id AND s.via = 'update')
+                AND NOT EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.source_id = m.id AND s.via IN ('update', 'correction'))
               ORDER BY m.id DESC LIMIT $3::int) r
       ORDER BY r.embedding <=> i.vec, r.id
       LIMIT $4::int) o

@@ -146,7 +146,7 @@ _MEMORY_COLUMNS = """m.id, m.content, m.compressed, m.memory_type, m.depth_weigh
 _SUPERSEDED = """LEFT JOIN LATERAL (
         SELECT s.insight_id AS superseded_by, COALESCE(n.event_time, n.created_at) AS superseded_at
           FROM memory_supersedes s JOIN memories n ON n.id = s.insight_id
-         WHERE s.source_id = m.id AND s.via = 'update'
+         WHERE s.source_id = m.id AND s.via IN ('update', 'correction')
          ORDER BY 2 DESC, 1 DESC LIMIT 1) sup ON true"""
 
 HYBRID_SQL = r"""

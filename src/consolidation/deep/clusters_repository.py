@@ -22,10 +22,10 @@ from src.db.sql import Executor
 #: superseded by an update, and not derived (via merge, insight, narrative) from a memory an
 #: update superseded. Fixed SQL over the alias `m`.
 _MERGEABLE = """NOT EXISTS (SELECT 1 FROM memory_supersedes s
-                              WHERE s.source_id = m.id AND s.via IN ('merge', 'update'))
+                              WHERE s.source_id = m.id AND s.via IN ('merge', 'update', 'correction'))
                 AND NOT EXISTS (SELECT 1 FROM memory_supersedes d
-                                  JOIN memory_supersedes u ON u.source_id = d.source_id AND u.via = 'update'
-                                 WHERE d.insight_id = m.id AND d.via <> 'update')"""
+                                  JOIN memory_supersedes u ON u.source_id = d.source_id AND u.via IN ('update', 'correction')
+                                 WHERE d.insight_id = m.id AND d.via NOT IN ('update', 'correction'))"""
 
 
 async def merge_candidates(conn: Executor, embed_model: str, limit: int, k: int,

@@ -39,7 +39,7 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                   AND m.created_at <= $1
                   AND m.embedding IS NOT NULL AND m.embed_model = $4 AND m.memory_type <> 'reflection'
                   AND NOT m.immutable AND m.source_tag <> 'bootstrap_seed'
-                  AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
+                  AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via IN ('update', 'correction'))
                 ORDER BY m.created_at DESC LIMIT $5)
            SELECT f.id AS memory_id, f.content AS memory_content, f.embedding AS memory_embedding,
                   i.id AS insight_id, i.content AS insight_content, i.embedding AS insight_embedding,
@@ -51,7 +51,7 @@ async def conflicting_insights(db: Executor, now: datetime, *, lookback_days: fl
                   WHERE ins.memory_type = 'reflection' AND ins.embed_model = $4 AND ins.id <> f.id
                     AND NOT (ins.metadata ? 'superseded_by')
                     -- derived from sources: an update link makes no insight
-                    AND EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.insight_id = ins.id AND s.via <> 'update')
+                    AND EXISTS (SELECT 1 FROM memory_supersedes s WHERE s.insight_id = ins.id AND s.via NOT IN ('update', 'correction'))
                     AND NOT EXISTS (SELECT 1 FROM memory_supersedes s
                                      WHERE s.insight_id = ins.id AND s.source_id = f.id)
                   ORDER BY ins.embedding <=> f.embedding LIMIT 1) AS i

@@ -44,7 +44,7 @@ SOURCE_TAG = "internal_consolidation"
 #: links a newer statement as it stores it; src/gates/updates.py). Fixed SQL.
 SUPERSEDED_BY_UPDATE = """(SELECT u.source_id AS id, min(n.created_at) AS at
        FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
-      WHERE u.via = 'update' GROUP BY u.source_id)"""
+      WHERE u.via IN ('update', 'correction') GROUP BY u.source_id)"""
 
 
 async def insert_memory(conn: asyncpg.Connection, memory: NewMemory, *, embedding: np.ndarray | None,
@@ -120,12 +120,12 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
                   array_agg(upd.said ORDER BY src.id) AS source_updated_at
              FROM memories i
              -- the insight's sources: what it was derived from, not what an update replaced
-             JOIN memory_supersedes s ON s.insight_id = i.id AND s.via <> 'update'
+             JOIN memory_supersedes s ON s.insight_id = i.id AND s.via NOT IN ('update', 'correction')
              JOIN memories src ON src.id = s.source_id
              LEFT JOIN LATERAL (
                  SELECT n.content, COALESCE(n.event_time, n.created_at) AS said
                    FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
-                  WHERE u.source_id = src.id AND u.via = 'update'
+                  WHERE u.source_id = src.id AND u.via IN ('update', 'correction')
                   ORDER BY 2 DESC, n.id DESC LIMIT 1) upd ON true
             WHERE i.memory_type = 'reflection' AND NOT (i.metadata ? 'superseded_by')
             GROUP BY i.id
@@ -134,7 +134,7 @@ async def insights_with_changed_sources(db: Executor, limit: int) -> list[asyncp
                            AND (src.metadata->>'superseded_at')::timestamptz
                                > COALESCE((i.metadata->>'evaluated_at')::timestamptz, i.created_at))
                           OR EXISTS (SELECT 1 FROM memory_supersedes u JOIN memories n ON n.id = u.insight_id
-                                      WHERE u.source_id = src.id AND u.via = 'update'
+                                      WHERE u.source_id = src.id AND u.via IN ('update', 'correction')
                                         AND n.created_at > COALESCE((i.metadata->>'evaluated_at')::timestamptz,
                                                                     i.created_at))
                           OR EXISTS (SELECT 1 FROM consolidation_log l

@@ -27,6 +27,10 @@ from src.text import clean_text, excerpt
 PREVIEW_CHARS = 160
 #: memory_supersedes.via of a newer statement that updates an older one (sql/153).
 UPDATE = "update"
+#: ... and of the guardian's correction of a memory (sql/156, src/erasure/correct.py).
+CORRECTION = "correction"
+#: The links that make a memory earlier, with what the parent did to it.
+REPLACED = {UPDATE: "updated", CORRECTION: "corrected"}
 
 #: When each memory in the chain happened, where it has its own date (an imported
 #: conversation), and the newer statements that updated it, with their dates. The chain's
@@ -37,7 +41,7 @@ SELECT m.id, m.event_time,
        COALESCE(array_agg(COALESCE(n.event_time, n.created_at) ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
                 '{}') AS newer_at
   FROM memories m
-  LEFT JOIN memory_supersedes s ON s.source_id = m.id AND s.via = 'update'
+  LEFT JOIN memory_supersedes s ON s.source_id = m.id AND s.via IN ('update', 'correction')
   LEFT JOIN memories n ON n.id = s.insight_id
  WHERE m.id = ANY($1::bigint[])
  GROUP BY m.id, m.event_time
@@ -121,10 +125,10 @@ def later(older: datetime, newer: datetime) -> str:
 
 def _how(link: ChainLink, said: dict[int, datetime]) -> str:
     """What the link to its parent is: "<- merge", or an update in words."""
-    if link.via != UPDATE or link.parent_id is None:
+    if link.via not in REPLACED or link.parent_id is None:
         return f" <- {link.via}" if link.via else ""
     gap = later(link.said_at, said[link.parent_id]) if link.parent_id in said else ""
-    return f", earlier statement: updated by #{link.parent_id}" + (f" {gap}" if gap else "")
+    return f", earlier statement: {REPLACED[link.via]} by #{link.parent_id}" + (f" {gap}" if gap else "")
 
 
 def _when(link: ChainLink, now: datetime | None) -> str:
@@ -166,6 +170,6 @@ def format_chain(memory_id: int, chain: list[ChainLink], *, now: datetime | None
             lines.append(f"{pad}  from DMN {link.dmn.kind} #{link.dmn.item_id} ({_at(link.dmn.at, now)}): "
                          f"{_safe(link.dmn.text)}")
         lines += _updated_since(link, now)
-    if all(link.via == UPDATE for link in chain if link.depth == 1):
+    if all(link.via in REPLACED for link in chain if link.depth == 1):
         lines.append("  (an original experience: nothing was consolidated into it)")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ WITH sightings AS (
       FROM memory_supersedes s JOIN memories src ON src.id = s.source_id
       LEFT JOIN """ + SUPERSEDED_BY_UPDATE + """ sup ON sup.id = src.id,
            unnest(src.access_timestamps) AS t
-     WHERE s.via <> 'update' AND (sup.at IS NULL OR t < sup.at)
+     WHERE s.via NOT IN ('update', 'correction') AND (sup.at IS NULL OR t < sup.at)
 ),
 counted AS (
     SELECT memory_id, count(*) AS n, min(at) AS first_at, max(at) AS last_at
@@ -59,7 +59,7 @@ SELECT c.memory_id, c.n, c.first_at, c.last_at, m.depth_weight_alpha AS alpha,
            AS has_identity
   FROM counted c JOIN memories m ON m.id = c.memory_id
  WHERE NOT m.immutable
-   AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
+   AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via IN ('update', 'correction'))
  ORDER BY (c.memory_id = ANY($4::bigint[])) DESC, c.n DESC, c.memory_id
  LIMIT $3 + cardinality($4::bigint[])
 """
@@ -84,14 +84,14 @@ async def promotions_owed(db: Executor, limit: int, goal_target: float,
                   COALESCE(p.target_center, CASE p.tier WHEN 'identity' THEN $3::float8 ELSE $2::float8 END) AS target
              FROM promotions p JOIN memories m ON m.id = p.memory_id
             WHERE p.status = 'applied' AND p.remaining > 0 AND NOT m.immutable
-              AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via = 'update')
+              AND NOT EXISTS (SELECT 1 FROM memory_supersedes u WHERE u.source_id = m.id AND u.via IN ('update', 'correction'))
             ORDER BY p.at LIMIT $1""", limit, goal_target, identity_target)
 
 
 async def updated_by(db: Executor, memory_id: int) -> int | None:
     """The newest statement that updated `memory_id` (sql/153), or None while it is current."""
     return await db.fetchval(
-        """SELECT u.insight_id FROM memory_supersedes u WHERE u.source_id = $1 AND u.via = 'update'
+        """SELECT u.insight_id FROM memory_supersedes u WHERE u.source_id = $1 AND u.via IN ('update', 'correction')
             ORDER BY u.insight_id DESC LIMIT 1""", memory_id)
 
 
