@@ -23,6 +23,10 @@ from src.commands.registry import build_commands
 from src.config import Settings
 from src.db.database import Database, open_database
 from src.db.manifest import record_start
+from src.erasure.matches import previous_line
+from src.erasure.question import ForgetQuestion
+from src.erasure.request import USER as USER_SOURCE
+from src.erasure.request import forget_request
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe
@@ -63,10 +67,15 @@ class Agent:
         self.stop = stop if stop is not None else asyncio.Event()   # SIGTERM/SIGINT set it
         self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
+        # forgetting (src/erasure): /forget, /correct and a request in conversation open its question
+        self.erasure = (ForgetQuestion(db.pool, providers.embedder, settings.agent.spill_dir,
+                                       on_forgotten=self.mind.loop.forgetting.apply,
+                                       between_turns=self.mind.loop.turn_lock)
+                        if self.mind is not None else None)
         # the guardian's slash commands (src/commands), each bound to this process's parts
         self.commands = build_commands(CommandContext(
             settings=settings, db=db, providers=providers, session_id=session_id, say=self.screen.say,
-            quitting=self.quitting, mind=self.mind))
+            quitting=self.quitting, mind=self.mind, erasure=self.erasure))
 
     async def handle_message(self, text: str, ref: int | None = None, gated: bool = False,
                              unkept: bool = False) -> str | None:
@@ -102,6 +111,10 @@ class Agent:
                 reply = await self.commands.dispatch(line.text.strip())
                 if line.id is not None and self.journal is not None:
                     await self.journal.done(line.id)
+            elif (reply := await self.forget_line(line)) is not None:
+                # "Forget these N?" answered, or a forget request: listed and asked, not a message
+                if line.id is not None and self.journal is not None:
+                    await self.journal.done(line.id)
             elif (reply := await self.mind.gates.answer_confirmation(line.text)) is not None:
                 # copilot: the line right after "Keep these?" answered it; it is not a message
                 if line.id is not None and self.journal is not None:
@@ -112,6 +125,22 @@ class Agent:
             self.mind.loop.outage.down("command", exc)
             reply = f"error: the database is unavailable ({describe(exc)}); try again when it is back"
         return (prefix + reply) if reply else (prefix.rstrip() or None)
+
+    async def forget_line(self, line: Line) -> str | None:
+        """The answer to an open "Forget these N?", or the listing for a forget request typed
+        at the prompt (src/erasure/request.py); None: the line is an ordinary message."""
+        if self.erasure is None:
+            return None
+        if (reply := await self.erasure.answer(line.text)) is not None:
+            return reply
+        request = forget_request(line.text, USER_SOURCE)
+        if request is None:
+            return None
+        words = request.about or await previous_line(self.db.pool, line.id)
+        if not words:
+            return "there is nothing before this to forget"
+        return await self.erasure.ask(words=words, who="conversation", each_word=not request.last,
+                                      request=(line.id, line.text))
 
     async def serve(self) -> None:
         """Read the prompt while the loop thinks; at end of input, finish what is queued."""

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from src.context.assembly import situational_candidates
-from src.db.deferred import run_now
 from src.context.tracks import render_line
+from src.db.deferred import run_now
 from src.gates.memory_gate import Gates
 from src.recall.retrieval import Cue, Retriever
 from src.recall.store import MemoryStore, NewMemory

@@ -11,6 +11,7 @@ from src.config import Settings
 from src.consolidation.service import Consolidation
 from src.db.database import Database
 from src.dmn.generator import DmnGenerator
+from src.erasure.question import ForgetQuestion
 from src.gates.memory_gate import Gates
 from src.loop.cognitive_loop import CognitiveLoop
 from src.providers.budget import BackgroundBudget
@@ -46,3 +47,4 @@ class CommandContext:
     say: Callable[[str], None]
     quitting: asyncio.Event
     mind: RunningMind | None = None
+    erasure: ForgetQuestion | None = None      # /forget and /correct, and the question they open

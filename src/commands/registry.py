@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from src.commands import consolidation, memory, session, skills
+from src.commands import consolidation, erasure, memory, session, skills
 from src.commands.command_context import CommandContext
 from src.repl import CommandRegistry
 
@@ -10,6 +10,6 @@ from src.repl import CommandRegistry
 def build_commands(ctx: CommandContext) -> CommandRegistry:
     """Every slash command the guardian can type, each bound to `ctx`."""
     registry = CommandRegistry()
-    for module in (session, memory, consolidation, skills):
+    for module in (session, memory, erasure, consolidation, skills):
         module.register(registry, ctx)
     return registry

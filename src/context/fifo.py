@@ -238,6 +238,20 @@ class AdaptiveFifo:
             out.append(message)
         return out[::-1]
 
+    def drop(self, holds: Callable[[str], bool]) -> int:
+        """Remove every message whose text `holds` says must go (the guardian forgot its
+        words, src/erasure/): gone at once, never pruned into a memory. How many."""
+        kept = [m for m in self._messages if not holds(m.content)]
+        dropped = len(self._messages) - len(kept)
+        if dropped:
+            self._messages = deque(kept)
+            self._content_tokens = sum(m.tokens for m in kept)
+        return dropped
+
+    def clear(self) -> int:
+        """Remove every message; how many (a forget whose words this process cannot know)."""
+        return self.drop(lambda _: True)
+
     def identity_reinjected(self) -> None:
         """The loop re-ran identity injection; clear the flag."""
         self.needs_identity_reinjection = False

@@ -64,16 +64,17 @@ _SCRATCH = "SELECT id FROM scratch_buffer WHERE id = ANY($1::bigint[]) OR EXISTS
 
 
 async def forget(pool: asyncpg.Pool, embedder: Embedder | None, chosen: Sequence[Match], *, who: str,
-                 words: str | None = None, dry_run: bool = False,
+                 words: str | None = None, also: Sequence[str] = (), dry_run: bool = False,
                  now: datetime | None = None) -> tuple[receipt.Receipt, Forgotten]:
     """Forget `chosen` (memories and lines) and, with `words`, those words wherever they are
-    logged; the receipt (written unless `dry_run`) and what to drop in memory."""
+    logged; `also`: more texts to scrub wherever they are (a request that named them). The
+    receipt (written unless `dry_run`) and what to drop in memory."""
     if who not in receipt.WHO:
         raise ValueError(f"unknown forget origin {who!r}")
     now = now or datetime.now(UTC)
     out = receipt.Receipt(who, now, dry_run=dry_run)
     chosen_ids = sorted({m.id for m in chosen if m.kind == "memory"})
-    texts = [m.text for m in chosen] + ([words] if words and words.strip() else [])
+    texts = [m.text for m in chosen] + ([words] if words and words.strip() else []) + [t for t in also if t.strip()]
     forgotten = Forgotten([], [], [])
     try:
         async with pool.acquire() as conn, conn.transaction():

@@ -6,9 +6,11 @@ unflushed scratch rows (working memory) and input-journal lines. The guardian an
 listing "y", "n" or with numbers (src/erasure/question.py); only what is chosen is
 forgotten, and the words themselves are scrubbed from every log (src/erasure/scrub.py).
 
-Words are matched as a case-insensitive substring (`strpos(lower(…), lower($1))`), not as
-full-text lexemes: "7419" must find "code 7419," and a pattern character typed by the
-guardian ("%", "_") means itself.
+Words are matched as case-insensitive substrings (`strpos`), not as full-text lexemes:
+"7419" must find "code 7419," and a pattern character typed by the guardian ("%", "_")
+means itself. `/forget <words>` and `--match` look for the words as typed; a request in
+conversation ("forget that my locker code is 7731") for each of its content words, in any
+order ("My gym locker code is 7731." holds locker, code and 7731).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from src.db.sql import Executor
+from src.gates.utterance import content_words
 from src.recall.dated import short_when
 from src.terminal import escape
 from src.text import excerpt
@@ -52,15 +55,15 @@ SELECT id, content, memory_type, source_tag, COALESCE(event_time, created_at) AS
 """
 _MEMORIES = """
 SELECT id, content, memory_type, source_tag, COALESCE(event_time, created_at) AS at
-  FROM memories WHERE strpos(lower(content), lower($1)) > 0 ORDER BY id LIMIT $2
+  FROM memories m WHERE {holds} ORDER BY id LIMIT $2
 """
 _HELD = """
 SELECT b.id, b.content, h.held_at AS at FROM held_memories h JOIN scratch_buffer b ON b.id = h.scratch_id
- WHERE strpos(lower(b.content), lower($1)) > 0 ORDER BY b.id LIMIT $2
+ WHERE {holds} ORDER BY b.id LIMIT $2
 """
 _SCRATCH = """
 SELECT b.id, b.content, b.created_at AS at FROM scratch_buffer b
- WHERE strpos(lower(b.content), lower($1)) > 0
+ WHERE {holds}
    AND NOT EXISTS (SELECT 1 FROM held_memories h WHERE h.scratch_id = b.id)
  ORDER BY b.id LIMIT $2
 """
@@ -69,7 +72,7 @@ SELECT b.id, b.content, b.created_at AS at FROM scratch_buffer b
 #: each thing once. The forget scrubs every journal line holding the words anyway.
 _JOURNAL = """
 SELECT j.id, j.line AS content, j.received_at AS at FROM input_journal j
- WHERE j.kind = 'message' AND strpos(lower(j.line), lower($1)) > 0
+ WHERE j.kind = 'message' AND {holds} AND NOT j.id = ANY($3::bigint[])
    AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.content = j.line)
    AND NOT EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.content = j.line)
  ORDER BY j.id LIMIT $2
@@ -83,15 +86,42 @@ async def by_ids(db: Executor, ids: Sequence[int]) -> tuple[list[Match], list[in
     return [_memory(r) for r in rows], sorted(set(ids) - found)
 
 
-async def by_words(db: Executor, words: str) -> list[Match]:
-    """Every memory, held item, scratch row and journal line whose text holds `words`."""
-    words = words.strip()
-    if not words:
+def _holds(column: str) -> str:
+    """SQL: `column` holds every term of $1 (lower-cased)."""
+    return f"NOT EXISTS (SELECT 1 FROM unnest($1::text[]) AS w WHERE strpos(lower({column}), w) = 0)"
+
+
+def terms(words: str, *, each_word: bool = False) -> list[str]:
+    """What a text must hold: `words` as typed, or (`each_word`) each of its content words."""
+    words = " ".join(words.split()).lower()
+    if not each_word:
+        return [words] if words else []
+    found = sorted(content_words(words))
+    return found or ([words] if words else [])
+
+
+async def by_words(db: Executor, words: str, *, each_word: bool = False,
+                   exclude_lines: Sequence[int] = ()) -> list[Match]:
+    """Every memory, held item, scratch row and journal line whose text holds `words` (see
+    `terms`); `exclude_lines`: journal ids not to list (the request itself)."""
+    needed = terms(words, each_word=each_word)
+    if not needed:
         return []
-    out = [_memory(r) for r in await db.fetch(_MEMORIES, words, MAX_MEMORIES)]
-    for kind, sql in (("held", _HELD), ("scratch", _SCRATCH), ("journal", _JOURNAL)):
-        out += [Match(kind, r["id"], r["content"], r["at"]) for r in await db.fetch(sql, words, MAX_LINES)]
+    rows = await db.fetch(_MEMORIES.format(holds=_holds("m.content")), needed, MAX_MEMORIES)
+    out = [_memory(r) for r in rows]
+    for kind, sql, column in (("held", _HELD, "b.content"), ("scratch", _SCRATCH, "b.content")):
+        out += [Match(kind, r["id"], r["content"], r["at"])
+                for r in await db.fetch(sql.format(holds=_holds(column)), needed, MAX_LINES)]
+    out += [Match("journal", r["id"], r["content"], r["at"]) for r in await db.fetch(
+        _JOURNAL.format(holds=_holds("j.line")), needed, MAX_LINES, [int(i) for i in exclude_lines])]
     return out
+
+
+async def previous_line(db: Executor, before: int | None) -> str | None:
+    """The user's message typed just before journal line `before` (the newest without it)."""
+    return await db.fetchval(
+        "SELECT line FROM input_journal WHERE kind = 'message' AND ($1::bigint IS NULL OR id < $1) "
+        "AND line NOT LIKE '[forgotten: %' AND line NOT LIKE '[not kept: %' ORDER BY id DESC LIMIT 1", before)
 
 
 def _memory(r) -> Match:

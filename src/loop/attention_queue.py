@@ -346,6 +346,20 @@ class AttentionQueue:
         self._pending = [c for c in self._pending if c.id not in taken]
         return mine
 
+    def rewrite(self, text: Callable[[str], str]) -> int:
+        """Pass every pending candidate's text through `text` (a forget replaces forgotten
+        words with their placeholder, src/loop/forgetting.py); how many changed. The
+        candidate stays: a message still gets its answer."""
+        changed = 0
+        out = []
+        for c in self._pending:
+            new = text(c.text)
+            if new != c.text:
+                c, changed = replace(c, text=new), changed + 1
+            out.append(c)
+        self._pending = out
+        return changed
+
     def attach_embeddings(self, vectors: Mapping[int, np.ndarray]) -> None:
         """Give pending candidates their embeddings (the loop embeds them in one batch)."""
         self._pending = [replace(c, embedding=vectors[c.id]) if c.id in vectors else c

@@ -53,6 +53,7 @@ from src.loop.composing import Composing, PromptReads, PromptSettings, PromptSou
 from src.loop.conversation import Conversation
 from src.loop.cycle_log import CycleLog, MarkAnswered
 from src.loop.degraded import Shortfalls
+from src.loop.forgetting import Forgetting
 from src.loop.inner_life import Submit
 from src.loop.input_journal import InputJournal
 from src.loop.intake import Intake
@@ -115,6 +116,12 @@ class CognitiveLoop:
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner,
                                   on_answered=journal.answered if journal is not None else None)
         self.db_wait = DatabaseWait(parts.pool, self.outage, first_s=settings.loop.retry_backoff_s)
+        # the guardian's forgets: what this process holds of forgotten words goes at once
+        # held for each cycle: a forget at the prompt waits for the turn in flight to end, so no
+        # row of that turn is written after the forget has scrubbed its words (src/erasure/question.py)
+        self.turn_lock = asyncio.Lock()
+        self.forgetting = Forgetting(parts.pool, self.conversation, parts.assembler, parts.gates.exit.confirmations,
+                                     self.intake.queue)
         self._failing = 0            # consecutive failed cycles (the backoff's exponent)
 
     # -- what the rest of the mind reads ---------------------------------------------
@@ -188,7 +195,8 @@ class CognitiveLoop:
                     await self._pause(self.cfg.retry_backoff_max_s, stop)
                 continue
             try:
-                await self.cycle()
+                async with self.turn_lock:
+                    await self.cycle()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one bad cycle must not end the mind
@@ -203,6 +211,7 @@ class CognitiveLoop:
         collects what this cycle has to do without (said in the prompt and the reply); `tasks`
         holds every background task of the turn, collected before the cycle returns."""
         clock, shortfalls = CycleClock(now), Shortfalls(self.outage)
+        await self.forgetting.check()                              # a forget by another process
         await self.intake.take()                                   # held input gated, candidates embedded
         attended = await self.attending.attend(clock.now)
         if attended is None:
