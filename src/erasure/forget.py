@@ -17,7 +17,6 @@ receipt (src/erasure/receipt.py `newest`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from src.erasure.matches import Match
 from src.erasure.placeholder import needles, parts
 from src.errors import ProviderError
 from src.providers.embedding import Embedder, embed_memories
+from src.recall.bulk_import import content_digest as digest
 from src.recall.store import EMBED_MAX_CHARS
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,21 @@ class _DryRun(Exception):
     """Raised inside the transaction to roll a dry run back."""
 
 
-def digest(text: str) -> bytes:
-    """What `forgotten_contents` keeps of a forgotten memory: the sha256 of its text."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
-
-
 _CONTENTS = "SELECT id, content, memory_type FROM memories WHERE id = ANY($1::bigint[])"
 _SCRATCH = "SELECT id FROM scratch_buffer WHERE id = ANY($1::bigint[]) OR EXISTS " \
            "(SELECT 1 FROM unnest($2::text[]) AS n WHERE strpos(lower(content), n) > 0)"
+
+
+#: The links across removed statements of an update chain (newer → removed → older).
+_BRIDGE = """
+INSERT INTO memory_supersedes (insight_id, source_id, via, created_at)
+SELECT n.insight_id, o.source_id, n.via, n.created_at
+  FROM memory_supersedes n JOIN memory_supersedes o ON o.insight_id = n.source_id
+ WHERE n.source_id = ANY($1::bigint[]) AND n.via IN ('update', 'correction') AND o.via IN ('update', 'correction')
+   AND NOT n.insight_id = ANY($1::bigint[]) AND NOT o.source_id = ANY($1::bigint[])
+   AND n.insight_id <> o.source_id
+ON CONFLICT DO NOTHING
+"""
 
 
 async def forget(pool: asyncpg.Pool, embedder: Embedder | None, chosen: Sequence[Match], *, who: str,
@@ -123,7 +130,12 @@ async def _embed(embedder: Embedder | None, rewrites: Sequence[derived.Rewrite],
 async def _remove(conn: asyncpg.Connection, out: receipt.Receipt, plan: derived.Plan,
                   vectors: Sequence, model: str | None) -> None:
     """Delete the removed memories (their links, pairs, outcomes and uses follow by foreign
-    key), write the re-derived merges, and free what a removed memory had superseded."""
+    key), write the re-derived merges, and free what a removed memory had superseded.
+
+    A removed statement in the middle of an update chain (Tuesday → Thursday → Friday, the
+    Thursday forgotten) hands its older statement on to its newer one, so the Tuesday stays
+    earlier; a removed newest statement leaves the one before it current again."""
+    await conn.execute(_BRIDGE, plan.removed)
     status = await conn.execute("DELETE FROM memories WHERE id = ANY($1::bigint[])", plan.removed)
     out.add("memories", "deleted", int(status.split()[-1]))
     for rw, vec in zip(plan.rewrites, vectors, strict=True):

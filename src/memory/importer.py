@@ -8,6 +8,10 @@ than jsonl.MAX_JSON_DEPTH, or carries a text over `--max-content-chars` (default
 `agent.max_input_chars`); a line of more than MAX_LINE_BYTES_PER_CHAR bytes per such
 character is skipped unread. None of these stops the run.
 
+A line holding the text of a memory the guardian forgot (issue 39) is skipped and
+counted on stderr; `--include-forgotten` is the guardian's explicit choice to bring such
+memories back (src/recall/bulk_import.py).
+
 Speakers (issue 27). An imported conversation keeps who said each turn: a line's
 `metadata.speaker` names its speaker (REALTALK's "Emi"; `user`, `self`, `thought`,
 `conclusion` and `correction` are the reserved kinds, src/recall/speakers.py), and the
@@ -81,6 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", choices=("auto", "live", "rebuild"), default="auto",
                    help="HNSW index during the import: auto (rebuild when large and the service "
                         "is not running), live (keep it), rebuild (drop, load, build)")
+    p.add_argument("--include-forgotten", action="store_true",
+                   help="also import lines whose text is of a memory the guardian forgot (skipped by default)")
     p.add_argument("--max-content-chars", type=int, default=None, metavar="N",
                    help="longest text a line may carry (default: agent.max_input_chars of runtime.yaml)")
     p.set_defaults(run=run)
@@ -105,6 +111,7 @@ class ImportReport:
         t.duplicates += r.duplicates
         t.unembedded += r.unembedded
         t.links += r.links
+        t.forgotten += r.forgotten
 
 
 def bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
@@ -178,6 +185,7 @@ class _Import:
         self.seconds = 0.0                          # loading, without the index build
         self.threads = Threads()                    # conversation context (src/recall/conversation.py)
         self.last_turn: dict[str, int] = {}
+        self.include_forgotten = False              # --include-forgotten: the guardian's explicit choice
 
     async def read(self) -> None:
         with self.path.open("rb") as f:
@@ -220,7 +228,7 @@ class _Import:
 
     async def _flush(self) -> None:
         result = await write_batch(self.s.pool, self.s.providers.embedder, self.batch, self.ref_ids,
-                                   before_insert=self._drop_once)
+                                   before_insert=self._drop_once, include_forgotten=self.include_forgotten)
         self.report.add(result)
         self.links.extend(pending_links(self.batch, self.ref_ids))
         self.batch.clear()
@@ -261,6 +269,7 @@ async def run(args: argparse.Namespace, s: Session) -> int:
         return 1
     progress = Progress("importing", total, s.err)
     work = _Import(s, path, args.batch_size, max_chars, await _plan_index(args, s, total), progress)
+    work.include_forgotten = bool(getattr(args, "include_forgotten", False))
     completed = False
     try:
         await work.read()
@@ -272,6 +281,10 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 f"({t.duplicates} already present, {report.bad} bad lines skipped, "
                 f"{t.unembedded} stored without embedding, {t.links} supersedes links; "
                 f"HNSW index {report.index})\n")
+    if t.forgotten:
+        s.err.write(f"import: {t.forgotten} line{'s' if t.forgotten != 1 else ''} held the text of a forgotten "
+                    "memory and {} skipped; import with --include-forgotten to bring them back\n".format(
+                        "were" if t.forgotten != 1 else "was"))
     if report.out_of_order:
         s.err.write(f"import: {report.out_of_order} lines came after a later turn of their conversation; "
                     "their context is the lines before them in the file\n")

@@ -23,6 +23,11 @@ unique index makes re-running a file, an overlapping file, or two imports of one
 file at the same time insert each memory once. What the mind stored itself has no
 key, so importing an export into the store it came from duplicates it (known limit).
 
+Forgotten memories (issue 39): a line whose text is that of a memory the guardian forgot
+(its sha256 is in `forgotten_contents`, sql/156) is skipped and counted, unless the
+guardian imports with `include_forgotten` — an export made before a forget does not bring
+the memory back silently.
+
 A crash mid-import leaves whole batches: the transaction of the batch in flight
 rolls back, and the re-run skips what committed.
 """
@@ -79,6 +84,7 @@ class BatchResult:
     duplicates: int = 0
     unembedded: int = 0
     links: int = 0
+    forgotten: int = 0                            # lines of forgotten memories, skipped
 
 
 def import_key(content: str, memory_type: str, source_tag: str, event_time: datetime | None,
@@ -161,12 +167,28 @@ def _row(i: int, k: Keyed, vector: HalfVector | None, model: str | None) -> tupl
             list(r.access_timestamps), r.utility_score, k.key, r.protected, k.contextualized, p.item.context)
 
 
-async def _fresh(db: asyncpg.Pool, checked: Sequence[Keyed], result: BatchResult) -> list[Keyed]:
-    """The records whose key is neither stored nor earlier in the batch (the rest count as duplicates)."""
+def content_digest(content: str) -> bytes:
+    """sha256 of a memory's text, as `forgotten_contents` keeps it (src/erasure/forget.py)."""
+    return hashlib.sha256(content.encode("utf-8")).digest()
+
+
+async def _forgotten(db: asyncpg.Pool, checked: Sequence[Keyed]) -> set[bytes]:
+    digests = list({content_digest(k.prepared.content) for k in checked})
+    rows = await db.fetch("SELECT digest FROM forgotten_contents WHERE digest = ANY($1::bytea[])", digests)
+    return {bytes(r["digest"]) for r in rows}
+
+
+async def _fresh(db: asyncpg.Pool, checked: Sequence[Keyed], result: BatchResult,
+                 include_forgotten: bool = False) -> list[Keyed]:
+    """The records whose key is neither stored nor earlier in the batch (the rest count as
+    duplicates), nor, unless `include_forgotten`, the text of a forgotten memory."""
     seen: set[str] = set(await stored_ids(db, [k.key for k in checked]))
+    forgotten = set() if include_forgotten else await _forgotten(db, checked)
     fresh = []
     for k in checked:
-        if k.key in seen:
+        if forgotten and content_digest(k.prepared.content) in forgotten:
+            result.forgotten += 1
+        elif k.key in seen:
             result.duplicates += 1
         else:
             seen.add(k.key)
@@ -176,7 +198,8 @@ async def _fresh(db: asyncpg.Pool, checked: Sequence[Keyed], result: BatchResult
 
 async def write_batch(pool: asyncpg.Pool, embedder: Embedder, records: Sequence[ImportRecord],
                       ref_ids: dict[int, int],
-                      before_insert: Callable[[], Awaitable[None]] | None = None) -> BatchResult:
+                      before_insert: Callable[[], Awaitable[None]] | None = None,
+                      include_forgotten: bool = False) -> BatchResult:
     """Import `records` in one transaction; see the module docstring.
 
     `ref_ids` maps export ids to the ids in this store; it is read for supersedes
@@ -185,7 +208,7 @@ async def write_batch(pool: asyncpg.Pool, embedder: Embedder, records: Sequence[
     """
     result = BatchResult()
     triples = keyed(records)
-    fresh = await _fresh(pool, triples, result)
+    fresh = await _fresh(pool, triples, result, include_forgotten)
     # the vector of a contextualised memory is of its contextualised text (contextual.py)
     vectors, embedded = await embed_prepared(
         embedder, [Prepared(k.contextualized, k.prepared.item) if k.contextualized else k.prepared for k in fresh])
