@@ -61,6 +61,12 @@ def run_agent(stdin: bytes, env: dict[str, str], args: tuple[str, ...] = (), tim
                           env=env, capture_output=True, timeout=timeout)
 
 
+def run_memory_cli(args: tuple[str, ...], env: dict[str, str], timeout: float = 120):
+    """`python -m src.memory ARGS` as the guardian runs it from a shell."""
+    return subprocess.run([sys.executable, "-m", "src.memory", *args], cwd=ROOT, env=env,
+                          capture_output=True, timeout=timeout)
+
+
 def spawn_agent(env: dict[str, str], args: tuple[str, ...] = ()) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "src.main", *args], cwd=ROOT, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
