@@ -25,8 +25,8 @@ from src.db.database import Database, open_database
 from src.db.manifest import record_start
 from src.erasure.matches import previous_line
 from src.erasure.question import ForgetQuestion
-from src.erasure.request import USER as USER_SOURCE
-from src.erasure.request import forget_request
+from src.gates.forget_request import USER as USER_SOURCE
+from src.gates.forget_request import forget_request
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe

@@ -8,7 +8,7 @@ import json
 
 import asyncpg
 
-from src.erasure.request import forget_request
+from src.gates.forget_request import forget_request
 from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
 from tests.proc import agent_env, read_until, run_agent, spawn_agent, wait_ready

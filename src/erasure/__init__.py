@@ -12,6 +12,9 @@ in every table — in one transaction, with a receipt that names no word of it.
     forget       one forget, one transaction: delete, re-derive, scrub, receipt
     receipt      the audit row and its printed form
     question     "Forget these N? (y/n/numbers)" at the prompt
-    request      "forget that my locker code is 7731" said in conversation
     correct      the guardian's correction: a new memory supersedes the old (via 'correction')
+    spill        the words out of the input spill files
+
+A request said in conversation ("forget that my locker code is 7731") is recognised by the
+gates (src/gates/forget_request.py) and answered here.
 """

@@ -17,6 +17,9 @@ whether the line tells the mind something about the user's world:
   statement; "what is my neighbour's parrot called?" has a gap where the answer goes).
   A question is not a fact: it is not stored, so it cannot crowd recall.
 - **chatter**: nothing with content ("ok", "thanks!", "haha nice", "good morning").
+- **forget**: a request to forget something ("forget that my locker code is 7731";
+  src/gates/forget_request.py, issue 39). Never kept: it would be one more copy of what it
+  asks to forget. The guardian's confirmation decides (src/erasure/question.py).
 
 The rule leans towards keeping: an unknown word counts as content, so a line in a
 language the lists do not cover is a statement unless it is a clear question. Pure
@@ -30,7 +33,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["statement", "question", "chatter"]
+from src.gates.forget_request import USER, forget_request
+
+Kind = Literal["statement", "question", "chatter", "forget"]
 
 # Function words: they carry grammar, not information about the user's world.
 FUNCTION_WORDS = frozenset("""
@@ -139,7 +144,9 @@ def _is_question(clause: str, ws: list[str]) -> bool:
 
 
 def classify(text: str) -> Utterance:
-    """statement / question / chatter for one line the user typed; see the module docstring."""
+    """statement / question / chatter / forget for one line the user typed; see the module docstring."""
+    if (request := forget_request(text, USER)) is not None:
+        return Utterance("forget", content_words(request.about), "a request to forget something")
     statements: set[str] = set()
     asked: set[str] = set()
     rich_question: str | None = None

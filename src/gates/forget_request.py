@@ -13,7 +13,8 @@ Only the user's own line can ask (`source_tag` 'external_user'): a DMN thought, 
 consolidation insight or the mind's own reply that reads like a request is never one —
 nothing is forgotten on the mind's own judgement. A request is answered by the listing and
 the question (src/erasure/question.py); it is not a message for the model and is never
-stored as a memory (it would be a new copy of what it asks to forget).
+stored as a memory (it would be a new copy of what it asks to forget): src/gates/
+utterance.py classifies it as its own kind, "forget", which no gate keeps.
 
 Measured on the labelled set bench/data/forget_requests.jsonl (`python -m bench forget`).
 """
