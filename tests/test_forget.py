@@ -88,6 +88,9 @@ async def test_the_words_leave_every_log_and_the_counters_stay_true(pool):
     (keep,) = await _store(pool, "My sister lives in Porto.")
     await pool.execute("INSERT INTO input_journal (session_id, kind, line, state) VALUES ('s', 'message', $1, 'done')",
                        SECRET)
+    # the code alone, in a line that holds no clause of the memory: its token is enough
+    await pool.execute("INSERT INTO input_journal (session_id, kind, line, state) "
+                       "VALUES ('s', 'command', '/memory 7419', 'done')")
     await pool.execute(
         "INSERT INTO thought_log (session_id, cycle, source_tag, attention_focus, candidates, output) "
         "VALUES ('s', 1, 'external_user', $1, $2::jsonb, 'Noted: code zebrafish it is.')",
@@ -113,7 +116,8 @@ async def test_the_words_leave_every_log_and_the_counters_stay_true(pool):
     assert await _holding(pool, "blue locker") == {}
     assert rec.counts["dmn_items"] == {"deleted": 1} and rec.counts["scratch_buffer"] == {"deleted": 1}
     assert rec.counts["near_miss_pending"] == {"deleted": 1}
-    assert rec.counts["input_journal"] == {"scrubbed": 1} and rec.counts["thought_log"] == {"scrubbed": 1}
+    assert rec.counts["input_journal"] == {"scrubbed": 2} and rec.counts["thought_log"] == {"scrubbed": 1}
+    assert await pool.fetchval("SELECT count(*) FROM input_journal WHERE line LIKE '%7419%'") == 0
     focus, cands, output = await pool.fetchrow("SELECT attention_focus, candidates, output FROM thought_log")
     assert focus == forgotten_text(SECRET) and output.startswith("[forgotten: ")
     assert json.loads(cands)[1]["preview"] == "My sister lives in Porto."      # the rest of the row stays

@@ -20,6 +20,11 @@ MIN_NEEDLE_CHARS = 3
 #: first PREFIX_CHARS characters and by each clause of at least CLAUSE_CHARS too.
 PREFIX_CHARS = 40
 CLAUSE_CHARS = 16
+#: ... and by each token that holds a digit (a code, a PIN, a password, a phone number):
+#: the guardian's own `/forget 7419` or a reply quoting only the number holds no clause of
+#: it. At least TOKEN_CHARS characters once its end punctuation is cut.
+TOKEN_CHARS = 3
+_TOKEN = re.compile(r"\S*\d\S*")
 _CLAUSE = re.compile(r"(?<=[.!?;:,])\s+|\n+")
 
 
@@ -31,11 +36,14 @@ def forgotten_text(text: str) -> str:
 
 def parts(text: str) -> list[str]:
     """A memory's text and the pieces of it a log may hold alone: its first PREFIX_CHARS
-    characters and each clause of at least CLAUSE_CHARS (without its end punctuation)."""
+    characters, each clause of at least CLAUSE_CHARS (without its end punctuation), and
+    each token with a digit of at least TOKEN_CHARS."""
     text = " ".join(text.split())
     pieces = [text, text[:PREFIX_CHARS]]
     pieces += [c.strip().rstrip(".,;:!?") for c in _CLAUSE.split(text)]
-    return [p for p in dict.fromkeys(pieces) if len(p) >= CLAUSE_CHARS or p == text]
+    tokens = [t.strip(".,;:!?()[]{}\"'“”‘’") for t in _TOKEN.findall(text)]
+    return ([p for p in dict.fromkeys(pieces) if len(p) >= CLAUSE_CHARS or p == text]
+            + [t for t in dict.fromkeys(tokens) if len(t) >= TOKEN_CHARS])
 
 
 def needles(texts: Iterable[str]) -> list[str]:
