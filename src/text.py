@@ -98,3 +98,10 @@ def first_sentence(text: str, max_chars: int) -> str:
     if not sentence[max_chars - 1].isspace() and space >= (max_chars - 1) // 2:
         head = head[:space]                    # the limit fell inside a word: drop it
     return head.rstrip(" ,;:-") + "…"
+
+
+def size(text: str) -> str:
+    """What a log line says of a text instead of its words: "12 words, 64 characters"
+    (issue 39: the log never holds what the user, or the mind, said)."""
+    words, chars = len(text.split()), len(text)
+    return f"{words} word{'' if words == 1 else 's'}, {chars} character{'' if chars == 1 else 's'}"

@@ -58,7 +58,7 @@ async def test_an_export_made_before_a_forget_does_not_bring_it_back(pool, db_ds
     await pool.execute("DELETE FROM memories WHERE id = $1", b)      # so the import has one line to add
     r = await cli(db_dsn, "import", str(out), embedder=HashEmbedder())
     assert r.code == 0, r.err
-    assert "held the text of a forgotten memory and was skipped" in r.err and "--include-forgotten" in r.err
+    assert "1 line was of forgotten memories, skipped" in r.err and "--include-forgotten" in r.err
     contents = {x["content"] for x in await pool.fetch("SELECT content FROM memories WHERE NOT immutable")}
     assert contents == {"My sister lives in Porto."}
     r = await cli(db_dsn, "import", str(out), "--include-forgotten", embedder=HashEmbedder())

@@ -232,6 +232,8 @@ NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/memory/importer.py", "imported "): "the operator (import summary)",
     ("src/web/", ""): "the guardian's browser: HTML, CSS and SVG of the read-only web view",
     ("src/config_reference.py", "# Configuration reference"): "the guardian (docs/configuration.md)",
+    ("src/commands/erasure.py", "/forget ID"): "the guardian (/help)",
+    ("src/memory/importer.py", "import: "): "the operator (import summary)",
 }
 _SQL = re.compile(r"\b(?:SELECT|FROM|WHERE|JOIN|INSERT|UPDATE|DELETE|CREATE|AS|CASE|END)\b|\$\d|::")
 _COLUMNS = re.compile(r"^\s*[\w.]+(?:,\s*[\w.]+){4,}\s*$")      # an SQL column list

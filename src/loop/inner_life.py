@@ -39,6 +39,7 @@ from src.outcomes.prompts import goal_reflection_prompt
 from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.recall.retrieval import Retrieval
+from src.text import size
 from src.tools.verbs import ToolVerb
 
 #: The loop's way in (`CognitiveLoop.submit`, within the background budget): source, text, keywords.
@@ -98,7 +99,8 @@ class InnerLife:
         if await self._done(number):
             return
         if await record_milestone(self.pool, number, event, at=at):
-            log.info("readiness milestone %d reached: %s", number, event_text(event))
+            log.info("readiness milestone %d reached", number)   # what it rests on may quote the user
+            log.debug("readiness milestone %d: %s", number, event_text(event))
         self._reached.add(number)
 
     # -- layers and the gut ---------------------------------------------------------
@@ -239,7 +241,7 @@ class InnerLife:
         held = await goals.goal_memories(self.pool, self.embedder.model_name)
         match = goals.match_goal(vec, self.goal_layer, held, self.settings.goal_match)
         if match is None:
-            log.info("the mind declared %r achieved, but it matches none of its goals", text)
+            log.info("the mind declared a goal achieved (%s), but it matches none of its goals", size(text))
             return f"error: '{text[:120]}' matches none of your goals"
         subjects = [("memory", match.memory_id)] if match.memory_id is not None else []
         oid = await record_outcome(self.pool, kind="goal_achieved", at=now, description=f"goal achieved: {match.text}",

@@ -30,6 +30,7 @@ from src.loop.outage import DB_ERRORS, Outage
 from src.loop.settings import Source
 from src.loop.turns import Turn
 from src.providers.protocols import Embedder
+from src.text import size
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ class Intake:
         self.admissions[candidate.id] = admission
         evicted = self.queue.push(candidate)
         if evicted is not None:
-            log.info("attention queue full: dropped %s candidate %r", evicted.source, evicted.record_text[:60])
+            # the log never holds what was said or thought (issue 39): its size, the words at DEBUG
+            log.info("attention queue full: dropped a %s candidate (%s)", evicted.source, size(evicted.record_text))
+            log.debug("dropped candidate: %r", evicted.record_text[:60])
             self.admissions.pop(evicted.id, None)
         return candidate
 

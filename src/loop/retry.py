@@ -9,6 +9,7 @@ from src.loop.acting import Say
 from src.loop.degraded import failure_note
 from src.loop.intake import Intake
 from src.loop.outage import describe
+from src.text import size
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,8 @@ async def requeue_failed(intake: Intake, exc: BaseException, *, cycle_retries: i
         return False
     for part in turn.parts:
         kept = intake.forget(part)
-        log.error("giving up on %s input after %d failed cycles: %r", part.source, attempts, part.record_text[:80])
+        log.error("giving up on %s input after %d failed cycles (%s)", part.source, attempts, size(part.record_text))
+        log.debug("input given up: %r", part.record_text[:80])
         if part.source == "user":
             await say(failure_note(part.text, attempts, describe(exc), kept))
     return True

@@ -282,9 +282,9 @@ async def run(args: argparse.Namespace, s: Session) -> int:
                 f"{t.unembedded} stored without embedding, {t.links} supersedes links; "
                 f"HNSW index {report.index})\n")
     if t.forgotten:
-        s.err.write(f"import: {t.forgotten} line{'s' if t.forgotten != 1 else ''} held the text of a forgotten "
-                    "memory and {} skipped; import with --include-forgotten to bring them back\n".format(
-                        "were" if t.forgotten != 1 else "was"))
+        were = "line was" if t.forgotten == 1 else "lines were"
+        s.err.write(f"import: {t.forgotten} {were} of forgotten memories, skipped "
+                    "(--include-forgotten imports them)\n")
     if report.out_of_order:
         s.err.write(f"import: {report.out_of_order} lines came after a later turn of their conversation; "
                     "their context is the lines before them in the file\n")

@@ -15,7 +15,7 @@ from src.consolidation.deep import memories_repository
 from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
-from src.text import excerpt
+from src.text import excerpt, size
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,10 @@ async def store_insight(ctx: DeepPassContext, key: str, text: str, cited: list[i
                            citation_floor=ctx.settings.thresholds_for(ctx.embedder.model_name).insight_citation,
                            copy_overlap=deep.insight_copy_overlap, subject_overlap=deep.boundary_subject_overlap)
     if refusal is not None:
-        log.info("deep pass %d: %s %r refused: %s", ctx.pass_id, counted.rstrip("s").replace("_", " "),
-                 excerpt(text, 120), refusal.detail)
+        # the detail names ids and measures only; the insight's words at DEBUG (issue 39)
+        log.info("deep pass %d: %s (%s) refused: %s", ctx.pass_id, counted.rstrip("s").replace("_", " "),
+                 size(text), refusal.detail)
+        log.debug("refused insight: %r", excerpt(text, 120))
         result.add(f"refused_{refusal.reason}")
         return
     new_id = await write_derived(

@@ -53,6 +53,7 @@ from src.gates.contradiction import load_or_learn, screen
 from src.outcomes.tracking import conflict_resolved
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.text import size
 from src.weights.apply import WeightChange, apply_weight_changes
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def _rewrite(answer, verdict: str, counts: dict[str, int]) -> str | None:
         return None
     text = answer.insight.strip()
     if not states_something(text):
-        log.info("reconsolidation: a rewritten insight is not a statement, not stored: %r", text[:120])
+        log.info("reconsolidation: a rewritten insight is not a statement, not stored (%s)", size(text))
         counts["refused_not_statement"] = counts.get("refused_not_statement", 0) + 1
         return None
     return text
