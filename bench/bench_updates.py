@@ -22,6 +22,9 @@ Measured:
   update pair the newer in the top 5 for the question about now, ranked above the older, and
   the older in the top 5 for the question about before; for a distinct pair each statement
   in the top 5 for its own question (neither may crowd the other out).
+With `BENCH_UPDATES_LLM=runtime.local.yaml` (a configuration naming a model) it also
+measures the exit gate's layer 3 with that model: the relation question asked of the pairs
+the offline judge left unlinked, under the gate's own conditions (`_model_path`).
 Issue 37's targets (report half): updates recognised >= 90%, distinct never superseded
 >= 98%, newer above older >= 95%.
 """
@@ -29,6 +32,7 @@ Issue 37's targets (report half): updates recognised >= 90%, distinct never supe
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -63,8 +67,10 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds) 
     newer_vecs = await embed_memories(embedder, [p["newer"] for p in pairs], ["episodic"] * len(pairs))
     links: list[tuple[int, int]] = []
     newer_ids: list[int] = []
+    earliers: list[list] = []
     for p, vec in zip(pairs, newer_vecs, strict=True):
         earlier = (await earlier_statements(pool, [vec], embedder.model_name, th))[0]
+        earliers.append(earlier)
         (newer_id,) = await store.store_many([NewMemory(p["newer"], "episodic", source_tag="external_user")])
         newer_ids.append(newer_id)
         picked = pick(p["newer"], earlier, th)
@@ -80,7 +86,67 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds) 
     await pool.execute("UPDATE memories m SET created_at = t.at, event_time = t.at "
                        "FROM unnest($1::bigint[], $2::timestamptz[]) "
                        "AS t(id, at) WHERE m.id = t.id", ids, times)
-    return links, older_ids, newer_ids
+    return links, older_ids, newer_ids, earliers, newer_vecs
+
+
+async def _model_path(settings, pool, embedder, pairs, older_ids, newer_ids, earliers, newer_vecs,
+                      links) -> list[dict]:
+    """Layer 3 of the exit gate with the configured model (`BENCH_UPDATES_LLM`: a runtime.yaml
+    naming one, e.g. runtime.local.yaml): a pair the offline judge left unlinked is asked the
+    relation question when the gate would ask it — the older among the user's earlier
+    statements the gate reads, closer than the embed model's `contradicting` threshold, and
+    undecided by layers 1 and 2 — and linked when the model says "update". Per split and
+    label: pairs asked, linked by the model, and the answers; the calls' median seconds."""
+    from collections import Counter
+    from time import perf_counter
+
+    from src.gates.contradiction import ask_relation, learn_direction, screen
+
+    providers = build_providers(settings.providers, settings.secrets, pool, "bench-updates")
+    th = settings.gates.exit.thresholds_for(embedder.model_name)
+    direction = await learn_direction(embedder)
+    stored = {r["id"]: r["embedding"].to_numpy().astype(np.float32) for r in await pool.fetch(
+        "SELECT id, embedding FROM memories WHERE id = ANY($1::bigint[])", older_ids)}
+    linked = set(links)
+    answers: dict[int, str | None] = {}
+    seconds: list[float] = []
+    try:
+        for i, p in enumerate(pairs):
+            older, newer = older_ids[i], newer_ids[i]
+            if (newer, older) in linked or not any(e.memory_id == older for e in earliers[i]):
+                continue
+            sim = float(np.dot(newer_vecs[i], stored[older]) / (np.linalg.norm(newer_vecs[i])
+                                                               * np.linalg.norm(stored[older])))
+            if sim <= th.contradicting:
+                continue
+            verdict = screen(p["newer"], newer_vecs[i], p["older"], stored[older], direction,
+                             th.opposition_no_below, th.opposition_yes_above)
+            if verdict.contradicts is not None:
+                continue
+            t = perf_counter()
+            _, relation = await ask_relation(providers.meta, p["newer"], p["older"], verdict.opposition)
+            seconds.append(perf_counter() - t)
+            answers[i] = relation
+    finally:
+        await providers.aclose()
+    rows = []
+    for split in SPLITS:
+        for label in ("update", "distinct", "contradiction", "unrelated"):
+            picked = [i for i, p in enumerate(pairs) if p["split"] == split and p["label"] == label]
+            offline = sum((newer_ids[i], older_ids[i]) in linked for i in picked)
+            asked = [i for i in picked if i in answers]
+            said = Counter(answers[i] for i in asked)
+            with_model = offline + said.get("update", 0)
+            rows += [{"name": f"{split}: {label} ({len(picked)}): asked the model (gate's conditions)",
+                      "value": len(asked), "unit": "pairs"},
+                     {"name": f"{split}: {label}: model answers " + ", ".join(f"{k} {v}" for k, v in sorted(
+                         said.items(), key=lambda kv: str(kv[0]))), "value": len(asked), "unit": "pairs"},
+                     {"name": f"{split}: {label}: linked offline + by the model",
+                      "value": 100.0 * with_model / len(picked), "unit": "%"}]
+    if seconds:
+        rows.append({"name": f"model: relation calls ({len(seconds)}), median", "value": float(np.median(seconds)),
+                     "unit": "s"})
+    return rows
 
 
 async def _ranked(retriever: Retriever, embedder, questions: list[str], now, seed: int) -> list[list[str]]:
@@ -114,7 +180,12 @@ async def run(config: str | None = None) -> list[dict]:
     try:
         async with bench_pool("bench_updates") as pool:
             await import_lines(pool, embedder, lines)
-            links, older_ids, newer_ids = await _store_pairs(pool, embedder, pairs, UpdateThresholds())
+            links, older_ids, newer_ids, earliers, newer_vecs = await _store_pairs(pool, embedder, pairs,
+                                                                                    UpdateThresholds())
+            if os.environ.get("BENCH_UPDATES_LLM"):
+                model_settings = load_settings(os.environ["BENCH_UPDATES_LLM"], env={})
+                rows += await _model_path(model_settings, pool, embedder, pairs, older_ids, newer_ids, earliers,
+                                          newer_vecs, links)
             now = await pool.fetchval("SELECT max(created_at) FROM memories") + timedelta(hours=1)
             retriever = Retriever(pool, embedder, None, Safety(), cfg)
             rows.append({"name": f"store: {len(lines)} turns of {what} + {len(pairs)} pairs ({embedder.model_name})",
