@@ -71,7 +71,7 @@ class Agent:
         self.erasure = (ForgetQuestion(db.pool, providers.embedder, settings.agent.spill_dir,
                                        on_forgotten=self.mind.loop.forgetting.apply,
                                        between_turns=self.mind.loop.turn_lock)
-                        if self.mind is not None else None)
+                        if self.mind is not None and db is not None else None)
         # the guardian's slash commands (src/commands), each bound to this process's parts
         self.commands = build_commands(CommandContext(
             settings=settings, db=db, providers=providers, session_id=session_id, say=self.screen.say,
