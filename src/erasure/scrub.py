@@ -131,6 +131,10 @@ async def scrub_tables(conn: asyncpg.Connection, needles: Sequence[str], removed
     return counts
 
 
+#: A scrub's statement; its parts are catalogue names quoted as identifiers and fixed SQL.
+_UPDATE = "UPDATE {table} SET {sets} WHERE {where}"
+
+
 async def _count_or_run(conn: asyncpg.Connection, table: str, where: str, low: list[str], ids: list[int],
                         dry_run: bool, *, delete: bool = False, sets: str = "") -> int:
     uses_ids = "$2" in where
@@ -140,7 +144,7 @@ async def _count_or_run(conn: asyncpg.Connection, table: str, where: str, low: l
     if delete:
         status = await conn.execute(f"DELETE FROM {ident(table)} WHERE {where}", *args)
     else:
-        status = await conn.execute(f"UPDATE {ident(table)} SET {sets} WHERE {where}", *args)
+        status = await conn.execute(_UPDATE.format(table=ident(table), sets=sets, where=where), *args)
     return int(status.split()[-1])
 
 
