@@ -71,13 +71,16 @@ async def test_bad_without_an_id_is_about_what_the_last_answer_drew_on(pool):
     assert (outcome["valence"], outcome["memories"]) == (-1.0, [drawn])
 
 
-async def test_without_a_reflected_memory_the_answers_context_is_named(pool):
+async def test_without_a_reflected_memory_nothing_is_credited(pool):
+    """Being in the answer's context is not being drawn on (issue 40: a newcomer's /good credited
+    16 unrelated imports); the reply says so in words, no source file named."""
     a, b, seed = [await add_memory(pool, f"memory {i}") for i in range(3)]
     await _answer_row(pool, 7, {"situational": [b], "identity": [a], "immutable": [seed]})
     reply = await feedback_command(pool, "", good=True, settings=SETTINGS, now=NOW)
-    assert reply.startswith("recorded /good for the memories in the last answer's context (it drew on none "
-                            f"by the measure of src/outcomes/use.py): #{a} 'memory 0'; #{b} 'memory 1' ")
-    assert sorted(await pool.fetchval("SELECT array_agg(memory_id) FROM memory_uses")) == [a, b]
+    assert reply == ("the last answer drew on none of its 2 memories (none has enough of its own words in "
+                     "the answer); nothing recorded; name a memory: /good <memory id>")
+    assert await pool.fetchval("SELECT count(*) FROM memory_uses") == 0
+    assert await pool.fetchval("SELECT count(*) FROM outcomes") == 0
 
 
 async def test_nothing_is_recorded_for_a_bad_line(pool):

@@ -6,7 +6,12 @@ later calls are no-ops (idempotent), so a call site may fire on every occurrence
 
 Who records what (the call sites):
     1  memory formation      the loop, once the exit gate has persisted a scratch item
-    2  retrieval success     the loop, when recall returns a memory relevant to the focus
+    2  retrieval success     the loop, when recall returns a memory it held before the
+                             question that is relevant by a stated measure: its cosine to
+                             the question at or above the embed model's floor (bootstrap
+                             `relevant_similarity`) and a content word in common with the
+                             question; never the question's own text (a memory stored from
+                             this turn's input, or the same words)
     3  consolidation cycle   consolidation's deep pass (merge + insight + narrative)
     4  goal promotion        the weight choke point: an applied 'promotion' change that
                              leaves the memory at goal-equivalent weight (center >= 0.6)
@@ -31,7 +36,7 @@ import asyncpg
 
 TITLES: tuple[str, ...] = (
     "First memory formation (entry → scratch → exit → persist)",
-    "First retrieval success (hybrid search recalled a relevant memory)",
+    "First retrieval success (a memory held before the question: cosine ≥ the embed model's floor, a word in common)",
     "First consolidation cycle (merge + insight + narrative)",
     "First goal-weight promotion (experience → goal-equivalent weight)",
     "First DMN self-prompt acted upon",

@@ -70,7 +70,7 @@ _PHRASES: dict[str, Callable[[object], str]] = {
 _QUOTED = ("query", "prompt", "goal", "value", "answer", "reflection")
 #: The order a phrase's parts are said in (jsonb hands keys back shortest first); others last.
 _ORDER = {key: i for i, key in enumerate((
-    "pass_id", "cycle", "dmn_item_id", "memory_ids", "memory_id", "tier", "center", "recalled", "semantic",
+    "pass_id", "cycle", "dmn_item_id", "memory_ids", "memory_id", "tier", "center", "recalled", "measure", "semantic",
     "how", "value_id", "value", "similarity", "goal", "outcome_id", "declared_cycle", "reflection_cycle",
     "insights", "merged", "narratives", "query", "prompt", "answer", "reflection", "path", "reason",
     "actions"))}
@@ -95,7 +95,7 @@ def event_text(event: dict, limit: int = 160) -> str:
             parts.append(f"{key} {_quoted(value)}")
         elif key == "tier":
             parts.append(f"{value} tier")
-        elif key in ("path", "how", "reason", "center"):
+        elif key in ("path", "how", "reason", "center", "measure"):
             parts.append(str(value))
         else:
             parts.append(f"{key.replace('_', ' ')} {value}")

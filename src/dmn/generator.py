@@ -6,7 +6,7 @@ Each tick:
        nothing while `max_pending` DMN items already wait for attention, nor while the
        background budget is spent (src/providers/budget.py: its cycle would spend)
     2. a uniform pre-sample of the store (the pool), then a biased draw from it
-       (neglected important, in tension, distant, about the self); broadened by the
+       (neglected important, in tension, distant, the mind's own about itself); broadened by the
        entropy guard when one topic keeps surfacing
     3. channels: goal link → self-prompt (else a spontaneous one), creative pairs →
        dmn_items for the deep pass, value link → identity signal; every few ticks a
@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from src.dmn import channels as ch
 from src.dmn import repository as repo
 from src.dmn.entropy_guard import EntropyGuard
 from src.dmn.pacing import Pacing
-from src.dmn.sampling import PoolFeatures, bias_weights, draw
+from src.dmn.sampling import PoolFeatures, about_self, bias_weights, draw
 from src.dmn.settings import DmnSettings
 from src.dmn.suppression import activity
 from src.providers.budget import BackgroundBudget
@@ -74,6 +75,17 @@ class DmnLimits:
 
     budget: BackgroundBudget | None = None
     safety: Safety | None = None
+
+
+def pool_features(rows: Sequence[Mapping[str, Any]]) -> PoolFeatures:
+    """The sampling features of the pool rows (src/dmn/repository.py `pool_rows`)."""
+    return PoolFeatures(
+        center=np.array([r["center"] for r in rows], float),
+        hours_unseen=np.array([max(0.0, float(r["hours_unseen"])) for r in rows]),
+        age_days=np.array([max(0.0, float(r["age_days"])) for r in rows]),
+        tension=np.array([r["tension"] for r in rows], bool),
+        about_self=np.array([about_self(r["source_tag"], r["speaker"], r["memory_type"], r["kind"], r["content"])
+                             for r in rows], bool))
 
 
 class DmnGenerator:
@@ -156,13 +168,7 @@ class DmnGenerator:
         cfg = self.settings
         vecs = np.stack([r["embedding"].to_numpy().astype(np.float64) for r in rows])
         units = unit_rows(vecs)
-        features = PoolFeatures(
-            center=np.array([r["center"] for r in rows], float),
-            hours_unseen=np.array([max(0.0, float(r["hours_unseen"])) for r in rows]),
-            age_days=np.array([max(0.0, float(r["age_days"])) for r in rows]),
-            tension=np.array([r["tension"] for r in rows], bool),
-            about_self=np.array([r["about_self"] for r in rows], bool))
-        weights = bias_weights(features, cfg.bias)
+        weights = bias_weights(pool_features(rows), cfg.bias)
         broadened = self.guard.broadened or (self.safety is not None and self.safety.sampling_broadened)
         picked = draw(weights, cfg.samples_per_tick, self.rng, exclude=self.guard.exclusion(units),
                       broadened=broadened)

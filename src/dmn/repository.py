@@ -25,17 +25,17 @@ _BOUNDS = """SELECT (SELECT count(*) FROM (SELECT id FROM memories ORDER BY id L
 
 # The pool rows with the features the bias needs. "In tension": a tension memory, a
 # correction, or a memory consolidation marked as contradicting another (metadata).
-# "About the self": a self-reflection, or first-person content.
+# "About the self" is decided from who said it (src/dmn/sampling.about_self): the source tag,
+# `metadata.speaker` and the kind come with each row.
 _POOL = """
-SELECT id, content, embedding, memory_type,
+SELECT id, content, embedding, memory_type, source_tag,
+       metadata->>'speaker' AS speaker, metadata->>'kind' AS kind,
        depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center,
        extract(epoch FROM ($2 - COALESCE(last_accessed, created_at))) / 3600.0 AS hours_unseen,
        extract(epoch FROM ($2 - COALESCE(event_time, created_at))) / 86400.0 AS age_days,
        COALESCE(event_time, created_at) AS at,
        (memory_type IN ('tension', 'correction') OR metadata ? 'contradicts'
-        OR metadata->>'kind' = 'tension') AS tension,
-       (memory_type = 'reflection'
-        OR content ~* '\\m(I|me|my|myself|mine)\\M') AS about_self
+        OR metadata->>'kind' = 'tension') AS tension
   FROM memories
  WHERE embedding IS NOT NULL AND embed_model = $3 AND NOT immutable
 """

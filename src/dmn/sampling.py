@@ -4,7 +4,8 @@ All memories can be drawn, but the draw is biased toward
     - high weight + low recent access (neglected important memories),
     - memories in tension with what the mind holds,
     - temporally distant memories (creative association),
-    - high-weight memories about the self (spontaneous introspection),
+    - high-weight memories about the self (spontaneous introspection): the mind's own
+      (`about_self`), never a user's line for being in the first person,
 with the biases from settings and the draw from an injected numpy Generator.
 Broadening (the entropy guard) flattens the bias and excludes the stuck topic.
 """
@@ -16,6 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from src.dmn.settings import SamplingBias
+from src.recall.speakers import first_person, speaker_of
+
+#: Memories that are the mind's by what they are: its values and goals (metadata kind).
+SELF_KINDS = frozenset({"value", "goal"})
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,19 @@ class PoolFeatures:
     age_days: np.ndarray          # days since the event (or creation)
     tension: np.ndarray           # bool
     about_self: np.ndarray        # bool
+
+
+def about_self(source_tag: str | None, speaker: str | None, memory_type: str, kind: str | None,
+               content: str) -> bool:
+    """Whether a memory is about the self (plan §4.7's introspection bias): a value or goal the
+    mind holds, or the mind's own words (said, thought, concluded or corrected: its source tag
+    or `metadata.speaker`, src/recall/speakers.py) that are a self-reflection or speak in the
+    first person outside what they quote. The user's "I have a cat" is about the user, and an
+    imported speaker's "I …" about that speaker: neither is the mind's."""
+    if kind in SELF_KINDS:
+        return True
+    who = speaker_of(source_tag, {"speaker": speaker} if speaker else None)
+    return who is not None and who.mind and (memory_type == "reflection" or first_person(content))
 
 
 def bias_weights(f: PoolFeatures, bias: SamplingBias) -> np.ndarray:

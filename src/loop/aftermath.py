@@ -148,15 +148,18 @@ class Aftermath:
             goal_relevance=float(next((s.components.goal_relevance for s in attended.allocation.ranked), 0.0)),
             emotional_charge=attended.winner.emotional_charge), self.fifo)
 
-    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime, tasks: TurnTasks) -> None:
+    async def inner_life(self, record: CycleRecord, thought: Thought, now: datetime, tasks: TurnTasks, *,
+                         own_scratch: Sequence[int] = ()) -> None:
         """Gut, outcomes and readiness after the cycle (src/loop/inner_life.py); the gut delta
         itself is written with the cycle's row. The turn's queued writes are settled before a
-        step that reads weights (`tasks`)."""
+        step that reads weights (`tasks`). `own_scratch`: the turn's own scratch rows (a memory
+        stored from them is the question, never a retrieval success)."""
         if self.inner is None:
             return
         await self.inner.after_cycle(
             CycleOutcome(record.cycle, record.winner, record.output, record.path, record.actions,
-                         thought.outcome.correction_id if thought.outcome else None, record.retrieval, now),
+                         thought.outcome.correction_id if thought.outcome else None, record.retrieval, now,
+                         own_scratch=tuple(own_scratch)),
             settled=tasks.settle, submit=self.submit_inner)
 
 

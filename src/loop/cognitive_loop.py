@@ -269,7 +269,7 @@ class CognitiveLoop:
                 await self.aftermath.answered(thought, action, question)   # skills credited, copilot question
                 await self.aftermath.gate_and_store(attended, prompt, thought, record, clock.now, tasks)
                 # gut, outcomes, readiness: the turn's writes are settled first where it reads weights
-                await self.aftermath.inner_life(record, thought, clock.now, tasks)
+                await self.aftermath.inner_life(record, thought, clock.now, tasks, own_scratch=attended.inputs.kept)
             finally:   # a turn nothing replays: logged last, even when gating or pruning failed
                 if not early:
                     await self.cycle_log.write(record, attended, prompt, clock.now)

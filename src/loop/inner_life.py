@@ -30,6 +30,7 @@ from src.bootstrap.readiness import event_text
 from src.bootstrap.settings import BootstrapSettings
 from src.errors import ProviderError
 from src.gates.modes import unkept_text
+from src.gates.utterance import words as utterance_words
 from src.gut import repository as gut_repo
 from src.gut.gut import Gut
 from src.loop.attention_queue import Candidate
@@ -38,7 +39,9 @@ from src.outcomes import alignment, goals
 from src.outcomes.prompts import goal_reflection_prompt
 from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
+from src.outcomes.use import words as use_words
 from src.recall.retrieval import Retrieval
+from src.recall.scoring import Recalled
 from src.text import size
 from src.tools.verbs import ToolVerb
 
@@ -70,6 +73,55 @@ class CycleOutcome:
     correction_id: int | None       # System 2's correction kept in the reflection bank
     retrieval: Retrieval | None
     now: datetime
+    own_scratch: tuple[int, ...] = ()   # the turn's own scratch rows: a memory stored from them is the question
+
+
+@dataclass(frozen=True)
+class RelevantRecall:
+    """A recalled memory that counts as retrieval success (milestone 2), with its measure."""
+
+    memory_id: int
+    cosine: float
+    floor: float
+    shared: tuple[str, ...]          # content words it has in common with the question
+
+    def measure(self, unkept: bool = False) -> str:
+        """The measure in words: "cosine 0.62 ≥ 0.35, shares 'cat', 'called'" (an off-mode
+        turn's words are not kept: then only how many)."""
+        why = (f"shares {len(self.shared)} content word(s) with the question" if unkept
+               else "shares " + ", ".join(f"'{w}'" for w in self.shared[:3]))
+        return f"cosine {self.cosine:.2f} ≥ {self.floor:.2f}, {why}"
+
+
+def _own_text(content: str, question: list[str]) -> bool:
+    """Whether a memory's words all stand, in order, in the question: its own text (or a
+    part of it, or a memory it quotes), not something recalled for it."""
+    said = utterance_words(content)
+    return not said or f" {' '.join(said)} " in f" {' '.join(question)} "
+
+
+def relevant_recall(memories: Sequence[Recalled], question: str, *, own_scratch: Sequence[int] = (),
+                    floor: float) -> RelevantRecall | None:
+    """The best-ranked recalled memory that is retrieval success (plan §5.2 milestone 2), or None.
+
+    The question's own text never counts: a memory stored from this turn's input (its scratch
+    rows, `own_scratch`) or one whose words all stand in the question. Of the rest, a learned
+    memory (not a seed) counts when its cosine to the question is at least `floor` and it has a
+    content word in common with the question. The cosine is the embedding's, not recall's
+    blended score: that one is spread over the candidates, so their best is always 1.00. Being
+    recall's first is no evidence: a question's best match in an unrelated conversation passes
+    the floor about one time in four (notes.md "Thresholds per embedder")."""
+    mine, asked = set(own_scratch), utterance_words(question)
+    question_words = use_words(question)
+    for m in memories:
+        cosine = m.hit.similarity
+        if (m.hit.immutable or cosine is None or cosine < floor or m.hit.metadata.get("scratch_id") in mine
+                or _own_text(m.hit.content, asked)):
+            continue
+        shared = tuple(sorted(use_words(m.hit.content) & question_words))
+        if shared:
+            return RelevantRecall(m.id, float(cosine), floor, shared)
+    return None
 
 
 class InnerLife:
@@ -152,13 +204,12 @@ class InnerLife:
         modelled = path not in ("reflex", "system1_failed") and bool(answer)
         shown = unkept_text(answer) if winner.unkept and answer else answer   # memory mode off: sizes only
         await self._outcomes(winner, correction_id, now)
-        learned = [m for m in (retrieval.memories if retrieval is not None else []) if not m.hit.immutable]
-        if learned:
-            # a memory the mind formed itself (not a seed) came back for the focus
-            top = max(learned, key=lambda m: m.components[0])
-            if top.components[0] >= self.settings.relevant_similarity:
-                await self.milestone(2, {"cycle": cycle, "memory_ids": [top.id], "recalled": retrieval.ids[:5],
-                                         "semantic": round(top.components[0], 4),
+        if retrieval is not None and not await self._done(2):
+            found = relevant_recall(retrieval.memories, winner.text, own_scratch=outcome.own_scratch,
+                                    floor=self.settings.relevant_floor(self.embedder.model_name))
+            if found is not None:
+                await self.milestone(2, {"cycle": cycle, "memory_ids": [found.memory_id],
+                                         "recalled": retrieval.ids[:5], "measure": found.measure(winner.unkept),
                                          "query": winner.record_text[:120]}, now)
         if winner.source == "dmn" and modelled and not await self._done(5):
             # only what the DMN generator produced (a goal's reflection prompt also enters as dmn)

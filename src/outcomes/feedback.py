@@ -2,8 +2,11 @@
 
 `/good 42` (or several ids) says memory 42 was good to rely on, `/bad 42` that it was
 not; without an id the feedback is about the memories behind the last answer to a user's
-message — the ones it drew on (src/outcomes/use.py), or, when it drew on none by that
-measure, every memory of its situational and identity context (said so in the reply).
+message: the ones it drew on (src/outcomes/use.py: a memory's own words, those the question
+did not hold, are in the answer), and only those. When it drew on none, nothing is recorded
+and the reply says so in words: the other memories of its context were there, not used (a
+newcomer's `/good` once credited 16 imports the answer never touched). Replies name no source
+file: they are read by the guardian.
 
 Each command writes outcome evidence twice: `memory_uses` rows of kind good / bad
 (valence +1 / −1), which recall's outcome scoring counts as use and consolidation folds
@@ -28,6 +31,7 @@ from src.text import excerpt
 
 _IDS = re.compile(r"#?(\d+)")
 PREVIEW_CHARS = 60
+_NAME_ONE = "; name a memory: /{} <memory id>"
 
 
 def usage(command: str) -> str:
@@ -50,7 +54,7 @@ async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, setting
     ids = parse_ids(args)
     if ids is None:
         return usage(command)
-    target, evidence, how = await _target(pool, ids, settings)
+    target, evidence, how = await _target(pool, ids, settings, command)
     if isinstance(target, str):
         return target
     texts = await repo.memory_texts(pool, target)
@@ -70,20 +74,20 @@ async def feedback_command(pool: asyncpg.Pool, args: str, *, good: bool, setting
             f"at the next deep pass)")
 
 
-async def _target(pool: asyncpg.Pool, ids: list[int],
-                  settings: OutcomeSettings) -> tuple[list[int] | str, dict, str]:
+async def _target(pool: asyncpg.Pool, ids: list[int], settings: OutcomeSettings,
+                  command: str) -> tuple[list[int] | str, dict, str]:
     """(memory ids, evidence, how to name them) — or a reply saying why there are none."""
     if ids:
         return ids, {}, "memory" if len(ids) == 1 else "memories"
     answer = await repo.last_answer(pool)
     if answer is None:
-        return "no answer yet to give feedback on; name a memory: /good <memory id>", {}, ""
+        return f"no answer yet to give feedback on{_NAME_ONE.format(command)}", {}, ""
     evidence = {"answer_session": answer.session_id, "answer_cycle": answer.cycle}
     drew_on = await repo.reflected_in(pool, answer.session_id, answer.cycle)
     if drew_on:
         return drew_on, {**evidence, "behind": "drew on"}, "the memories the last answer drew on"
-    context = sorted({i for track in settings.use.tracks for i in answer.context_ids.get(track, [])})
+    context = {i for track in settings.use.tracks for i in answer.context_ids.get(track, [])}
     if not context:
-        return "the last answer had no memory in its context; nothing recorded", {}, ""
-    return (context, {**evidence, "behind": "context"},
-            "the memories in the last answer's context (it drew on none by the measure of src/outcomes/use.py)")
+        return f"the last answer had no memory in its context; nothing recorded{_NAME_ONE.format(command)}", {}, ""
+    return (f"the last answer drew on none of its {len(context)} memories (none has enough of its own words in "
+            f"the answer); nothing recorded{_NAME_ONE.format(command)}", {}, "")
