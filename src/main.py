@@ -222,7 +222,8 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                    + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
             screen.say(line)
-        journal = InputJournal(db.pool, session_id, settings.agent.spill_dir, outage=Outage(), notify=screen.say)
+        journal = InputJournal(db.pool, session_id, settings.agent.spill_dir, outage=Outage(), notify=screen.say,
+                           max_chars=settings.agent.max_input_chars)
         mind = await build_mind(settings, db.pool, providers, session_id=session_id, manifest=manifest,
                                 deliver=screen.say, journal=journal)
         if mind.stale_at_start:

@@ -25,9 +25,7 @@ crash must not end the next run.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from pathlib import Path
 
 import asyncpg
 
+from src.loop import spill
 from src.loop.outage import DB_ERRORS, Outage
 from src.text import clean_text
 
@@ -102,8 +101,9 @@ class InputJournal:
 
     def __init__(self, pool: asyncpg.Pool, session_id: str, spill_dir: Path, *,
                  outage: Outage, notify: Callable[[str], None],
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0):
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, max_chars: int | None = None):
         self.pool = pool
+        self.max_chars = max_chars        # a spilled line obeys the typed line's limit (src/loop/spill.py)
         self.session_id = session_id
         self.spill_dir = Path(spill_dir)
         self.spill_path: Path | None = None
@@ -121,7 +121,7 @@ class InputJournal:
         row = await self.pool.fetchrow(
             "SELECT current_database() AS db, (SELECT system_identifier FROM pg_control_system()) AS sys")
         self.spill_path = self.spill_dir / f"{row['sys']}-{row['db']}.jsonl"
-        spilled = await asyncio.to_thread(_read_spill, self.spill_path)
+        spilled = await asyncio.to_thread(_read_spill, self.spill_path, self.max_chars)
         if spilled:
             await self._insert(spilled, session_id=f"{self.session_id}:spill")
             await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
@@ -213,27 +213,8 @@ def _key(line: Line) -> str:
 
 
 def _append_spill(path: Path, lines: Sequence[Line], session_id: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps({"kind": x.kind, "line": x.text, "session": session_id, "key": x.key},
-                              ensure_ascii=False) + "\n" for x in lines)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, data.encode("utf-8"))
-        os.fsync(fd)   # held input must survive a SIGKILL during the outage
-    finally:
-        os.close(fd)
+    spill.append(path, [(x.kind, x.text, x.key) for x in lines], session_id)
 
 
-def _read_spill(path: Path) -> list[Line]:
-    if not path.exists():
-        return []
-    out = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        try:
-            item = json.loads(raw)
-        except ValueError:   # a line cut by a crash mid-write: it was never acknowledged
-            log.warning("ignoring a damaged line in the input spill file %s", path)
-            continue
-        # a spill written before line keys existed has none: its lines get new ones
-        out.append(Line(item["kind"], item["line"], key=item.get("key") or str(uuid.uuid4())))
-    return out
+def _read_spill(path: Path, max_chars: int | None = None) -> list[Line]:
+    return [Line(x.kind, x.text, key=x.key) for x in spill.read(path, max_chars)]
