@@ -76,7 +76,11 @@ async def run(args: argparse.Namespace, s: Session) -> int:
         s.err.write(f"export: {printable(str(args.file))} exists; pass --force to overwrite it\n")
         return 1
     tmp = None if to_stdout else args.file.with_name(args.file.name + ".part")
-    out = s.out if to_stdout else tmp.open("w", encoding="utf-8")
+    try:
+        out = s.out if to_stdout else tmp.open("w", encoding="utf-8")
+    except OSError as exc:      # a missing folder, no permission: one line, no traceback
+        s.err.write(f"export: cannot write {printable(str(args.file))}: {exc.strerror or exc}\n")
+        return 1
     count = 0
     try:
         async with s.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):

@@ -3,7 +3,7 @@
 Read-only: the same listing as the prompt's /held (src/gates/held.py), oldest first,
 whether the service runs or not. Deciding stays at the prompt ("Keep these?
 (y/n/numbers)" after an answer), where the running mind settles an item in the
-transaction that writes it; `--json` prints one object per item.
+transaction that writes it; `--json` prints one object per item (`[]` when nothing is held).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     """List the held items; exit 0 (an empty list is not a failure)."""
     rows = await held_repository.held_items(s.pool)
     if args.json:
+        if not rows:    # nothing held: still a JSON answer a script can read
+            s.out.write("[]\n")
         for r in rows:
             s.out.write(json.dumps({"scratch_id": r["scratch_id"], "why": r["why"], "action": r["action"],
                                     "held_at": r["held_at"].isoformat(), "embed_model": r["embed_model"],

@@ -277,8 +277,9 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     finally:
         await work.restore_index(completed)
     report, t = work.report, work.report.totals
-    s.out.write(f"imported {t.inserted} new memories from {work.name} in {work.seconds:.1f} s "
-                f"({t.duplicates} already present, {report.bad} bad lines skipped, "
+    bad = f"{report.bad} bad line{'' if report.bad == 1 else 's'} skipped"
+    s.out.write(f"imported {t.inserted} new memor{'y' if t.inserted == 1 else 'ies'} from {work.name} in "
+                f"{work.seconds:.1f} s ({t.duplicates} already present, {bad}, "
                 f"{t.unembedded} stored without embedding, {t.links} supersedes links; "
                 f"HNSW index {report.index})\n")
     if t.forgotten:
@@ -288,4 +289,7 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     if report.out_of_order:
         s.err.write(f"import: {report.out_of_order} lines came after a later turn of their conversation; "
                     "their context is the lines before them in the file\n")
+    if report.bad and not report.lines:     # nothing in the file could be read: a failure
+        s.err.write(f"import: no line of {work.name} could be read\n")
+        return 1
     return 0
