@@ -98,6 +98,32 @@ async def test_a_superscript_digit_memory_id_is_404_not_500(pool, caplog):
     assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
 
 
+async def test_an_unknown_page_is_the_styled_404_with_its_links(pool):
+    async with served(pool) as (s, base):
+        status, text = await _text(s, f"{base}/nosuchpage")
+        assert status == 404
+        assert "<html" in text.lower() and "no page at /nosuchpage" in text and 'href="/memories"' in text
+        status, text = await _text(s, f"{base}/nosuchpage?format=json")
+        assert status == 404 and json.loads(text)["error"].startswith("no page at /nosuchpage")
+
+
+def test_a_busy_port_names_the_fix_where_it_applies(db_dsn):
+    """Standalone (`python -m src.web`) the fix is --port, not a runtime.yaml switch."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.proc import ROOT, agent_env
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "src.web", "--port", str(port)], cwd=ROOT,
+                           env=agent_env(DATABASE_URL=db_dsn), capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode != 0 and "choose another port with --port" in err and "web.enabled" not in err, err
+
+
 async def test_a_100_kb_search_is_refused_without_a_traceback_in_the_log(pool, caplog):
     caplog.set_level(logging.INFO)
     async with served(pool) as (s, base):

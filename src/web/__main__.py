@@ -67,7 +67,7 @@ async def serve(settings: Settings, *, announce=print) -> int:
         view = View(pool=pool, settings=settings.web, mode="standalone viewer (the mind is not run here)",
                     session_id=None, providers_report=providers.report, safety_modes=safety.phase_modes(),
                     retriever=retriever, budget=_budget_from_ledger(settings, pool))
-        server = WebServer(view)
+        server = WebServer(view, busy_hint="choose another port with --port")
         url = await server.start()
         announce(f"web view (read-only) of {description}: {url}")
         announce("Ctrl-C stops it.")

@@ -107,6 +107,8 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
         resp = await handler(request)
     except BadRequest as exc:
         resp = _error(request, 400, str(exc))
+    except web.HTTPNotFound:   # the router's own plain-text 404, styled like every other error
+        resp = _error(request, 404, f"no page at {request.path[:80]}; the pages are listed at the top")
     except web.HTTPException:
         raise
     except Exception:  # one broken page must not take the view down; details go to the log
@@ -177,10 +179,13 @@ def build_app(view: View) -> web.Application:
 class WebServer:
     """The view served on the running event loop (aiohttp AppRunner + TCPSite)."""
 
-    def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = ()):
+    def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = (),
+                 busy_hint: str = "choose another web.port or set web.enabled: false"):
         token = view.settings.token.get_secret_value() if view.settings.token else None
         check_bind(view.settings.host, token)
         self.view = view
+        # what to do when the port is taken: beside the mind, a setting; standalone, --port
+        self.busy_hint = busy_hint
         self._on_stop = list(on_stop)     # run after the server stops (the view's own pool closes)
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -198,7 +203,7 @@ class WebServer:
             await self._runner.cleanup()
             self._runner = None
             raise StartupError(f"web view cannot listen on {s.host}:{s.port} ({exc.strerror}); "
-                              "choose another web.port or set web.enabled: false") from exc
+                               f"{self.busy_hint}") from exc
         port = self._runner.addresses[0][1] if self._runner.addresses else s.port
         host = f"[{s.host}]" if ":" in s.host else s.host
         self.url = f"http://{host}:{port}/"
