@@ -141,3 +141,18 @@ async def test_by_words_lists_memories_and_lines(pool):
     assert "no item 3" in matches.choose("3", found)
     assert matches.choose("what about it?", found) is None
 
+
+
+async def test_a_recompression_drawn_beside_a_forgotten_memory_is_undone(pool):
+    a, b, c = await _store(pool, SECRET, "I swim at the gym on Mondays.", "I lift weights at the gym.")
+    await pool.execute("INSERT INTO consolidation_clusters (fingerprint, member_ids) VALUES ('f1', $1)", [a, b, c])
+    await pool.execute(
+        "UPDATE memories SET compressed = 'keeps fit at the gym (locker by the pool)', metadata = metadata || "
+        "jsonb_build_object('recompressed_at', now(), 'recompressed_by_pass', 1, 'gate_compressed', 'swims Mondays') "
+        "WHERE id = $1", b)
+    found, _ = await matches.by_ids(pool, [a])
+    rec, _ = await forget(pool, None, found, who="cli", now=NOW)
+    assert rec.counts["memories"]["recompressed_reset"] == 1
+    row = await pool.fetchrow("SELECT compressed, metadata FROM memories WHERE id = $1", b)
+    assert row["compressed"] == "swims Mondays" and "recompressed_at" not in json.loads(row["metadata"])
+    assert await pool.fetchval("SELECT count(*) FROM consolidation_clusters") == 0

@@ -70,6 +70,24 @@ ON CONFLICT DO NOTHING
 """
 
 
+#: Re-compressions drawn with a removed memory as context (src/consolidation/deep/
+#: recompress.py: a merged cluster's or a theme's members, each compressed again beside the
+#: others): the gate's own line comes back and the mark goes, so the next deep pass compresses
+#: them again from what is left. Before the clusters and findings are removed by the scrub.
+_RECOMPRESSED = """
+WITH reset AS (
+    UPDATE memories m SET compressed = m.metadata->>'gate_compressed',
+           metadata = m.metadata - 'recompressed_at' - 'recompressed_by_pass' - 'gate_compressed'
+     WHERE m.metadata ? 'recompressed_at' AND NOT m.id = ANY($1::bigint[])
+       AND (EXISTS (SELECT 1 FROM consolidation_clusters c
+                     WHERE c.member_ids && $1::bigint[] AND m.id = ANY(c.member_ids))
+            OR EXISTS (SELECT 1 FROM consolidation_findings f
+                        WHERE f.kind = 'theme' AND f.memory_ids && $1::bigint[] AND m.id = ANY(f.memory_ids)))
+    RETURNING 1)
+SELECT count(*) FROM reset
+"""
+
+
 async def forget(pool: asyncpg.Pool, embedder: Embedder | None, chosen: Sequence[Match], *, who: str,
                  words: str | None = None, also: Sequence[str] = (), dry_run: bool = False,
                  now: datetime | None = None) -> tuple[receipt.Receipt, Forgotten]:
@@ -93,6 +111,7 @@ async def forget(pool: asyncpg.Pool, embedder: Embedder | None, chosen: Sequence
             vectors = await _embed(embedder, plan.rewrites, dry_run)
             scratch_ids = [r["id"] for r in await conn.fetch(
                 _SCRATCH, [m.id for m in chosen if m.kind in ("held", "scratch")], found)]
+            out.add("memories", "recompressed_reset", await conn.fetchval(_RECOMPRESSED, plan.removed))
             await _remove(conn, out, plan, vectors, embedder.model_name if embedder is not None else None)
             for table, counts in (await scrub.scrub_tables(conn, found, plan.removed)).items():
                 for what, n in counts.items():
