@@ -55,8 +55,9 @@ async def test_an_unusual_gut_spike_becomes_gut_input_once(pool, tmp_path):
     await mind.loop.submit("user", spike, now=T0 + timedelta(minutes=5))
     await mind.loop.cycle(T0 + timedelta(minutes=5))
     [signal] = [c for c in mind.loop.queue.pending() if c.source == "gut"]
-    assert signal.text.startswith("A ") and signal.text.endswith(
-        f"while attending to: {spike}. What is it telling me?")
+    assert signal.text.startswith("My gut: ") and signal.text.endswith(
+        "while attending to the user's last message. What is it telling me?")
+    assert "violin" not in signal.text             # the user's words are not quoted back
     assert signal.emotional_charge == mind.gut.reading.intensity
     record = await mind.loop.cycle(T0 + timedelta(minutes=6))
     assert record.winner.source == "gut"

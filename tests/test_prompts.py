@@ -95,7 +95,7 @@ SAMPLES: dict[str, tuple[tuple, dict]] = {
     "src.dmn.prompts:review_self_prompt": (("SAMPLE-WINNER", "SAMPLE-LOSER", "SAMPLE-SOURCE", 200), {}),
     "src.dmn.prompts:association_question": (("SAMPLE-FIRST", "SAMPLE-SECOND", 40.0, 200), {}),
     "src.dmn.prompts:value_question": (("SAMPLE-MEMORY", "SAMPLE-VALUE", 200), {}),
-    "src.gut.prompts:gut_signal": (("SAMPLE-FEELING", 0.8, "SAMPLE-FOCUS"), {}),
+    "src.gut.prompts:gut_signal": (("SAMPLE-FEELING", 0.8, "user"), {}),
     "src.outcomes.prompts:goal_reflection_prompt": (("SAMPLE-GOAL",), {}),
     "src.tools.prompts:read_doc_when": (("SAMPLE-FILES",), {}),
     "src.loop.prompts:frame_input": (("dmn", "SAMPLE-THOUGHT"), {}),

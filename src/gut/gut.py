@@ -169,10 +169,11 @@ class Gut:
         return (r is not None and r.intensity >= self.settings.signal_threshold and self._unusual
                 and winner_source != "gut" and cycles_since_signal >= self.settings.signal_cooldown_cycles)
 
-    def signal_text(self, focus: str) -> str:
-        """What a gut signal says: how strong, and about what (the focus that raised it)."""
+    def signal_text(self, source: str) -> str:
+        """What a gut signal says: how strong, and what it arose from (the attended input's
+        source, not its words: src/gut/prompts.py)."""
         r = self.reading
-        return gut_signal(c.describe_intensity(r.intensity), r.intensity, focus)
+        return gut_signal(c.describe_intensity(r.intensity), r.intensity, source)
 
 
 def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:

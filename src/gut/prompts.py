@@ -7,13 +7,14 @@ mind's own signal by src/loop/prompts.py): `gut_signal` is that thought. The sho
 
 from __future__ import annotations
 
-from src.text import excerpt
+#: What a gut signal says it arose from, by the attended input's source: never that input's
+#: words — quoted, a user's line read like a second answer to it in the logs and the
+#: window (issue 41); the model has the conversation, and the signal's time says which turn.
+ABOUT = {"user": "the user's last message", "dmn": "a thought of my own", "consolidation": "an insight of mine",
+         "gut": "a feeling", "scheduled": "a scheduled task", "tool": "what a tool returned"}
 
-#: Characters of the focus a gut signal names.
-FOCUS_CHARS = 120
 
-
-def gut_signal(feeling: str, intensity: float, focus: str) -> str:
-    """The gut signal: how strong (`feeling` describes `intensity`), and about what focus."""
-    return (f"A {feeling} in my gut (intensity {intensity:.2f}) "
-            f"while attending to: {excerpt(focus, FOCUS_CHARS)}. What is it telling me?")
+def gut_signal(feeling: str, intensity: float, source: str) -> str:
+    """The gut signal: how strong (`feeling` describes `intensity`), and what it arose from."""
+    about = ABOUT.get(source, "what I was attending to")
+    return f"My gut: {feeling} (intensity {intensity:.2f}) while attending to {about}. What is it telling me?"

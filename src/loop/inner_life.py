@@ -335,5 +335,5 @@ class InnerLife:
             return
         if self.gut.wants_signal(self._since_signal, winner.source):
             self._since_signal = 0
-            await submit("gut", self.gut.signal_text(winner.text), now=now,
+            await submit("gut", self.gut.signal_text(winner.source), now=now,
                               emotional_charge=self.gut.reading.intensity, unkept=winner.unkept)
