@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import asyncpg
+
 from src.cli_runner import run_entry
 from src.commands.command_context import CommandContext
 from src.commands.registry import build_commands
@@ -32,6 +34,7 @@ from src.loop.input_journal import InputJournal, Line
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.providers.factory import Providers, build_providers
+from src.recall.hnsw import index_state, rebuild_concurrently
 from src.repl import EOF_MARK, Screen, start_stdin_reader
 from src.web.serve import start_beside_mind
 
@@ -199,6 +202,17 @@ async def _finish(task: asyncio.Task) -> None:
         log.exception("the cognitive loop ended with an error")
 
 
+async def _rebuild_index(dsn: str, say) -> None:
+    try:
+        seconds = await rebuild_concurrently(dsn)
+    except (OSError, asyncpg.PostgresError) as exc:
+        log.warning("the vector index could not be rebuilt: %s", type(exc).__name__)
+        say("the vector index could not be rebuilt (details in the log); "
+            "`python -m src.memory import` of any file rebuilds it")
+        return
+    say(f"the vector index is rebuilt ({seconds:.1f} s)")
+
+
 async def run(settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     session_id = uuid.uuid4().hex[:12]
@@ -230,6 +244,11 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
             screen.say(f"{mind.stale_at_start} memories need re-embedding with "
                        f"{providers.embedder.model_name}; running in the background "
                        "(until then only keyword search finds them)")
+        index = await index_state(db.pool)
+        if index != "valid":     # an import killed mid-rebuild: vector search is an exact scan until it is back
+            screen.say(f"the vector index is {index}; rebuilding it in the background (until then vector "
+                       "search reads every row)")
+            mind.background.append(asyncio.create_task(_rebuild_index(db.dsn, screen.say), name="index-rebuild"))
         web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn)
         agent = Agent(settings, db, providers, session_id, out, running=Running(mind, journal, web), stop=stop,
                       screen=screen)

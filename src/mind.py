@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -71,12 +71,17 @@ class Mind:
     gut: Gut | None = None
     dmn: DmnGenerator | None = None
     budget: BackgroundBudget | None = None     # what internal work may still spend (issue 24)
+    # one-off work started beside the mind (the vector index's rebuild): cancelled at close
+    background: list[asyncio.Task] = field(default_factory=list)
 
     async def close(self) -> None:
         """Stop background work; flush the scratch buffer through the exit gate. The mind's own
         model calls end first (src/providers/endpoint_gate.py): none of them holds the exit,
         and the flush's contradiction check does without its model layer."""
         self.providers.endpoints.close_internal()
+        for task in self.background:
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
         try:   # cycle rows (with their gut deltas) still waiting for the database: last chance
             await self.loop.backlog.flush()
         except DB_ERRORS as exc:

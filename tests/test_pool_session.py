@@ -17,8 +17,9 @@ SESSION_STATE = [
     (re.compile(r"\bpg_(try_)?advisory_lock(_shared)?\s*\(", re.I),
      {"consolidation/deep/deep_pass.py", "db/migrations.py"},
      "session advisory locks: the deep pass unlocks (or ends the connection); migrations use their own"),
-    (re.compile(r"\bset_config\s*\([^)]*,\s*false\s*\)", re.I), {"db/pool.py"},
-     "session settings: only the connection set-up, to the start-up packet's values"),
+    (re.compile(r"\bset_config\s*\([^)]*,\s*false\s*\)", re.I), {"db/pool.py", "recall/hnsw.py"},
+     "session settings: only the connection set-up, to the start-up packet's values, and the index "
+     "rebuild's own connection (never a pooled one)"),
     # SQL keywords are written in capitals here; prose ("; set the variable") is not SQL
     (re.compile(r"^\s*SET\s+(?!LOCAL\b)"), set(), "SET outlives the transaction; use SET LOCAL"),
     (re.compile(r";\s*SET\s+(?!LOCAL\b)"), set(), "SET outlives the transaction; use SET LOCAL"),

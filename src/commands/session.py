@@ -9,6 +9,7 @@ from src.bootstrap.readiness import format_readiness, readiness
 from src.commands.command_context import CommandContext
 from src.db.manifest import status_counts
 from src.providers.costs import format_cost_table
+from src.recall.hnsw import index_state
 from src.recall.readable import LEGEND
 from src.repl import CommandRegistry
 
@@ -42,6 +43,13 @@ async def readiness_text(ctx: CommandContext, _: str) -> str:
     return format_readiness(await readiness(ctx.db.pool))
 
 
+async def _index_line(ctx: CommandContext) -> str:
+    """The HNSW index's state; while it is rebuilt in the background, that too."""
+    state = await index_state(ctx.db.pool)
+    building = any(t.get_name() == "index-rebuild" and not t.done() for t in getattr(ctx.mind, "background", []))
+    return f"{state} (rebuilding)" if building else state
+
+
 async def status(ctx: CommandContext, _: str) -> str:
     """Database, providers, safety, consolidation, budget, DMN pacing, attention, memory mode, age."""
     row = await status_counts(ctx.db.pool)
@@ -58,7 +66,7 @@ async def status(ctx: CommandContext, _: str) -> str:
         + f"session: {ctx.session_id}  cycles: {mind.loop.cycles}  pending attention: {pending}\n"
         f"dropped impulses (attention queue full): {dropped}\n"
         f"memories: {row['memories']}  buffered: {row['buffered']}  protected: {row['protected']}  "
-        f"skills: {row['skills']}\n"
+        f"skills: {row['skills']}  vector index: {await _index_line(ctx)}\n"
         f"memory mode: {mind.gates.mode.current}"
         + (f" ({len(mind.gates.exit.confirmations)} awaiting confirmation)"
            if mind.gates.mode.copilot or len(mind.gates.exit.confirmations) else "")

@@ -5,7 +5,10 @@ once over all rows is cheaper past a cut-over that `import` measures against
 (notes.md, "Operator CLI"). The definition here is sql/001's, kept in one place.
 
 A crash between the drop and the rebuild leaves no index: search still works (the
-vector arm becomes an exact scan) and the next `import` rebuilds it first.
+vector arm becomes an exact scan) and the next `import` rebuilds it first. The service
+says so at start-up and in /status, and rebuilds it in the background
+(`rebuild_concurrently`: CREATE INDEX CONCURRENTLY on a connection of its own, so the
+mind's writes never wait for the build; issue 41 item 8).
 """
 
 from __future__ import annotations
@@ -51,6 +54,27 @@ async def service_connections(db: asyncpg.Pool | asyncpg.Connection) -> int:
 async def drop_index(db: asyncpg.Pool | asyncpg.Connection) -> None:
     """Drop the HNSW index (bulk loading follows; `rebuild_index` puts it back)."""
     await db.execute("DROP INDEX IF EXISTS idx_memories_embedding")
+
+
+CREATE_CONCURRENTLY_SQL = CREATE_SQL.replace("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS")
+
+
+async def rebuild_concurrently(dsn: str) -> float:
+    """Build the HNSW index without blocking writes (a dedicated connection: CONCURRENTLY runs
+    outside a transaction, and the build's memory setting dies with the connection); an
+    invalid index is dropped first. The seconds it took."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        if await index_state(conn) == "invalid":
+            await conn.execute("DROP INDEX CONCURRENTLY IF EXISTS idx_memories_embedding")
+        await conn.execute("SELECT set_config('maintenance_work_mem', '512MB', false)")
+        started = time.perf_counter()
+        await conn.execute(CREATE_CONCURRENTLY_SQL)
+        seconds = time.perf_counter() - started
+        await conn.execute("ANALYZE memories")
+        return seconds
+    finally:
+        await conn.close()
 
 
 async def rebuild_index(pool: asyncpg.Pool, maintenance_work_mem: str = "1GB") -> float:
