@@ -17,9 +17,10 @@ run: $(STAMP)
 	@$(PY) -m src.main
 
 # The embedded PostgreSQL outlives `make run` on purpose (the next start takes milliseconds);
-# this stops it. Refused while a mind is using it (/quit first).
+# this stops it, and the tests' own server (data/test-pg, `make test` and `make e2e`). Refused
+# while a mind is using it (/quit first).
 stop: $(STAMP)
-	@$(PY) -m src.db stop
+	@$(PY) -m src.db stop --tests
 
 # The FlashRank reranker, fetched once into providers.rerank.cache_dir (./data/models/flashrank);
 # needs network access. The service never downloads at run time; the Docker build runs the same.

