@@ -22,7 +22,7 @@ from src.web.escape import esc, visible
 from src.web.settings import WebSettings
 from src.web.svg import beta_interval, beta_pdf
 from src.web.view import View
-from tests.proc import ROOT, agent_env
+from tests.proc import ROOT, agent_env, run_agent
 from tests.web_service import CONVERSATION, HOSTILE, Service, spawn_viewer
 
 PAGES = ["/", "/memories", "/thoughts", "/gates", "/consolidation", "/gut"]
@@ -340,3 +340,14 @@ async def test_consolidation_and_gut_pages_show_their_tables(pool):
     assert "calm &lt;-&gt; tense" in gut_html
     assert 'bees<span class="ctl">\\u202e</span>and octopus' in gut_html
     assert "Gut magnitude, last 2 deltas" in gut_html
+
+
+def test_beside_the_mind_a_public_bind_without_token_leaves_the_view_off_not_the_mind(db_dsn):
+    """What the README and docker-compose.yml promise a container started without
+    MOLTBOT_WEB_TOKEN: the mind runs and answers, the start-up line says the view is off."""
+    result = run_agent(b"My sister lives in Porto.\n/quit\n",
+                       agent_env(DATABASE_URL=db_dsn, MOLTBOT_WEB_HOST="0.0.0.0"), timeout=120)
+    out = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()
+    assert "web view not started: web.host '0.0.0.0' is not a loopback address and no token is set" in out
+    assert "(reflex mode" in out

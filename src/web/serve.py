@@ -21,9 +21,9 @@ import asyncpg
 
 from src.config import Settings
 from src.db.pool import create_pool
-from src.errors import StartupError
+from src.errors import ConfigError, StartupError
 from src.providers.budget import BudgetLeft
-from src.web.app import WebServer
+from src.web.app import WebServer, check_bind
 from src.web.view import View
 
 log = logging.getLogger(__name__)
@@ -64,12 +64,19 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
     """Serve the view on the mind's event loop and a pool of its own on `dsn`; return it and
     the start-up line.
 
-    A missing token for a public bind is a configuration error (raised). A port in use
-    is not: the mind matters more than its window, so it runs on and the line says why
-    the view is missing.
+    Neither a missing token for a public bind nor a port in use stops the mind: it matters
+    more than its window, so it runs on without the view and the line says why (the README
+    and docker-compose.yml promise this for a container started without MOLTBOT_WEB_TOKEN;
+    the standalone `python -m src.web` refuses instead: the view is all it is for).
     """
     if not settings.web.enabled:
         return None, None
+    token = settings.web.token.get_secret_value() if settings.web.token else None
+    try:
+        check_bind(settings.web.host, token)
+    except ConfigError as exc:
+        log.warning("web view not started: %s", exc)
+        return None, f"web view not started: {exc}"
     pool = await open_view_pool(settings, dsn)
     budget = getattr(mind, "budget", None)
 
