@@ -298,6 +298,23 @@ def test_the_turn_measures_the_whole_prompt_and_cuts_only_an_input_that_cannot_f
     assert "does not fit the context window" in caplog.records[-1].getMessage()
 
 
+def test_a_long_paste_never_hides_the_messages_sent_with_it():
+    """Issue 41 item 8: a combined turn that does not fit cuts its longest message, not its end."""
+    from src.loop.turns import combined_texts
+    llm = local_model(FakeServer(), ContextWindow(2048, "test", margin=1.3), max_output_tokens=512)
+    budget = budget_for(ContextBudget(), llm)
+    system = "You are MoltBot.\n\n" + PROSE * 10
+    paste, question, move = PROSE * 400, "what is my sister's name?", "I moved to Lisbon last week"
+    parts = [paste, question, move]
+    turn = fit_turn(llm, budget, system, [], combined_texts(parts), limit=budget.conversation_tokens,
+                    parts=parts, render=combined_texts)
+    sent = turn.messages[-1].content
+    assert turn.cut and sent.endswith(f"2. {question}\n3. {move}")        # both short messages whole
+    assert f"{INPUT_CUT}\n2. " in sent and sent.startswith(f"[3 messages from the user, taken together as one "
+                                                           f"turn]\n1. {PROSE[:40]}")
+    assert count_request(system, turn.messages) <= llm.window.prompt_limit(512)
+
+
 def test_most_that_fit_and_cutting_text_to_tokens():
     llm = local_model(FakeServer(), ContextWindow(2048, "test", margin=1.0), max_output_tokens=256)
     items = [f"[{i}] " + PROSE for i in range(100)]

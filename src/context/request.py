@@ -19,7 +19,7 @@ history from a retry or a tool round, never the input.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from src.context.fifo import Message
@@ -27,7 +27,7 @@ from src.context.prompts import INPUT_CUT
 from src.context.settings import DEFAULT_REPLY, ContextBudget
 from src.providers.context_window import ContextWindow, count_request, message_tokens, window_of
 from src.providers.protocols import ChatMessage
-from src.tokens import cut_to_tokens
+from src.tokens import count_tokens, cut_to_tokens
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +59,22 @@ class Request:
 
 
 def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], user_text: str,
-             *, limit: int) -> Request:
+             *, limit: int, parts: Sequence[str] = (),
+             render: Callable[[Sequence[str]], str] | None = None) -> Request:
     """The turn's messages within the window of `llm` (else the budget's), the history at
-    most `limit` of our tokens (the conversation's share this cycle)."""
+    most `limit` of our tokens (the conversation's share this cycle).
+
+    `parts` and `render`: the messages of a combined turn and how they make `user_text`.
+    When it does not fit, the longest messages are cut first, each keeping its beginning, so
+    a long paste never hides the short messages sent with it (issue 41 item 8: a 21,405-
+    character paste cut at the end took the two questions after it with it)."""
     window = window_of(llm) or ContextWindow(budget.resolve().context_window or 1, "the context budget", 1.0)
     reply = budget.resolve().output_reserve or 0
     room = window.prompt_limit(reply) - count_request(system, ())
     text, cut = user_text, False
     if message_tokens(ChatMessage("user", text)) > room:
-        text, cut = _cut_input(user_text, room)
+        fitted = fit_parts(parts, room, render) if render is not None and len(parts) > 1 else None
+        text, cut = (fitted, True) if fitted is not None else _cut_input(user_text, room)
         log.warning("the input (%d characters) does not fit the context window of %s; sent cut to %d "
                     "characters, with a note saying so", len(user_text), window.describe(), len(text))
     left = min(limit, room - message_tokens(ChatMessage("user", text)))
@@ -81,6 +88,29 @@ def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[
     while sent and sent[0].role == "assistant":   # a conversation opens with a user turn
         sent.pop(0)
     return Request([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)
+
+
+#: A message of a combined turn keeps at least this many tokens of its beginning.
+MIN_PART_TOKENS = 16
+
+
+def fit_parts(parts: Sequence[str], room: int, render: Callable[[Sequence[str]], str]) -> str | None:
+    """The combined input within `room` tokens with every message's beginning in it: each
+    message longer than a common cap is cut to the cap (and says so); the cap is the largest
+    that fits (a binary search). None when even MIN_PART_TOKENS of each do not fit."""
+    def rendered(cap: int) -> str:
+        return render([p if count_tokens(p) <= cap else f"{cut_to_tokens(p, cap)}{INPUT_CUT}" for p in parts])
+
+    def fits(cap: int) -> bool:
+        return message_tokens(ChatMessage("user", rendered(cap))) <= room
+
+    low, high = MIN_PART_TOKENS, max(count_tokens(p) for p in parts)
+    if not fits(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return rendered(low)
 
 
 def _cut_input(text: str, room: int) -> tuple[str, bool]:

@@ -33,6 +33,7 @@ from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
 from src.loop.turn_tasks import TurnTasks
+from src.loop.turns import combined_texts
 from src.metacognition.reflection import PastCorrection, corrections_for, reflection_block
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
@@ -134,8 +135,10 @@ class Composing:
         user_text = frame_input(winner.source, winner.text)
         # the skills section lives inside the context budget: the conversation gives way; then the
         # whole prompt is measured against System 1's window (issue 27, src/context/request.py)
+        parts = [p.text for p in attended.turn.parts] if attended.turn.combined else []
         turn = fit_turn(self.sources.providers.system1, assembled.budget, system, window.messages, user_text,
-                        limit=assembled.conversation_budget - count_tokens(skills))
+                        limit=assembled.conversation_budget - count_tokens(skills), parts=parts,
+                        render=lambda texts: frame_input(winner.source, combined_texts(texts)))
         return Prompt(assembled, system, user_text, turn.messages)
 
     async def assemble(self, retrieval: Retrieval | None, now: datetime, shortfalls: Shortfalls,

@@ -9,6 +9,7 @@ reply starts with a line naming how many messages it answers, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from src.loop.attention_queue import AttentionQueue, Candidate
@@ -35,8 +36,13 @@ class Turn:
 
 def combined_text(parts: tuple[Candidate, ...]) -> str:
     """The messages numbered in arrival order under one framing line."""
-    lines = [FRAME.format(n=len(parts))]
-    lines += [f"{i}. {c.text}" for i, c in enumerate(parts, 1)]
+    return combined_texts([c.text for c in parts])
+
+
+def combined_texts(texts: Sequence[str]) -> str:
+    """`combined_text` of the messages' texts (a message cut to fit the model's window)."""
+    lines = [FRAME.format(n=len(texts))]
+    lines += [f"{i}. {t}" for i, t in enumerate(texts, 1)]
     return "\n".join(lines)
 
 
