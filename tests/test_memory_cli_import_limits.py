@@ -113,6 +113,6 @@ async def test_protected_and_contextualised_text_are_restored(pool, db_dsn, tmp_
     f = _file(tmp_path / "in.jsonl", [_json({"content": "keep this", "protected": True,
                                              "content_contextualized": "About the garden.\n\nkeep this"})])
     r = await cli(db_dsn, "import", str(f), embedder=HashEmbedder())
-    assert "imported 1 new memories" in r.out
+    assert "imported 1 new memory" in r.out
     row = await pool.fetchrow("SELECT protected, content_contextualized FROM memories")
     assert tuple(row) == (True, "About the garden.\n\nkeep this")

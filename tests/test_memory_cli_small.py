@@ -27,3 +27,10 @@ async def test_an_import_where_no_line_is_good_fails_and_counts_in_words(db_dsn,
     one = write_jsonl(tmp_path / "one.jsonl", [{"content": "My sister lives in Porto."}])
     r = await cli(db_dsn, "import", str(one), embedder=HashEmbedder())
     assert r.code == 0 and "imported 1 new memory from" in r.out and "0 bad lines skipped" in r.out
+
+
+async def test_an_import_error_names_its_line_once(db_dsn, tmp_path):
+    f = write_jsonl(tmp_path / "empty.jsonl", [{"content": "\u0000\u0000"}])
+    r = await cli(db_dsn, "import", str(f), embedder=HashEmbedder())
+    assert f"{f}:1: the memory content is empty" in r.err and "line 1: line 1" not in r.err
+    assert ":1: line 1:" not in r.err

@@ -253,7 +253,7 @@ async def test_an_imported_conversation_is_shown_with_each_speakers_name(pool, d
         {"content": "I am the user and I love Lisbon", "source_tag": "external_user"},
         {"content": "bad", "metadata": {"speaker": ["Priya"]}}])
     result = await cli(db_dsn, "import", str(path), embedder=HashEmbedder())
-    assert result.code == 0 and "imported 3 new memories" in result.out and "1 bad lines skipped" in result.out
+    assert result.code == 0 and "imported 3 new memories" in result.out and "1 bad line skipped" in result.out
     assert result.err == f"{path}:4: 'metadata.speaker' must name who said it (a non-empty text)\n"
     retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
     found = await retriever.retrieve("who is in Lisbon?", rng=np.random.default_rng(0), mutate=False)

@@ -214,7 +214,9 @@ class _Import:
             return record
         except (LineError, InputRejected) as exc:
             self.report.bad += 1
-            self.s.err.write(f"{self.name}:{number}: {printable(str(exc))}\n")
+            # the store names the line itself ("line 12: …"); the file:line prefix already does
+            why = str(exc).removeprefix(f"line {number}: ")
+            self.s.err.write(f"{self.name}:{number}: {printable(why)}\n")
             return None
 
     def _in_context(self, record: ImportRecord) -> ImportRecord:
