@@ -95,7 +95,7 @@ def test_dockerfile_fetches_the_reranker_with_make_models_command_into_the_confi
     assert 'CMD ["python", "-m", "src.main"]' in dockerfile
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^models: .*\n\t@\$\(PY\) -m src\.providers fetch-models$", makefile, re.M)
-    assert re.search(r"^stop: .*\n\t@\$\(PY\) -m src\.db stop$", makefile, re.M)
+    assert re.search(r"^stop: .*\n\t@\$\(PY\) -m src\.db stop --tests$", makefile, re.M)
 
 
 def test_readme_says_how_to_talk_to_the_container():
