@@ -136,8 +136,8 @@ def _genai(cls, status, body, headers=None):
      ProviderRejected, "gemini answered HTTP 404: NOT_FOUND models/x is not found"),
     (json.JSONDecodeError("Expecting value", "<html>", 0), MalformedOutput,
      "gemini sent an unreadable body: JSONDecodeError: Expecting value: line 1 column 1 (char 0)"),
-    (genai_errors.UnknownApiResponseError("not json"), MalformedOutput,
-     "gemini sent a response the SDK cannot parse: not json"),
+    (genai_errors.UnknownApiResponseError("Failed to parse response as JSON. Raw response: my quokka"),
+     MalformedOutput, "gemini sent a response the SDK cannot parse (not JSON)"),
     (genai_errors.UnsupportedFunctionError("f"), ProviderRejected,
      "gemini function-calling error: UnsupportedFunctionError: f"),
     (genai_errors.ContinuationInterruptedError("hop 2 failed"), ProviderUnavailable,
@@ -165,8 +165,11 @@ def test_pydantic_validation_error_from_the_sdk_is_malformed_output():
         n: int
 
     with pytest.raises(pydantic.ValidationError) as info:
-        Shape.model_validate({"n": "x"})
-    assert type(map_gemini_error(info.value)) is MalformedOutput
+        Shape.model_validate({"n": "my quokka"})
+    err = map_gemini_error(info.value)
+    assert type(err) is MalformedOutput
+    # pydantic's text quotes the input (the model's reply); ours does not (issue 39)
+    assert "quokka" in str(info.value) and str(err) == "gemini response failed the SDK's validation (ValidationError)"
 
 
 def test_unknown_exceptions_take_the_generic_branch_and_are_logged(caplog):

@@ -35,6 +35,7 @@ from typing import Generic, TypeVar
 
 from src.loop.prompts import NO_TOOLS_NOTE, tool_result, tools_section
 from src.providers.protocols import ChatMessage
+from src.text import size
 from src.tools.verbs import ToolVerb
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,12 @@ class ToolProtocol:
                 why = f"{call.verb} refused: {result.text[:200]}"
                 break
             conversation += [ChatMessage("assistant", call.line), result.message()]
-        log.info("asking once more without tools (%s)", why)
+        # a refusal's text may quote the model's argument or a memory (a goal the mind declared):
+        # the log line names the verb and a size, the words go to DEBUG (issue 39)
+        last = results[-1] if results else None
+        log.info("asking once more without tools (%s)", f"{last.call.verb} refused, {size(last.text)}"
+                 if last is not None and last.refused else why)
+        log.debug("without tools: %s", why)
         # the refused call and its error stay out: the model answers the user, not the refusal
         kept = [m for r in results if not r.refused for m in (ChatMessage("assistant", r.call.line),
                                                               r.message())]

@@ -55,9 +55,11 @@ def _api_error(exc: BaseException, provider: str) -> ProviderError:
 
 # We do not register Python functions as tools; reaching this is a request we built wrongly.
 _function_calling = says(ProviderRejected, "{provider} function-calling error: {kind}: {text}")
-_unknown_response = says(MalformedOutput, "{provider} sent a response the SDK cannot parse: {text}")
+# Neither quotes its text: the SDK's says "Raw response: <the body>" and pydantic's carries
+# input_value=, both the model's reply, and this message reaches log lines (issue 39).
+_unknown_response = says(MalformedOutput, "{provider} sent a response the SDK cannot parse (not JSON)")
 _interrupted = says(ProviderUnavailable, "{provider} interaction interrupted: {text}")
-_invalid_shape = says(MalformedOutput, "{provider} response failed validation: {text}")
+_invalid_shape = says(MalformedOutput, "{provider} response failed the SDK's validation ({kind})")
 
 
 GEMINI_ERRORS: dict[type[BaseException], Handler] = {

@@ -181,7 +181,9 @@ def parse_structured(text: str, schema: type[M]) -> M:
     except pydantic.ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:3])
-        raise MalformedOutput(f"reply is not a valid {schema.__name__}: {short(problems)}") from exc
+        # not chained: pydantic's own text quotes the reply (input_value=), and a logged
+        # traceback prints every chained error (issue 39); `problems` says what was wrong
+        raise MalformedOutput(f"reply is not a valid {schema.__name__}: {short(problems)}") from None
 
 
 __all__ = ["ResponseSchema", "coerce", "extract_json", "parse_structured", "repair_prompt",

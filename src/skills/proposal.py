@@ -86,7 +86,9 @@ async def propose_skill(pool: asyncpg.Pool, llm: LanguageModel, memory_ids: Sequ
         approval_id = await enqueue(conn, KIND, {"proposal_id": proposal_id, "memory_ids": found,
                                                  **value.model_dump()}, reason, now)
         await conn.execute("UPDATE skill_proposals SET approval_id = $2 WHERE id = $1", proposal_id, approval_id)
-    log.info("skill %r proposed from memories %s (approval #%d)", value.label, found, approval_id)
+    # the label is the model's summary of the user's procedure (issue 39): at DEBUG
+    log.info("skill proposal #%d from memories %s (approval #%d)", proposal_id, found, approval_id)
+    log.debug("skill proposal #%d: %r", proposal_id, value.label)
     return Proposal(proposal_id, approval_id, value, tuple(found))
 
 

@@ -76,7 +76,10 @@ async def recall_skill(db: repo.Executor, requested: str, settings: SkillsSettin
     await repo.bump(db, skill.label, "recommended", at=now or datetime.now(UTC))
     text = format_procedure(skill, settings.recall_max_chars)
     if resolution.fuzzy:
-        log.warning("RECALL_SKILL %r resolved to the closest label %r", requested, skill.label)
+        # the model's words and the label stay out of the log's INFO and above (issue 39)
+        log.warning("RECALL_SKILL of a label not held (%d characters) resolved to the closest one",
+                    len(requested))
+        log.debug("RECALL_SKILL %r resolved to %r", requested, skill.label)
         text = (f"warning: no skill is called {one_line(requested, 80)!r}; "
                 f"using the closest, {skill.label!r}.\n{text}")
     return text, skill.label

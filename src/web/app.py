@@ -52,8 +52,10 @@ class _RequestErrorLog(logging.LoggerAdapter):
 
     def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: Any) -> None:
         if isinstance(exc_info, HttpProcessingError):
+            # aiohttp's message quotes the request line, a search's ?q= too (issue 39): at DEBUG
             self.logger.info("web view: refused a malformed request (%s %s)", exc_info.code,
-                             visible(str(exc_info.message))[:200])
+                             type(exc_info).__name__)
+            self.logger.debug("web view: malformed request: %s", visible(str(exc_info.message))[:200])
             return
         self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
 

@@ -61,7 +61,10 @@ async def phase_failed(ctx: DeepPassContext, phase: str, exc: Exception, announc
     failures = await checkpoints.fail_phase(ctx.pool, ctx.pass_id, phase, error, announced)
     limit = ctx.settings.deep.phase_max_failures
     log.info("deep pass %d: phase %s failed (%d of %d times in a row before it is skipped): %s",
-             ctx.pass_id, phase, failures, limit, error, exc_info=exc)
+             ctx.pass_id, phase, failures, limit, error)
+    # the traceback prints every chained error, a provider SDK's too, whose text may quote
+    # the model's reply (issue 39): at DEBUG
+    log.debug("deep pass %d: phase %s failed", ctx.pass_id, phase, exc_info=exc)
     if failures < limit:
         raise PhaseFailed(phase, error, failures) from exc
     why = f"failed {failures} times in a row, skipped in this pass; last error: {error}"

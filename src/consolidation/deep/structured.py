@@ -92,15 +92,18 @@ async def ask_batched(
             if ask.validate is not None:
                 ask.validate(batch, value)
         except (MalformedOutput, ContextOverflow) as problem:
+            # a Rejected names what the answer lost (the memories' names and numbers): the
+            # log says the kind, the words go to DEBUG and the failure row (issue 39)
+            log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
             # an unusable reply, or a batch over the model's window (not sent): fewer at a time
             if len(batch) > 1:
                 half = len(batch) // 2
                 log.info("deep pass %d %s: unusable reply for %d items (%s); splitting the batch",
-                         ctx.pass_id, ctx.phase, len(batch), problem)
+                         ctx.pass_id, ctx.phase, len(batch), type(problem).__name__)
                 queue[:0] = [batch[:half], batch[half:]]
                 continue
-            log.warning("deep pass %d %s: skipping an item after repair and split: %s",
-                        ctx.pass_id, ctx.phase, problem)
+            log.warning("deep pass %d %s: skipping an item after repair and split (%s; "
+                        "consolidation_failures says why)", ctx.pass_id, ctx.phase, type(problem).__name__)
             await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, str(problem),
                                             [describe(x) for x in batch])
             continue

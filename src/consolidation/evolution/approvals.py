@@ -88,8 +88,9 @@ async def decide_outcome(ctx: ApprovalContext, arg: str, *, approve: bool) -> tu
         result = await apply(replace(ctx, conn=conn), {**payload, "approval_id": approval_id})
         await repo.decide_approval(conn, approval_id, "approved" if result.ok else "failed",
                                    result.message, ctx.now)
-    log.info("approval #%d (%s) %s: %s", approval_id, row["kind"], "applied" if result.ok else "failed",
-             result.message)
+    # the message may name a skill the model drafted from the user's words (issue 39): at DEBUG
+    log.info("approval #%d (%s) %s", approval_id, row["kind"], "applied" if result.ok else "failed")
+    log.debug("approval #%d: %s", approval_id, result.message)
     state = "approved" if result.ok else "could not be applied"
     return result.ok, f"approval #{approval_id} ({row['kind']}) {state}: {_printable(result.message)}"
 
