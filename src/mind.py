@@ -49,6 +49,7 @@ from src.recall.retrieval import Retriever
 from src.recall.store import MemoryStore
 from src.skills.recall_skill import SkillRecall
 from src.tools.read_docs import DocsTool
+from src.weights.approval import ApprovalLine
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     settings = settings.model_copy(update={"context": settings.context.model_copy(
         update={"budget": budget_for(settings.context.budget, providers.system1)})})
     budget = await _background_budget(settings, pool, providers)
-    safety = Safety(settings.weights.safety)
+    safety = Safety(settings.weights.safety, approval=ApprovalLine.of(settings.consolidation.evolution.promotion))
     store = MemoryStore(pool, providers.embedder)
     layers = LayerEmbeddings(providers.embedder, values_path=settings.recall.layers.values_path,
                              goals_path=settings.recall.layers.goals_path, cache_dir=settings.recall.layers.cache_dir)

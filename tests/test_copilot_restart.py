@@ -23,8 +23,10 @@ QUESTION = "Keep these? (y/n/numbers)"
 
 def _config(tmp_path: Path, mode: str) -> Path:
     """The shipped runtime.yaml, with every item landing in the exit gate's buffer cell
-    (peripheral, novel: "undecided"), no noise floor, no web view, and `mode`."""
+    (peripheral, novel: "undecided"; ACT-R's τ, which lifts a row, off), no noise floor, no
+    web view, and `mode`."""
     runtime = set_key(shipped_config(), "gates.exit.noise_floor", 0.0)
+    set_key(runtime, "gates.exit.persist_tau", None)
     set_key(runtime, "gates.exit.thresholds.default",
             {"core": 0.99, "peripheral": 0.0, "confirming": 0.99, "novel": 0.98, "contradicting": 0.995})
     set_key(runtime, "gates.memory.mode", mode)

@@ -1,5 +1,6 @@
-"""Emotional charge v0.1 (plan §2.8): |gut - 0.5| * 2 with the 0.15 bonus, 0.0 on an empty
-store, and the store centroid it is measured against."""
+"""Emotional charge v0.1 (plan §2.8): |gut - 0.5| * 2, 0.0 on an empty store, and the store
+centroid it is measured against. The plan's "+0.15 bonus when > 0.3" goes to the item's
+relevance, not the charge (tests/test_gate_uses_charge_and_activation.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ def _at_cos(c: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize(("cos", "gut", "charge"), [
-    (1.0, 0.0, 1.0),             # 1.0 + 0.15 capped at 1
+    (1.0, 0.0, 1.0),             # the mind's own territory: full charge
     (0.0, 0.5, 0.0),             # unrelated: neutral
-    (0.25, 0.375, 0.25),         # below 0.3: no bonus
-    (0.3, 0.35, 0.3),            # exactly 0.3: no bonus ("above 0.3")
-    (0.4, 0.3, 0.55),            # 0.4 + 0.15
-    (-0.5, 0.75, 0.65),          # opposed to the centroid charges too
+    (0.25, 0.375, 0.25),
+    (0.3, 0.35, 0.3),            # exactly 0.3 stays 0.3 (the bonus line is "above 0.3")
+    (0.4, 0.3, 0.4),
+    (-0.5, 0.75, 0.5),           # opposed to the centroid charges too
 ])
 def test_charge_from_the_gut_signal(cos, gut, charge):
     v, c = _at_cos(cos)

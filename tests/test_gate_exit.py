@@ -30,6 +30,8 @@ STORED = [
     "The public library opens on Sundays",
 ]
 CORE, PERIPHERAL, IRRELEVANT = 0.65, 0.4, 0.25
+#: Relevance is S_i (or the floor) alone: no charge bonus, no lift by ACT-R's τ.
+S_I_ALONE = {"charge_bonus": 0.0, "persist_tau": None}
 # (message, S_i the attention focus gives it, relevance, novelty, action, contradiction layer)
 TEN = [
     ("Fresh espresso tastes best before nine!", CORE, "core", "confirming", "reinforce", "embedding"),
@@ -50,8 +52,9 @@ async def _setup(pool, *, noise_floor: float, llm=None, seed: int = 5):
     embedder = HashEmbedder()
     stored_ids = await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in STORED])
     # the matrix itself, on S_i alone: the user's statements are not classified here
-    # (their own rule is tested in tests/test_gate_user_statements.py)
-    settings = gate_settings(noise_floor=noise_floor, bootstrap_floor=0.0, statement_sources=[])
+    # (their own rule is tested in tests/test_gate_user_statements.py), and neither the
+    # charge's bonus nor τ raise a row (tests/test_gate_uses_charge_and_activation.py)
+    settings = gate_settings(noise_floor=noise_floor, bootstrap_floor=0.0, statement_sources=[], **S_I_ALONE)
     llm = llm or ScriptedMetaLLM(verdict=lambda a, b: True)
     gates = Gates.build(pool, embedder, llm, settings, Safety(), rng=random.Random(seed))
     scratch_ids = []
@@ -221,7 +224,8 @@ async def test_bootstrap_a_newborn_mind_keeps_what_the_user_says(pool):
     texts = ["My name is Ada and I live in Lisbon", "I work as a marine biologist",
              "My favourite food is grilled sardines"]
     # the floor alone (statements of the user are core by their own rule, tested apart)
-    gates = await _buffer_user_messages(pool, texts, settings=gate_settings(noise_floor=0.0, statement_sources=[]))
+    gates = await _buffer_user_messages(pool, texts, settings=gate_settings(noise_floor=0.0, statement_sources=[],
+                                                                            **S_I_ALONE))
     await gates.admit("Idle thought about the colour of the sea", source_tag="dmn", exchange=False)
     await gates.exit.flush(reason="test")
     rows = await _exit_rows(pool)

@@ -149,7 +149,8 @@ async def test_nothing_the_user_said_expires_unseen_from_the_buffer(pool):
     """Past its TTL an unflushed row is kept until the exit gate has seen it; a row the
     gate left in the buffer cell is persisted once its TTL has passed."""
     gates = Gates.build(pool, HashEmbedder(), ScriptedMetaLLM(configured=False),
-                        gate_settings(noise_floor=0.0, statement_sources=[]), Safety(), rng=random.Random(2))
+                        gate_settings(noise_floor=0.0, statement_sources=[], persist_tau=None), Safety(),
+                        rng=random.Random(2))
     row = await gates.admit("The harbour ferry timetable changes next week", source_tag="internal_dmn",
                             exchange=False)
     await pool.execute("UPDATE scratch_buffer SET expires_at = now() - interval '1 hour' WHERE id = $1",

@@ -120,6 +120,10 @@ async def test_exit_gate_uses_the_gut_charge_instead_of_v01(pool):
                                                     "the garden needs water"]])
     gut = Gut()
     await gut.recompute_l2(pool, embedder.model_name)
+    # a value (L0) near the item moves the subconscious off the store's mean, where v0.1
+    # measures from: the two charges part
+    [value] = await embedder.embed(["a storm broke the greenhouse glass"], "RETRIEVAL_DOCUMENT")
+    gut.set_layers([(value, 1.0)], [])
     text = "a sudden storm broke the greenhouse glass"
     [item_vec] = await embedder.embed([text], "RETRIEVAL_QUERY")
     gut.read([item_vec])                        # attention sits on the storm: a strong delta

@@ -26,12 +26,14 @@ from src.consolidation.evolution import approvals
 from src.consolidation.light.ticker import LightTicker
 from src.db.database import open_database
 from src.providers.factory import build_providers
+from src.weights.approval import ApprovalLine
 from src.weights.history import weight_history_text
 from src.weights.safety import Safety
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     db = await open_database(settings.database)
+    safety = Safety(settings.weights.safety, approval=ApprovalLine.of(settings.consolidation.evolution.promotion))
     try:
         if args.command == "why":
             print(format_chain(args.memory_id, await why_do_i_believe(db.pool, args.memory_id), now=datetime.now(UTC)))
@@ -40,11 +42,10 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             print(await weight_history_text(db.pool, args.memory_id))
             return 0
         if args.command in ("pending", "approve", "reject"):
-            return await approvals.cli(db.pool, Safety(settings.weights.safety), settings.consolidation.evolution,
+            return await approvals.cli(db.pool, safety, settings.consolidation.evolution,
                                        args.command, getattr(args, "approval_id", ""))
         providers = build_providers(settings.providers, settings.secrets, db.pool, f"consolidation-{uuid.uuid4().hex[:6]}")
         try:
-            safety = Safety(settings.weights.safety)
             if args.deep:
                 parts = ConsolidationParts(db.pool, embedder=providers.embedder, llm=providers.meta,
                                            safety=safety, settings=settings.consolidation)

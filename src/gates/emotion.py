@@ -9,11 +9,15 @@ orthogonal (unrelated), 1 = pointing away (alien). The centroid is the mean
 embedding of every memory of the same embed model; the plan's §5.1 makes it the
 "subconscious" centroid, and L2 of it is this importance-free mean.
 
-    emotional_charge = |gut - 0.5| * 2,   + 0.15 when that is above 0.3 (capped at 1)
+    emotional_charge = |gut - 0.5| * 2
 
 so charge is |cos(item, centroid)|: strong both for what sits squarely in the mind's
 usual territory and for what runs against it, weak for what is merely unrelated.
 An empty store has no centroid and every charge is 0.0.
+
+The plan's "+0.15 bonus when > 0.3" is not added to the charge: it is what the charge
+does, a bonus on the item's relevance in the exit gate's matrix (src/gates/matrix.py,
+`charge_bonus`), for this charge and for the gut's that replaces it (src/gut/centroids.py).
 """
 
 from __future__ import annotations
@@ -26,9 +30,6 @@ import numpy as np
 
 from src.vectors import unit
 
-CHARGE_BONUS = 0.15
-BONUS_ABOVE = 0.3
-
 
 def gut_signal(vec: np.ndarray, centroid: np.ndarray) -> float:
     """(1 - cos(vec, centroid)) / 2 in [0, 1]; 0.5 when either vector has no direction."""
@@ -38,15 +39,12 @@ def gut_signal(vec: np.ndarray, centroid: np.ndarray) -> float:
 
 
 def emotional_charge(vec: np.ndarray, centroid: np.ndarray | None) -> float:
-    """|gut - 0.5| * 2, plus the 0.15 bonus above 0.3; 0.0 without a centroid."""
+    """|gut - 0.5| * 2 in [0, 1]; 0.0 without a centroid."""
     if centroid is None:
         return 0.0
-    # rounded so that a cosine of exactly 0.3 is not pushed over the bonus line by
-    # floating-point error in the (1 - cos) / 2 round trip
-    charge = round(abs(gut_signal(vec, centroid) - 0.5) * 2.0, 12)
-    if charge > BONUS_ABOVE:
-        charge = min(1.0, charge + CHARGE_BONUS)
-    return charge
+    # rounded so that a cosine of exactly 0.3 is not pushed over the bonus line (the
+    # matrix's `charge_bonus_above`) by floating-point error in the (1 - cos) / 2 round trip
+    return round(abs(gut_signal(vec, centroid) - 0.5) * 2.0, 12)
 
 
 class StoreCentroid:

@@ -13,6 +13,7 @@ A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
    LLM micro-calls) for the pairs still undecided; the emotional charge;
 3. draws the matrix cell and its noise floor, in item order, from the injected
    generator (reproducible: the LLM's answers never change the sequence of draws);
+   the charge's bonus and ACT-R's τ raise the item's row (src/gates/matrix.py);
 4. writes in one transaction: re-claims the rows still unflushed, inserts the
    survivors, applies reinforce / contradict through the weight choke point,
    records every decision, and marks the rows flushed (or buffered for another
@@ -59,9 +60,10 @@ from src.gates.held import evaluation_json, restore
 from src.gates.matrix import (
     PERSISTING,
     BufferRounds,
+    ItemSignals,
     bootstrap_floor,
     confirmed_or_novel,
-    decide_cell,
+    decide_item,
     item_relevance,
     novelty_band,
     novelty_cell,
@@ -260,9 +262,10 @@ class ExitGate:
                            for i in range(j)]
             neighbours.sort(key=lambda n: -n.similarity)
             nearest = neighbours[0] if neighbours else None
-            e = Evaluation(item, vec, act, floor, item_relevance(act.S, floor, said, cfg.statement_relevance),
+            charge = self._charge(vec, centroid)
+            e = Evaluation(item, vec, act, floor, item_relevance(act.S, floor, said, charge, cfg),
                            nearest, novelty_band(nearest.similarity if nearest else None, th),
-                           self._charge(vec, centroid), maturity, utterance=said)
+                           charge, maturity, utterance=said)
             for n in neighbours[: cfg.contradiction_candidates]:
                 if n.similarity <= th.contradicting:
                     break
@@ -329,11 +332,9 @@ class ExitGate:
         if e.novelty == "confirming" and e.nearest is not None:
             e.novelty, said_more = confirmed_or_novel(e.item.content, e.nearest.content)
         cfg = self.settings.exit
-        e.cell = decide_cell(e.relevance, e.novelty, th, cfg.noise_floor, self.rng,
-                             rounds=BufferRounds(e.round, cfg.max_buffer_rounds, e.item.expires_at <= self.clock()),
-                             question=e.utterance is not None and e.utterance.kind == "question")
-        said = f"{e.utterance.kind}: {e.utterance.reason}; " if e.utterance is not None else ""
-        e.cell = replace(e.cell, reason=said + e.cell.reason + said_more)
+        e.cell = decide_item(ItemSignals(e.relevance, e.act, e.utterance, e.charge), e.novelty, th, cfg, self.rng,
+                             BufferRounds(e.round, cfg.max_buffer_rounds, e.item.expires_at <= self.clock()))
+        e.cell = replace(e.cell, reason=e.cell.reason + said_more)
         if e.compressed is None:
             e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 

@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from src.recall.settings import TAU
+
 DEFAULT_MODEL_KEY = "default"
 
 
@@ -93,6 +95,14 @@ class ExitGateSettings(_Section):
     # `core`), chatter is irrelevant, questions are dropped.
     statement_sources: list[str] = Field(default_factory=lambda: ["external_user"])
     statement_relevance: float = Field(0.7, ge=0.0, le=1.0)
+    # Emotional charge (v0.1, or the gut's when wired) above `charge_bonus_above` adds
+    # `charge_bonus` to an item's relevance (plan §2.8: "+0.15 bonus when > 0.3").
+    charge_bonus: float = Field(0.15, ge=0.0, le=1.0)
+    charge_bonus_above: float = Field(0.3, ge=0.0, le=1.0)
+    # ACT-R's persist threshold τ (plan §2.7): an item whose activation reaches it rises one
+    # relevance row where that decides whether it is kept (src/gates/matrix.py `TAU_LIFTS`);
+    # None: the row is relevance's alone.
+    persist_tau: float | None = TAU
     # Flushes an item may stay in the "buffer" cell; after that it is persisted.
     max_buffer_rounds: int = Field(3, ge=1)
     # Neighbours from check_novelty() considered per item.

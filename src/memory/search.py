@@ -32,6 +32,7 @@ from src.recall.explain import result_json, retrieval_json
 from src.recall.retrieval import Retrieval, Retriever
 from src.recall.when import memory_time, said_when
 from src.recall.working import NOT_CONSOLIDATED
+from src.weights.approval import ApprovalLine
 from src.weights.safety import Safety
 
 
@@ -122,7 +123,8 @@ async def run(args: argparse.Namespace, s: Session) -> int:
     # --mutate applies everything now: no light ticker runs in the CLI to apply queued near misses
     cfg = cfg.model_copy(update={"keep": args.k, "limit": max(cfg.limit, args.k), "near_miss_deferred": False})
     retriever = Retriever(s.pool, s.providers.embedder, s.providers.reranker,
-                          Safety(s.settings.weights.safety), cfg)
+                          Safety(s.settings.weights.safety,
+                                 approval=ApprovalLine.of(s.settings.consolidation.evolution.promotion)), cfg)
     rng = np.random.default_rng(args.seed)
     now = datetime.now(UTC)          # one clock for every date this command prints
     if args.batch is not None:

@@ -25,6 +25,7 @@ from src.recall.retrieval import Retriever
 from src.web.app import WebServer
 from src.web.serve import open_view_pool
 from src.web.view import View
+from src.weights.approval import ApprovalLine
 from src.weights.safety import Safety
 
 
@@ -61,7 +62,8 @@ async def serve(settings: Settings, *, announce=print) -> int:
         layers = LayerEmbeddings(providers.embedder, values_path=settings.recall.layers.values_path,
                                  goals_path=settings.recall.layers.goals_path, cache_dir=settings.recall.layers.cache_dir)
         layer_vecs, _ = await identity_vectors(layers)
-        safety = Safety(settings.weights.safety)
+        safety = Safety(settings.weights.safety,
+                        approval=ApprovalLine.of(settings.consolidation.evolution.promotion))
         retriever = Retriever(pool, providers.embedder, providers.reranker, safety, settings.recall.retrieval,
                               layer_vecs=layer_vecs)
         view = View(pool=pool, settings=settings.web, mode="standalone viewer (the mind is not run here)",

@@ -20,6 +20,12 @@ touches a goal takes the budget's advisory lock (after its row locks, before tha
 and holds it to commit, so two concurrent goal changes are judged one after the other;
 batches without a goal never wait for it.
 
+The guardian's approval line (plan §4.3, src/weights/approval.py; `Safety.approval`): while
+trust is below autonomous, a reinforcement that would lift a center past the approval
+center is capped just below it and audited as capped — unless its caller holds the line
+itself (promotion asks the guardian first). The cap is arithmetic on the locked row, so the
+batch stays one UPDATE.
+
 Immutable memories are never changed: their weight is part of what makes them
 immutable (bootstrap boundaries start at Beta(50, 1)).
 
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -43,6 +49,7 @@ import asyncpg
 
 from src.bootstrap.milestones import promotion_milestones
 from src.weights import safety_rules as rules
+from src.weights.approval import approved_gain
 from src.weights.patterns import evidence_ids
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 from src.weights.stochastic import center_after, diminished_gain
@@ -78,6 +85,9 @@ class WeightChange:
     forgetting: Forgetting | None = None
     # What a reinforcement rests on, for the circuit breaker; empty: `evidence` without its time.
     evidence_ids: tuple[Hashable, ...] = ()
+    # The caller holds the guardian's approval line itself (promotion asks before a step
+    # passes it): the choke point does not cap this change (src/weights/approval.py).
+    approval_checked: bool = False
     # "summary": the batch's applied changes of this kind share one audit row (count, summed
     # delta, id range) instead of one each: the light ticker's decay touches thousands of
     # memories a tick, and keeps each memory's last nudge in memory_decay_marks.
@@ -230,8 +240,9 @@ def _decide(change: WeightChange, row: _Row | None, safety: Safety, batch: _Batc
     if row.protected and change.forgetting is not None:
         batch.skipped.append((change, 0.0, a0, b0, a0, b0))
         return refused("protected", f"protected from forgetting: {change.forgetting} skipped")
+    audited = change
     if change.operation == "reinforce":
-        delta = diminished_gain(change.amount, a0 + b0)
+        audited, delta = _under_approval_line(change, safety, a0, b0, diminished_gain(change.amount, a0 + b0))
         da, db_ = delta, 0.0
     else:
         delta = change.amount
@@ -244,8 +255,24 @@ def _decide(change: WeightChange, row: _Row | None, safety: Safety, batch: _Batc
         batch.goal_total += new_center - a0 / (a0 + b0)
     row.d_alpha += da
     row.d_beta += db_
-    batch.applied.append((change, delta, a0, b0, a0 + da, b0 + db_))
+    batch.applied.append((audited, delta, a0, b0, a0 + da, b0 + db_))
     return WeightOutcome(change.memory_id, change.operation, change.amount, delta, a0, b0, a0 + da, b0 + db_)
+
+
+def _under_approval_line(change: WeightChange, safety: Safety, a0: float, b0: float,
+                         gain: float) -> tuple[WeightChange, float]:
+    """The reinforcement's gain under the guardian's approval line (src/weights/approval.py),
+    and the change as its audit row tells it: a capped one says so in its reason and
+    evidence. The checks and the circuit breaker still see the change as it was asked."""
+    line = safety.approval
+    if line is None or change.approval_checked:
+        return change, gain
+    allowed = approved_gain(a0, b0, gain, line)
+    if allowed >= gain:
+        return change, gain
+    return replace(change, reason=f"{change.reason}; capped below the approval line {line.center:g} "
+                                  f"(trust level {line.trust_level} < {line.trust_level_autonomous})",
+                   evidence={**change.evidence, **line.evidence(gain)}), allowed
 
 
 #: The set-based weight UPDATE; its parameters numbered from 12, after the audit INSERT's

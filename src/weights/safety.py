@@ -40,6 +40,7 @@ from typing import Any, Literal
 import asyncpg
 
 from src.weights import safety_rules as rules
+from src.weights.approval import ApprovalLine
 from src.weights.patterns import PatternBreakers, pattern_name
 from src.weights.safety_rules import RuleResult
 from src.weights.settings import SafetySettings
@@ -93,8 +94,11 @@ class SafetyCeiling:
 class Safety:
     """The ceilings of all phases, their monitors' state, and events not yet written."""
 
-    def __init__(self, settings: SafetySettings | None = None):
+    def __init__(self, settings: SafetySettings | None = None, *, approval: ApprovalLine | None = None):
         self.settings = settings or SafetySettings()
+        # the guardian's approval line (src/weights/approval.py), from the promotion settings;
+        # the service always passes it, None leaves the other ceilings to be tested alone
+        self.approval = approval
         s = self.settings
         self.pending: list[SafetyEvent] = []
         enabled = {"A": s.phase_a == "enforced", "B": s.phase_b == "enforced", "C": s.phase_c == "enforced"}

@@ -221,7 +221,7 @@ async def promote(db: repo.Executor, safety: Safety, settings: EvolutionSettings
         change = WeightChange(step.memory_id, "reinforce", amount, "promotion", f"{step.tier} promotion",
                               evidence, cycle_baseline_center=baseline, validation_margin=step.utility,
                               capacity_used=(state.occupancy[step.tier] + (1 if joins else 0)) / capacity,
-                              evidence_ids=step.sightings)
+                              evidence_ids=step.sightings, approval_checked=True)   # asked above
         status = await _step(conn, safety, change, replace(step, target=reach), state, now, approval_id)
         if status == "applied" and joins:
             state.occupancy[step.tier] += 1
