@@ -124,6 +124,9 @@ class LightSettings(_Section):
     contradiction_recent_hours: float = Field(24.0, gt=0)
     contradiction_samples: int = Field(8, ge=0)
     contradiction_llm_pairs: int = Field(2, ge=0)     # LLM layer calls per scan, at most
+    # LLM layer calls of the scan in any hour, at most: its share of the background budget
+    # (providers.budget.hourly_calls, 20: a fifth), so the deep pass does not wait behind it
+    contradiction_llm_per_hour: int = Field(4, ge=0)
     # pattern detection: cluster the newest memories, record themes for the deep pass
     pattern_interval_s: float = Field(600.0, ge=0)
     pattern_recent: int = Field(200, ge=2)
@@ -153,6 +156,10 @@ class DeepSettings(_Section):
     insights_per_question: int = Field(5, ge=1)
     insight_evidence: int = Field(15, ge=1)           # memories recalled per question
     merge_candidates: int = Field(500, ge=2)          # new memories the merge looks at per pass
+    # older memories the merge also looks at per pass: a window of a walk down the store from
+    # where the last pass stopped (sql/157), so duplicates older than the newest are reached
+    # (a store of S memories is walked in S / merge_walk passes; 0: the newest only)
+    merge_walk: int = Field(500, ge=0)
     merge_neighbours: int = Field(8, ge=1)            # nearest stored memories per candidate
     merge_min_size: int = Field(2, ge=2)
     merge_batch: int = Field(4, ge=1)                 # clusters per LLM call

@@ -91,7 +91,8 @@ def _passes_plot(order: list[dict]) -> str:
 async def consolidation(view: View) -> Page:
     """Deep passes with their calls and results, failures, approvals, weight changes by actor."""
     cfg = view.settings
-    present = await q.table_exists(view.pool, ["consolidation_passes", "consolidation_failures", "approvals"])
+    present = await q.table_exists(view.pool, ["consolidation_passes", "consolidation_failures", "approvals",
+                                                "consolidation_findings"])
     by_actor = await bq.weight_changes_by_actor(view.pool, cfg.plot_days)
     recent = await bq.recent_weight_changes(view.pool, FOREGROUND_ACTORS, cfg.page_rows)
     data: dict = {"weight_changes_by_actor": by_actor, "recent_background_changes": recent,
@@ -111,6 +112,12 @@ async def consolidation(view: View) -> Page:
     if present["consolidation_failures"]:
         data["failures"] = await bq.consolidation_failures(view.pool, 50)
         body.append(section("Failures", table(data["failures"], ["at", "pass_id", "phase", "error"], "none")))
+    if present["consolidation_findings"]:
+        data["contradictions"] = await bq.contradiction_findings(view.pool, cfg.page_rows)
+        body.append(section("Contradictions the light ticker found (the next deep pass's reconsolidation "
+                            "asks each, then marks it consumed)", table(data["contradictions"], [
+            "at", ("memories", lambda r: " ".join(memory_link(i) for i in r["memory_ids"])), "layer",
+            "similarity", "consumed_at", "consumed_pass", "outcome"], "none found")))
     if present["approvals"]:
         data["approvals"] = await bq.approvals(view.pool, 50)
         body.append(section("Approvals (the guardian's decisions)", table(data["approvals"], [

@@ -46,6 +46,15 @@ async def consolidation_failures(pool: asyncpg.Pool, limit: int) -> Rows:
          ORDER BY at DESC, id DESC LIMIT $1""", limit)
 
 
+async def contradiction_findings(pool: asyncpg.Pool, limit: int) -> Rows:
+    """The light ticker's contradiction findings, open ones first, then newest (issue 40 item 3)."""
+    return await fetch(pool, """
+        SELECT id, at, memory_ids, details->>'layer' AS layer, (details->>'similarity')::float8 AS similarity,
+               consumed_at, consumed_pass, left(outcome, 200) AS outcome
+          FROM consolidation_findings WHERE kind = 'contradiction'
+         ORDER BY (consumed_at IS NULL) DESC, at DESC, id DESC LIMIT $1""", limit)
+
+
 async def approvals(pool: asyncpg.Pool, limit: int) -> Rows:
     return await fetch(pool, """
         SELECT id, kind, status, created_at, decided_at, left(reason, 300) AS reason, left(decision, 300) AS decision

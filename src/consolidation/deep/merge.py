@@ -1,6 +1,8 @@
 """Merge (plan §4.2): clusters of near-duplicate memories become one insight.
 
-Candidates are the newest memories not yet merged, paired with their nearest stored
+Candidates are the newest memories not yet merged and one window of a walk down the older
+ones (`deep.merge_walk` a pass, resumed where the last pass stopped, sql/157: issue 40 item 6,
+duplicates older than the newest were never reached), paired with their nearest stored
 neighbours (a loose pre-filter on the stored vectors); questions, boundaries and seeds
 are never merged (integrity.py), and a merged text that is a question is rejected. Their texts are embedded with
 task type CLUSTERING and grouped by leader clustering at the embed model's `merge`
@@ -27,7 +29,10 @@ member's text, then the clauses of the other members that hold content words not
 stated. With one it is one generalising sentence citing its members (the question:
 src/consolidation/deep/prompts.py), and `validate_merge` rejects a sentence that drops a
 name or number any source states: like a bad citation, its cluster gets a
-`consolidation_failures` row naming what was dropped and is asked again next pass.
+`consolidation_failures` row naming what was dropped and is asked again next pass (not
+again in this pass, resumed or not: the rejection is saved as the cluster's unit). A batch's
+other answers are kept when one cluster's is rejected (structured.PartlyRejected): one call
+for a batch of four with one bad answer, not five.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from src.consolidation.deep.prompts import MERGE_ITEM_CHARS, MergeAnswer, merge_
 from src.consolidation.deep.prompts import MergedInsight as MergedInsight
 from src.consolidation.deep.structured import (
     BatchQuestion,
+    PartlyRejected,
     Rejected,
     ask_batched,
     check_citations,
@@ -167,29 +173,49 @@ def stated_in(insight: str) -> set[str]:
     return set(words(insight)) | {n.replace(",", "") for n in _NUMBER.findall(insight)}
 
 
+def _problem(cluster: Cluster, item) -> str | None:
+    """Why one cluster's insight cannot be used; None when it can."""
+    if not item.insight.strip():
+        return f"empty insight for cluster {item.cluster}"
+    if is_question(item.insight):
+        return f"cluster {item.cluster}'s insight is a question, not a statement"
+    try:
+        check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
+    except Rejected as exc:
+        return str(exc)
+    if claims_as_own(item.insight, cluster.speakers):
+        return (f"cluster {item.cluster}'s insight states in the first person what only the user "
+                "(or another person) said")
+    shown = [excerpt(t, MERGE_ITEM_CHARS) for t in cluster.texts]       # what the model was given
+    dropped = names_and_numbers(shown) - stated_in(item.insight)
+    if dropped:
+        return (f"cluster {item.cluster}'s insight drops names or numbers its memories state: "
+                f"{', '.join(sorted(dropped))}")
+    return None
+
+
 def validate_merge(clusters: Sequence[Cluster], answer: MergeAnswer) -> None:
+    """Raise Rejected when no cluster's insight can be used (or the reply names a cluster it was
+    not given); PartlyRejected when some can (issue 40 item 6: those are kept, the rejected
+    recorded, a missing one asked again alone)."""
     by_index = {c.index: c for c in clusters}
-    answered = {i.cluster for i in answer.insights}
-    missing = sorted(set(by_index) - answered)
-    if missing:
-        raise Rejected(f"no insight for cluster(s) {missing}")
     for item in answer.insights:
         if item.cluster not in by_index:
             raise Rejected(f"insight names cluster {item.cluster}, which was not given")
-        if not item.insight.strip():
-            raise Rejected(f"empty insight for cluster {item.cluster}")
-        if is_question(item.insight):
-            raise Rejected(f"cluster {item.cluster}'s insight is a question, not a statement")
-        cluster = by_index[item.cluster]
-        check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
-        if claims_as_own(item.insight, cluster.speakers):
-            raise Rejected(f"cluster {item.cluster}'s insight states in the first person what only the user "
-                           "(or another person) said")
-        shown = [excerpt(t, MERGE_ITEM_CHARS) for t in cluster.texts]       # what the model was given
-        dropped = names_and_numbers(shown) - stated_in(item.insight)
-        if dropped:
-            raise Rejected(f"cluster {item.cluster}'s insight drops names or numbers its memories state: "
-                           f"{', '.join(sorted(dropped))}")
+    answered = {i.cluster for i in answer.insights}
+    missing = [c for c in clusters if c.index not in answered]
+    problems: dict[int, str] = {}
+    for item in answer.insights:
+        why = _problem(by_index[item.cluster], item)
+        if why is not None:
+            problems.setdefault(item.cluster, why)
+    if not missing and not problems:
+        return
+    why = "; ".join(([f"no insight for cluster(s) {sorted(c.index for c in missing)}"] if missing else [])
+                    + list(problems.values()))
+    if len(missing) + len(problems) >= len(clusters):
+        raise Rejected(why)
+    raise PartlyRejected(why, rejected=[by_index[i] for i in problems], missing=missing)
 
 
 @dataclass(frozen=True)
@@ -230,8 +256,10 @@ async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
     deep = ctx.settings.deep
     model = ctx.embedder.model_name
     th = ctx.settings.thresholds_for(model)
+    async with ctx.pool.acquire() as conn:
+        walk = await clusters_repository.walk_window(conn, model, ctx.pass_id, deep.merge_walk)
     pairs = await clusters_repository.merge_candidates(ctx.pool, model, deep.merge_candidates, deep.merge_neighbours,
-                                              th.merge - PREFILTER_MARGIN)
+                                                       th.merge - PREFILTER_MARGIN, walk)
     ids = sorted({r["a"] for r in pairs} | {r["b"] for r in pairs})
     if len(ids) < deep.merge_min_size:
         return []
@@ -272,16 +300,24 @@ async def _ask(ctx: DeepPassContext, clusters: Sequence[Cluster], result: PhaseR
     async def keep(batch: list[Cluster], answer: MergeAnswer) -> None:
         by_index = {c.index: c for c in batch}
         for item in answer.insights:
-            c = by_index[item.cluster]
+            c = by_index.get(item.cluster)
+            if c is None or c.fingerprint in merged:
+                continue                   # a rejected answer of the batch (PartlyRejected)
             text, cited = " ".join(item.insight.split()), sorted(set(item.cited_ids))
             await ctx.mark_done(ctx.pool, answer_key(c), {"insight": text, "cited": cited})
             merged[c.fingerprint] = (text, cited, False)
 
+    async def rejected(batch: list[Cluster], why: str) -> None:
+        # recorded in the pass: a resumed pass does not ask it again (a new pass may)
+        for c in batch:
+            await ctx.mark_done(ctx.pool, answer_key(c), {"rejected": why})
+
     before = ctx.budget.used
     await ask_batched(ctx, clusters, BatchQuestion(question=merge_question, schema=MergeAnswer,
                                                    validate=validate_merge),
-                      batch_size=ctx.settings.deep.merge_batch, describe=lambda c: {"cluster": c.ids},
-                      on_answer=keep)
+                      batch_size=ctx.settings.deep.merge_batch,
+                      describe=lambda c: {"cluster": c.ids},
+                      on_answer=keep, on_rejected=rejected)
     result.calls = ctx.budget.used - before
     return merged
 
@@ -292,9 +328,10 @@ async def merged_texts(ctx: DeepPassContext, clusters: Sequence[Cluster], result
     merged: Merged = {}
     for c in clusters:
         saved = ctx.done.get(answer_key(c))
-        if saved is not None:
+        if saved is not None and "rejected" not in saved:
             merged[c.fingerprint] = (saved["insight"], list(saved["cited"]), False)
-    pending = [c for c in clusters if c.fingerprint not in merged]
+    # a cluster whose answer this pass rejected waits for the next pass, not asked again
+    pending = [c for c in clusters if c.fingerprint not in merged and answer_key(c) not in ctx.done]
     if not pending:
         return merged
     if ctx.llm is not None and not ctx.budget.can_spend(1):

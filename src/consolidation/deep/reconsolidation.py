@@ -20,6 +20,10 @@ above).
 A memory a newer statement updated is no new information for the conflict screen: it
 held until then (productive_contradictions_repository.conflicting_insights leaves it out).
 
+Findings (issue 40 item 3). The light ticker's contradiction scan records pairs it found
+opposed (consolidation_findings kind 'contradiction'); this phase asks each as a conflict
+first (`run_findings`) and marks it consumed with what it wrote.
+
 Every model call is bounded (`max_conflicts`, `max_reevaluations` and the pass's
 shared call budget). Offline (no model) both steps are skipped and logged.
 """
@@ -48,6 +52,7 @@ from src.consolidation.deep.prompts import (
     reevaluation_prompt,
 )
 from src.consolidation.evolution.settings import evolution_of
+from src.consolidation.light import findings_repository
 from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
 from src.gates.contradiction import load_or_learn, screen
 from src.outcomes.tracking import conflict_resolved
@@ -179,6 +184,43 @@ async def run_conflicts(ctx: DeepPassContext, counts: dict[str, int], *, since: 
             counts["no_conflict"] = counts.get("no_conflict", 0) + 1
 
 
+async def run_findings(ctx: DeepPassContext, counts: dict[str, int]) -> None:
+    """The light ticker's contradiction findings (issue 40 item 3), each asked as a conflict:
+    the older memory as what is held, the newer as what came after. `update`: a new reflection
+    supersedes both (the older fades as a superseded insight does); otherwise the pair is
+    recorded as judged. The finding is marked consumed in the same transaction; a finding
+    whose memory is gone is consumed unasked. At most `max_conflicts` a pass."""
+    pool, llm, budget = ctx.pool, ctx.llm, ctx.budget
+    cfg = evolution_of(ctx).reconsolidation
+    if not _usable(llm):
+        return
+    for f in await findings_repository.open_contradictions(pool, cfg.max_conflicts):
+        if f["older_id"] is None or f["older_id"] == f["newer_id"]:
+            await findings_repository.consume(pool, f["id"], ctx.pass_id, ctx.now, "memory gone")
+            continue
+        if not budget.can_spend():
+            ctx.skip("reconsolidation (findings beyond budget)", "the pass's LLM-call budget is spent")
+            break
+        answer = await _ask(llm, budget, conflict_prompt(f["older_content"], f["newer_content"]),
+                            ConflictAnswer, ctx.purpose)
+        if answer is None:
+            counts["reconsolidation_failed"] = counts.get("reconsolidation_failed", 0) + 1
+            continue
+        text = _rewrite(answer, "update", counts)
+        vector = await _vector(ctx.embedder, text) if text is not None else None
+        async with pool.acquire() as conn, conn.transaction():
+            if text is not None:
+                new_id = await _supersede(conn, ctx, f["older_id"], text, [f["older_id"], f["newer_id"]],
+                                          answer.explanation, vector)
+                outcome = f"update: memory {new_id}"
+            else:
+                outcome = answer.verdict
+                await repo.record_productive_contradiction(conn, f["older_id"], f["newer_id"], ctx.now,
+                                                           f"{answer.verdict}: {answer.explanation}")
+            await findings_repository.consume(conn, f["id"], ctx.pass_id, ctx.now, outcome)
+        counts["findings_consumed"] = counts.get("findings_consumed", 0) + 1
+
+
 async def run_reevaluation(ctx: DeepPassContext, counts: dict[str, int]) -> None:
     """Re-evaluate insights whose supersedes sources changed (the pass's settings, model,
     call budget and skip log are `ctx`'s, as in `run_conflicts`)."""
@@ -219,6 +261,7 @@ async def run(ctx: DeepPassContext) -> PhaseResult:
     if since is not None and since > ctx.now:    # a pass run with an earlier clock (tests, replays)
         since = None
     try:
+        await run_findings(ctx, result.counts)
         await run_conflicts(ctx, result.counts, since=since)
         await run_reevaluation(ctx, result.counts)
     except ProviderSkipped as exc:           # not configured, the background budget spent

@@ -35,6 +35,17 @@ class Rejected(MalformedOutput):
     """A well-formed reply whose content cannot be used (e.g. a citation not in the input)."""
 
 
+class PartlyRejected(Rejected):
+    """A batch's reply whose answers for some items cannot be used while the others can
+    (issue 40 item 6): `rejected` items got an unusable answer (recorded, not asked again
+    in this pass), `missing` items got none (asked again, alone); the rest are kept."""
+
+    def __init__(self, message: str, *, rejected: Sequence[Any] = (), missing: Sequence[Any] = ()):
+        super().__init__(message)
+        self.rejected = list(rejected)
+        self.missing = list(missing)
+
+
 def check_citations(cited: Sequence[int], allowed: set[int], what: str) -> None:
     """Raise Rejected when `cited` is empty or names an id not in `allowed`."""
     unknown = sorted(set(cited) - allowed)
@@ -71,6 +82,7 @@ async def ask_batched(
     batch_size: int,
     describe: Callable[[T], Any] = repr,
     on_answer: Callable[[list[T], M], Awaitable[None]] | None = None,
+    on_rejected: Callable[[list[T], str], Awaitable[None]] | None = None,
 ) -> list[tuple[list[T], M]]:
     """Ask `ask` of `items`, a batch at a time; return (batch, validated answer) for every usable batch.
 
@@ -78,6 +90,10 @@ async def ask_batched(
     `describe` names an item in the failure row of a batch that could not be answered.
     `on_answer` sees each validated answer as soon as it is paid for (a phase saves it
     there, so a pass killed before the last batch keeps the answers it bought).
+    A reply `validate` rejects only in part (PartlyRejected) is kept for its other items
+    (`on_answer` sees only those); its rejected items get a failure row and `on_rejected`
+    (a phase records them there, so a resumed pass does not ask them again), as does an
+    item still rejected when asked alone; its missing items are asked again, alone.
     """
     answered: list[tuple[list[T], M]] = []
     queue: list[list[T]] = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
@@ -91,6 +107,22 @@ async def ask_batched(
             value = await _ask_once(ctx, batch, ask)
             if ask.validate is not None:
                 ask.validate(batch, value)
+        except PartlyRejected as problem:
+            rejected = [x for x in batch if any(x is r for r in problem.rejected)]
+            missing = [x for x in batch if any(x is m for m in problem.missing)]
+            kept = [x for x in batch if not any(x is r for r in rejected + missing)]
+            # the counts at INFO; what was rejected names memories' words, so at DEBUG (issue 39)
+            log.info("deep pass %d %s: %d of %d answers kept, %d rejected, %d missing",
+                     ctx.pass_id, ctx.phase, len(kept), len(batch), len(rejected), len(missing))
+            log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
+            if rejected:
+                await _rejected(ctx, rejected, str(problem), describe, on_rejected)
+            queue[:0] = [[x] for x in missing]
+            if kept:
+                if on_answer is not None:
+                    await on_answer(kept, value)
+                answered.append((kept, value))
+            continue
         except (MalformedOutput, ContextOverflow) as problem:
             # a Rejected names what the answer lost (the memories' names and numbers): the
             # log says the kind, the words go to DEBUG and the failure row (issue 39)
@@ -104,8 +136,7 @@ async def ask_batched(
                 continue
             log.warning("deep pass %d %s: skipping an item after repair and split (%s; "
                         "consolidation_failures says why)", ctx.pass_id, ctx.phase, type(problem).__name__)
-            await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, str(problem),
-                                            [describe(x) for x in batch])
+            await _rejected(ctx, batch, str(problem), describe, on_rejected)
             continue
         except ProviderSkipped as exc:
             if interrupts(exc):
@@ -123,6 +154,13 @@ async def ask_batched(
             await on_answer(batch, value)
         answered.append((batch, value))
     return answered
+
+
+async def _rejected(ctx: DeepPassContext, items: list[T], problem: str, describe: Callable[[T], Any],
+                    on_rejected: Callable[[list[T], str], Awaitable[None]] | None) -> None:
+    await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, problem, [describe(x) for x in items])
+    if on_rejected is not None:
+        await on_rejected(items, problem)
 
 
 async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], ask: BatchQuestion[T, M]) -> M:

@@ -1,7 +1,8 @@
 """The SQL of the light ticker's findings (plan §4.1): `consolidation_findings`.
 
 Contradicting pairs and emerging themes are recorded once each (by fingerprint); the
-deep pass reads the themes. Also the reads of `memories` the scans that make them run:
+deep pass reads the themes, and its reconsolidation phase consumes the contradictions
+(`open_contradictions`, `consume`: sql/157, issue 40 item 3). Also the reads of `memories` the scans that make them run:
 the recently used, each one's nearest neighbour, the newest.
 """
 
@@ -72,3 +73,25 @@ async def recent_themes(conn: Executor, limit: int) -> list[asyncpg.Record]:
     return await conn.fetch(
         "SELECT memory_ids, details FROM consolidation_findings WHERE kind = 'theme' "
         "ORDER BY at DESC LIMIT $1", limit)
+
+
+async def open_contradictions(conn: Executor, limit: int) -> list[asyncpg.Record]:
+    """Contradiction findings no deep pass has consumed yet, oldest first, with both memories'
+    texts, the older memory first (None when a memory is gone)."""
+    return await conn.fetch(
+        """SELECT f.id, f.memory_ids, f.details, a.id AS older_id, a.content AS older_content,
+                  b.id AS newer_id, b.content AS newer_content
+             FROM consolidation_findings f
+             LEFT JOIN LATERAL (SELECT m.id, m.content FROM memories m WHERE m.id = ANY(f.memory_ids)
+                                 ORDER BY m.created_at, m.id LIMIT 1) a ON true
+             LEFT JOIN LATERAL (SELECT m.id, m.content FROM memories m WHERE m.id = ANY(f.memory_ids)
+                                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1) b ON true
+            WHERE f.kind = 'contradiction' AND f.consumed_at IS NULL
+            ORDER BY f.id LIMIT $1""", limit)
+
+
+async def consume(conn: Executor, finding_id: int, pass_id: int | None, at: datetime, outcome: str) -> None:
+    """Mark a finding consumed (in the transaction of what was written from it)."""
+    await conn.execute(
+        """UPDATE consolidation_findings SET consumed_at = $3, consumed_pass = $2, outcome = $4
+            WHERE id = $1 AND consumed_at IS NULL""", finding_id, pass_id, at, outcome)

@@ -13,7 +13,9 @@ each has its own minimum interval, so none can thrash:
   the threshold are deleted (one statement), so the table does not only grow;
 - contradiction scan: a random sample of recently used memories, each against its
   nearest neighbour; contradiction layers 1–2, layer 3 (an isolated LLM call) only
-  when a model is configured and only for a few undecided pairs; findings recorded;
+  when a model is configured and only for a few undecided pairs (`contradiction_llm_pairs` a
+  scan, `contradiction_llm_per_hour` in any hour: its share of the background budget);
+  findings recorded, consumed by the next deep pass's reconsolidation phase;
 - pattern detection: the newest memories embedded with CLUSTERING and clustered at
   the model's `theme` threshold; emerging themes recorded for the deep pass;
 - near misses: the retrievals' queued near-miss suppression (plan §3.8) applied through
@@ -34,6 +36,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -88,6 +91,7 @@ class LightTicker:
         self._direction: NegationDirection | None = None
         self._decay_walk = decay_marks_repository.DecayWalk()
         self._co_access_page = 0                 # where the next co-access upkeep looks from
+        self._llm_calls: deque[datetime] = deque()   # when the scan's LLM calls of the last hour were made
         self._ops = {
             "decay": (self.decay, lambda s: s.decay_interval_s),
             "co_access": (self.co_access, lambda s: s.co_access_interval_s),
@@ -203,8 +207,10 @@ class LightTicker:
             a_vec, b_vec = p["a_vec"].to_numpy(), p["b_vec"].to_numpy()
             verdict = screen(p["a_content"], a_vec, p["b_content"], b_vec, self._direction)
             contradicts, layer = verdict.contradicts, verdict.layer
-            if contradicts is None and self.llm is not None and asked < light.contradiction_llm_pairs:
+            if contradicts is None and self.llm is not None and asked < light.contradiction_llm_pairs \
+                    and self._llm_hour_left(now) > 0:
                 asked += 1
+                self._llm_calls.append(now)
                 try:
                     answer = await self.llm.meta_call_structured(
                         contradiction_question(p["a_content"], p["b_content"]), ContradictionAnswer,
@@ -218,6 +224,12 @@ class LightTicker:
                     {"layer": layer, "similarity": round(float(p["sim"]), 4),
                      "opposition": None if verdict.opposition is None else round(verdict.opposition, 4)})
         return found
+
+    def _llm_hour_left(self, now: datetime) -> int:
+        """Calls the scan may still make in the hour before `now` (`contradiction_llm_per_hour`)."""
+        while self._llm_calls and (now - self._llm_calls[0]).total_seconds() >= 3600:
+            self._llm_calls.popleft()
+        return self.settings.light.contradiction_llm_per_hour - len(self._llm_calls)
 
     async def pattern_detection(self, now: datetime) -> int:
         """Cluster the newest memories (CLUSTERING embeddings); new themes recorded."""
