@@ -14,8 +14,7 @@ period's width. dateparser (BSD-3-Clause) was measured beside it on the 62 REALT
 against 38: it reads "14.01.2024" and "the 17th of January"), but with the mending below
 around each, parsedatetime frames all 62 and dateparser 53, and parsedatetime takes a third
 of dateparser's time at the median and a tenth at the 99th percentile (0.08 and 0.25 ms a
-question), with no dependency of its own. Recall runs every user turn and reads each
-candidate's words for a question that asks when, so speed decides.
+question), with no dependency of its own. Recall runs every user turn, so speed decides.
 
 Widths, from what was named:
 - a day ("yesterday", "on Tuesday", "5 January 2024", "three days ago", "last night");
@@ -43,7 +42,8 @@ What the parser gets wrong for questions, mended here:
 - durations read as offsets ("for 3 days", "once a month"): a count of units counts only
   with "ago" (or "last/this/next week|month|year");
 - a time of day alone ("a morning walk", "at 5pm", "lunch") is no period; with a day word
-  ("this morning", "last night") it is that day;
+  ("this morning", "last night") it is that day, taken from `now` (the parser reads those
+  two by the machine's clock);
 - a bare number ("my locker code 7419", "op 118") and a year alone ("2025", which it reads
   as 20:25) are no period; a year after a preposition or a season ("in 2023", "spring of
   2024") is that year;
@@ -55,7 +55,7 @@ The text is cut to `MAX_CHARS` first and its runs of spaces and control characte
 space: the parser's time grows with the square of the text (measured: 500 characters of
 dates 6.5 ms, 300 of them 2.6 ms, 500 spaces 40 ms; 300 characters of nothing but numeric
 dates, the worst found, 13 ms), while REALTALK's longest question has 160 characters (99th
-percentile 118); dates past that are a pasted page's, not the question's.
+percentile 118): dates past that are a pasted page's.
 """
 
 from __future__ import annotations
@@ -108,13 +108,12 @@ _NUMERIC_DATE = re.compile(r"\b(\d{1,2})([./-])\d{1,2}\2\d{2,4}\b")
 _OPEN_HEAD = re.compile(r"\b(before|prior to|until|till|by|after|since|from)\s*(?:the\s+)?$", re.I)
 _OPEN_START = re.compile(r"(before|prior to|until|till|by|after|since|from)\b", re.I)
 _OPEN_INSIDE = re.compile(r"\b(before|prior to|after)\b", re.I)
-_ENDS_AT_START = ("before", "prior to")
-_ENDS_AT_END = ("until", "till", "by")
-_STARTS_AT_END = ("after",)
+_ENDS_AT_START, _ENDS_AT_END, _STARTS_AT_END = ("before", "prior to"), ("until", "till", "by"), ("after",)
 _FORWARD = re.compile(r"\b(?:will|shall|gonna|going to|plan|plans|planning|planned|schedule|scheduled|"
                       r"upcoming|next|tomorrow|coming)\b|'ll\b", re.I)
 _UNIT_END = re.compile(r"\b(?:second|minute|hour|day|week|fortnight|month|year)s?$")
 _RELATIVE_UNIT = re.compile(r"\b(?:last|this|next)\s+(?:week|month|year)$")
+_PART_OF_DAY = re.compile(r"^(?:(this|last)\s+(?:morning|afternoon|evening|night)|(tonight))$")
 _DAY_WORD = re.compile(r"\b(?:this|last|tonight|today|yesterday|tomorrow)\b")
 _NAME_CUE = re.compile(r"\b(?:in|on|during|since|before|after|until|till|of|from|last|this|next|early|"
                        r"late|mid|end of|start of|beginning of|through|throughout)\s*-?\s*$", re.I)
@@ -288,6 +287,8 @@ def _period(at: datetime, acc: int, scan: str, start: int, end: int, now: dateti
             and not _RELATIVE_UNIT.search(said) and not _named(scan, start):
         return None                     # "May I ask", "I may go"
     keep_ahead = forward or acc & _CTX.ACU_YEAR or re.search(r"\b(?:next|tomorrow)\b", said)
+    if part := _PART_OF_DAY.match(said):
+        at = now - timedelta(days=1) if part.group(1) == "last" else now
     day = at.replace(hour=0, minute=0, second=0, microsecond=0)
     if acc & _CTX.ACU_DAY:
         while day > now and not keep_ahead:
