@@ -66,14 +66,16 @@ def _one_bad(backend: ConsolidationModel, bad: list[list[int]]):
     return answer
 
 
-async def test_a_batch_with_one_rejected_cluster_costs_one_call_and_keeps_three_merges(pool):
+async def test_a_batch_with_one_rejected_cluster_keeps_three_merges_and_asks_that_one_once_more(pool):
     embedder = HashEmbedder()
     await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in TOPICS for _ in range(2)])
     backend = ConsolidationModel()
     bad: list[list[int]] = []
-    backend.push("merge", _one_bad(backend, bad))
+    backend.push("merge", _one_bad(backend, bad), _one_bad(backend, bad))     # wrong again when alone
     report = await merge_pass(pool, embedder, language_model(backend, pool))
-    assert backend.kinds() == ["merge"]                       # 5 calls before: the batch split twice
+    # 5 calls before (the batch split twice): now the batch, then the rejected cluster alone
+    assert backend.kinds() == ["merge", "merge"]
+    assert sorted(bad[1]) == sorted(bad[0])
     assert report.phases["merge"]["counts"]["insights"] == 3
     merged = await merged_sources(pool)
     assert len(merged) == 3 and sorted(bad[0]) not in merged

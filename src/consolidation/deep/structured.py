@@ -91,9 +91,9 @@ async def ask_batched(
     `on_answer` sees each validated answer as soon as it is paid for (a phase saves it
     there, so a pass killed before the last batch keeps the answers it bought).
     A reply `validate` rejects only in part (PartlyRejected) is kept for its other items
-    (`on_answer` sees only those); its rejected items get a failure row and `on_rejected`
-    (a phase records them there, so a resumed pass does not ask them again), as does an
-    item still rejected when asked alone; its missing items are asked again, alone.
+    (`on_answer` sees only those); its rejected and missing items are asked again, alone. An
+    item rejected when asked alone gets a failure row and `on_rejected` (a phase records it
+    there, so a resumed pass does not ask it again).
     """
     answered: list[tuple[list[T], M]] = []
     queue: list[list[T]] = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
@@ -108,35 +108,14 @@ async def ask_batched(
             if ask.validate is not None:
                 ask.validate(batch, value)
         except PartlyRejected as problem:
-            rejected = [x for x in batch if any(x is r for r in problem.rejected)]
-            missing = [x for x in batch if any(x is m for m in problem.missing)]
-            kept = [x for x in batch if not any(x is r for r in rejected + missing)]
-            # the counts at INFO; what was rejected names memories' words, so at DEBUG (issue 39)
-            log.info("deep pass %d %s: %d of %d answers kept, %d rejected, %d missing",
-                     ctx.pass_id, ctx.phase, len(kept), len(batch), len(rejected), len(missing))
-            log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
-            if rejected:
-                await _rejected(ctx, rejected, str(problem), describe, on_rejected)
-            queue[:0] = [[x] for x in missing]
+            kept = await _keep_part(ctx, batch, problem, queue, describe, on_rejected)
             if kept:
                 if on_answer is not None:
                     await on_answer(kept, value)
                 answered.append((kept, value))
             continue
         except (MalformedOutput, ContextOverflow) as problem:
-            # a Rejected names what the answer lost (the memories' names and numbers): the
-            # log says the kind, the words go to DEBUG and the failure row (issue 39)
-            log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
-            # an unusable reply, or a batch over the model's window (not sent): fewer at a time
-            if len(batch) > 1:
-                half = len(batch) // 2
-                log.info("deep pass %d %s: unusable reply for %d items (%s); splitting the batch",
-                         ctx.pass_id, ctx.phase, len(batch), type(problem).__name__)
-                queue[:0] = [batch[:half], batch[half:]]
-                continue
-            log.warning("deep pass %d %s: skipping an item after repair and split (%s; "
-                        "consolidation_failures says why)", ctx.pass_id, ctx.phase, type(problem).__name__)
-            await _rejected(ctx, batch, str(problem), describe, on_rejected)
+            await _unusable(ctx, batch, problem, queue, describe, on_rejected)
             continue
         except ProviderSkipped as exc:
             if interrupts(exc):
@@ -154,6 +133,48 @@ async def ask_batched(
             await on_answer(batch, value)
         answered.append((batch, value))
     return answered
+
+
+async def _keep_part(ctx: DeepPassContext, batch: list[T], problem: PartlyRejected, queue: list[list[T]],
+                     describe: Callable[[T], Any],
+                     on_rejected: Callable[[list[T], str], Awaitable[None]] | None) -> list[T]:
+    """A reply rejected in part: the items whose answers stand are returned; a rejected item of
+    a larger batch and a missing one are asked once more, alone (a model corrects itself more
+    often than not when asked about one thing); one rejected when asked alone is recorded."""
+    rejected = [x for x in batch if any(x is r for r in problem.rejected)]
+    missing = [x for x in batch if any(x is m for m in problem.missing)]
+    kept = [x for x in batch if not any(x is r for r in rejected + missing)]
+    # the counts at INFO; what was rejected names memories' words, so at DEBUG (issue 39)
+    log.info("deep pass %d %s: %d of %d answers kept, %d rejected, %d missing",
+             ctx.pass_id, ctx.phase, len(kept), len(batch), len(rejected), len(missing))
+    log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
+    again = rejected + missing if len(batch) > 1 else missing
+    if rejected and len(batch) == 1:
+        await _rejected(ctx, rejected, str(problem), describe, on_rejected)
+    elif rejected:      # what the model got wrong stays on record, though it is asked again
+        await checkpoints.record_failure(ctx.pool, ctx.pass_id, ctx.phase, f"asked again alone: {problem}",
+                                         [describe(x) for x in rejected])
+    queue[:0] = [[x] for x in batch if any(x is a for a in again)]
+    return kept
+
+
+async def _unusable(ctx: DeepPassContext, batch: list[T], problem: Exception, queue: list[list[T]],
+                    describe: Callable[[T], Any],
+                    on_rejected: Callable[[list[T], str], Awaitable[None]] | None) -> None:
+    """An unusable reply, or a batch over the model's window (not sent): fewer at a time, and
+    an item still unusable alone is recorded as rejected."""
+    # a Rejected names what the answer lost (the memories' names and numbers): the log says
+    # the kind, the words go to DEBUG and the failure row (issue 39)
+    log.debug("deep pass %d %s: %s", ctx.pass_id, ctx.phase, problem)
+    if len(batch) > 1:
+        half = len(batch) // 2
+        log.info("deep pass %d %s: unusable reply for %d items (%s); splitting the batch",
+                 ctx.pass_id, ctx.phase, len(batch), type(problem).__name__)
+        queue[:0] = [batch[:half], batch[half:]]
+        return
+    log.warning("deep pass %d %s: skipping an item after repair and split (%s; "
+                "consolidation_failures says why)", ctx.pass_id, ctx.phase, type(problem).__name__)
+    await _rejected(ctx, batch, str(problem), describe, on_rejected)
 
 
 async def _rejected(ctx: DeepPassContext, items: list[T], problem: str, describe: Callable[[T], Any],
