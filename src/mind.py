@@ -43,6 +43,7 @@ from src.loop.parts import LoopParts
 from src.metacognition.threshold import EscalationThreshold
 from src.providers.budget import BackgroundBudget
 from src.providers.factory import Providers
+from src.recall.layer_memories import LayerMemories
 from src.recall.layers import LayerEmbeddings, identity_vectors
 from src.recall.reembed import ReembedWorker, check_embed_model, progress_bar
 from src.recall.retrieval import Retriever
@@ -163,7 +164,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     # queued near-miss suppression needs the light ticker to apply it (src/recall/mutation.py)
     recall_cfg = settings.recall.retrieval if settings.consolidation.light.enabled else settings.recall.retrieval.model_copy(
         update={"near_miss_deferred": False})
-    gut, inner = await _inner_life(settings, pool, providers, store, layers, session_id=session_id)
+    gut, inner = await _inner_life(settings, pool, providers, store, layers, safety, session_id=session_id)
     retriever = Retriever(pool, providers.embedder, providers.reranker, safety, recall_cfg,
                           layer_vecs=layer_vecs, maturity_memories=maturity)
 
@@ -220,18 +221,20 @@ def _after_pass_centroids(pool, providers, gates, gut: Gut | None):
     return recompute
 
 
-async def _inner_life(settings: Settings, pool, providers, store, layers, *,
+async def _inner_life(settings: Settings, pool, providers, store, layers, safety, *,
                       session_id: str) -> tuple[Gut | None, InnerLife]:
     """Seed the immutable boundaries (once), build the gut and the inner life (gut, outcomes,
-    readiness): recall and the exit gate are built with them."""
+    readiness, the layers' entries as memories): recall and the exit gate are built with them."""
     if settings.bootstrap.seed_boundaries:
         await seed_boundaries(store, settings.bootstrap.boundaries_path)
     gut = None
     if settings.gut.enabled:
         gut = Gut(settings.gut)
         await gut.recompute_l2(pool, providers.embedder.model_name)
+    paths = settings.recall.layers
     inner = InnerLife(pool, providers.embedder, gut=gut, session_id=session_id, settings=settings.bootstrap,
-                      outcomes=settings.outcomes)
+                      outcomes=settings.outcomes, layer_memories=LayerMemories(
+                          store, safety, {0: paths.values_path.name, 1: paths.goals_path.name}))
     await inner.refresh_layers(layers)
     return gut, inner
 

@@ -2,8 +2,9 @@
 
 Nothing here writes a readiness row: the conversation, the DMN generator, the deep passes
 (consolidation with a scripted model at the backend seam) and the loop reach the milestones,
-and each is recorded with the event that reached it. The mind's history starts with what an
-operator imported (notes, one value, an old memory) — the inputs, never the milestones.
+and each is recorded with the event that reached it. The mind's history starts with its layer
+files (a value, a goal) and what an operator imported (notes, an old memory) — the inputs,
+never the milestones, and no memory's kind written by hand (issue 40).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import _mind
 
 GOAL = "bake a loaf of sourdough bread"
+VALUE = "I value honesty with the user above looking competent"
 HONEST = "I want to always be honest with people, even when it is hard"
 QUESTION = "should I be honest with people, even when it is hard?"
 OWN_UP = "did you run the tests before you said the build passed?"
@@ -73,15 +75,21 @@ async def _deep(mind, backend, at: datetime):
 async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
     t0 = datetime.now(UTC).replace(microsecond=0)
     (tmp_path / "g.json").write_text(json.dumps([{"text": GOAL, "weight": 0.8}]))
+    # the guardian's value, in the values file: the mind keeps it as a value memory (issue 40)
+    (tmp_path / "v.json").write_text(json.dumps([{"text": VALUE, "weight": 0.8}]))
     s1 = ScriptedLLM().say(*[model] * 400)
-    mind, delivered = await _mind(pool, tmp_path, system1=s1, overrides={"gates": {"seed": 1}})
-    # what the operator imported before the first start: notes, one value, an old memory
+    # The emotional charge is |cos(item, centroid)|, and the hash embedder's cosines are arbitrary:
+    # its bonus (tests/test_gate_uses_charge_and_activation.py) would decide by hash which of the
+    # scenario's lines are kept. The scenario is about what the mind does with what it keeps.
+    mind, delivered = await _mind(pool, tmp_path, system1=s1,
+                                  overrides={"gates": {"seed": 1, "exit": {"charge_bonus": 0.0}}})
+    # what the operator imported before the first start: notes and an old memory (no kinds:
+    # the value above is the values file's)
     await mind.store.store_many(
         [NewMemory(f"I deploy my small projects with one simple shell script instead of kubernetes, note {i}")
          for i in range(12)]
-        + [NewMemory("I value honesty with the user above looking competent", "semantic", alpha=8.0, beta=2.0,
-                     metadata={"kind": "value"}),
-           NewMemory("my sourdough starter needs feeding with flour every day", event_time=t0 - timedelta(days=40))])
+        + [NewMemory("my sourdough starter needs feeding with flour every day", event_time=t0 - timedelta(days=40))])
+    assert await pool.fetchval("SELECT metadata->>'kind' FROM memories WHERE content = $1", VALUE) == "value"
 
     # day 0: conversation; the exit gate forms memories (1) and recall finds them (2)
     await _say(mind, HONEST, t0)

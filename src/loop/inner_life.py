@@ -20,7 +20,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 
 import numpy as np
@@ -40,6 +40,7 @@ from src.outcomes.prompts import goal_reflection_prompt
 from src.outcomes.settings import OutcomeSettings
 from src.outcomes.tracking import explicit_feedback, record_outcome
 from src.outcomes.use import words as use_words
+from src.recall.layer_memories import LayerMemories
 from src.recall.retrieval import Retrieval
 from src.recall.scoring import Recalled
 from src.text import size
@@ -126,8 +127,11 @@ def relevant_recall(memories: Sequence[Recalled], question: str, *, own_scratch:
 
 class InnerLife:
     def __init__(self, pool, embedder, *, gut: Gut | None, session_id: str,
-                 settings: BootstrapSettings | None = None, outcomes: OutcomeSettings | None = None):
+                 settings: BootstrapSettings | None = None, outcomes: OutcomeSettings | None = None,
+                 layer_memories: LayerMemories | None = None):
         self.pool = pool
+        # the layers' entries as value and goal memories (src/recall/layer_memories.py)
+        self.layer_memories = layer_memories
         self.embedder = embedder
         self.gut = gut
         self.session_id = session_id
@@ -157,12 +161,15 @@ class InnerLife:
 
     # -- layers and the gut ---------------------------------------------------------
     async def refresh_layers(self, layers) -> None:
-        """L0 values and L1 goals into the gut; goal texts kept for matching declarations."""
+        """L0 values and L1 goals into the gut and, as value and goal memories, the store;
+        goal texts kept for matching declarations."""
         if layers is None:
             return
         values = await layers.get_layer_embeddings(0)
         goal_rows = await layers.get_layer_embeddings(1)
         self.goal_layer = [(t, v) for t, _, v in goal_rows]
+        if self.layer_memories is not None:
+            await self.layer_memories.sync({0: values, 1: goal_rows}, datetime.now(UTC))
         if self.gut is not None:
             self.gut.set_layers([(v, w) for _, w, v in values], [(v, w) for _, w, v in goal_rows])
 

@@ -1,5 +1,5 @@
 """python -m src.memory — the operator CLI: import, search, export, reindex, stats, skills, held,
-forget and correct.
+kind, forget and correct.
 
 Runs against DATABASE_URL or the embedded server of runtime.yaml, whether the
 service runs or not. Exit codes: 0 done, 1 the command failed (named on stderr),
@@ -17,13 +17,23 @@ from typing import TextIO
 from src.config import LoggingSettings, load_settings
 from src.errors import ConfigError, MoltBotError, StartupError
 from src.logging_setup import configure_logging
-from src.memory import erase_cli, export, held_cli, importer, reindex, search, skills_cli, stats
+from src.memory import (
+    erase_cli,
+    export,
+    held_cli,
+    importer,
+    kinds_cli,
+    reindex,
+    search,
+    skills_cli,
+    stats,
+)
 from src.memory.console import printable
 from src.memory.session import open_session
 from src.providers.factory import Providers
 
 #: Subcommand modules, in --help order; each has add_parser(sub) and async run(args, session).
-COMMANDS = (importer, search, export, reindex, stats, skills_cli, held_cli, erase_cli)
+COMMANDS = (importer, search, export, reindex, stats, skills_cli, held_cli, kinds_cli, erase_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:

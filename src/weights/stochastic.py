@@ -154,6 +154,28 @@ def diminished_gain(gain: float, evidence_count: float) -> float:
     return gain / max(1.0, math.log2(evidence_count + 1.0))
 
 
+def amount_to_center(alpha: float, beta: float, center: float) -> float:
+    """The reinforce amount that takes Beta(alpha, beta) to `center` through diminishing
+    returns (`diminished_gain`, as the weight choke point applies it); 0 when the center is
+    there already."""
+    if not 0.0 < center < 1.0:
+        raise ValueError(f"center must be in (0, 1), got {center!r}")
+    if alpha / (alpha + beta) >= center:
+        return 0.0
+    gain = (center * (alpha + beta) - alpha) / (1.0 - center)
+    return gain * max(1.0, math.log2(alpha + beta + 1.0))
+
+
+def contradiction_to_center(alpha: float, beta: float, center: float) -> float:
+    """The contradict amount (beta evidence, applied in full) that takes Beta(alpha, beta)
+    down to `center`; 0 when the center is there already."""
+    if not 0.0 < center < 1.0:
+        raise ValueError(f"center must be in (0, 1), got {center!r}")
+    if alpha / (alpha + beta) <= center:
+        return 0.0
+    return alpha / center - alpha - beta
+
+
 def center_after(alpha: float, beta: float, d_alpha: float, d_beta: float) -> float:
     """Center the weight would have after adding ``d_alpha`` and ``d_beta``.
 

@@ -67,6 +67,7 @@ from src.consolidation.evolution.settings import EvolutionSettings, PromotionSet
 from src.weights import safety_rules as rules
 from src.weights.apply import WeightChange, apply_weight_changes
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
+from src.weights.self_kinds import TIER_KINDS, tag_promoted, untag
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ async def _step(conn: asyncpg.Connection, safety: Safety, change: WeightChange, 
     """Apply one step and record it, in one transaction with this step's safety events."""
     events: list[SafetyEvent] = []   # this promotion's, written by its own transaction
     async with conn.transaction():
-        status, reason, after = await _apply_checked(conn, safety, change, state, events)
+        status, reason, after = await _apply_checked(conn, safety, change, state, events, tier=step.tier, now=now)
         if after is not None:
             await repo.record_promotion(conn, repo.PromotionRecord(
                 step.memory_id, step.tier, "applied", now, reason, remaining=_owed(*after, step.target),
@@ -304,15 +305,24 @@ class _Rollback(Exception):
 
 
 async def _apply_checked(conn: asyncpg.Connection, safety: Safety, change: WeightChange, state: PromotionState,
-                         events: list[SafetyEvent]) -> tuple[str, str, tuple[float, float] | None]:
+                         events: list[SafetyEvent], *, tier: str,
+                         now: datetime) -> tuple[str, str, tuple[float, float] | None]:
     """Apply in a savepoint; roll it back when coherence drops beyond tolerance.
     (status, reason, the weight after when applied)."""
     tolerance = safety.settings.coherence_tolerance
     try:
         async with conn.transaction():
+            # the tier's kind first, so that a memory becoming a goal meets the goal budget
+            # (issue 40); a refused step takes its tag back (its safety event stays)
+            before = await tag_promoted(conn, change.memory_id, tier, now)
             outcome = (await apply_weight_changes(conn, [change], safety=safety))[0]
             if outcome.blocked_by is not None:
+                if before is not None:
+                    await untag(conn, change.memory_id, before)
                 return "blocked", f"blocked by {outcome.blocked_by}: {outcome.reason}", None
+            if before is not None:
+                log.info("memory %d promoted into the %s tier: now a %s", change.memory_id, tier,
+                         TIER_KINDS[tier])
             after = state.coherence.with_change(outcome.alpha_before, outcome.beta_before,
                                                 outcome.alpha_after, outcome.beta_after)
             dropped = rules.coherence_dropped(state.coherence.c, after.c, tolerance)

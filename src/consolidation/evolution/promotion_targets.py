@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from src.consolidation.evolution.settings import PromotionSettings
-from src.weights.stochastic import center_after, diminished_gain
+from src.weights.stochastic import amount_to_center, center_after, diminished_gain
 
 #: A step aims this far inside the rate limit, so float rounding never crosses it.
 LIMIT_MARGIN = 0.999
@@ -45,17 +45,6 @@ def predicted_center(alpha: float, beta: float, amount: float) -> float:
     return center_after(alpha, beta, diminished_gain(amount, alpha + beta), 0.0)
 
 
-def amount_to_center(alpha: float, beta: float, center: float) -> float:
-    """The reinforce amount that takes Beta(alpha, beta) to `center` through diminishing
-    returns (the inverse of `predicted_center`); 0 when the center is there already."""
-    if not 0.0 < center < 1.0:
-        raise ValueError(f"center must be in (0, 1), got {center!r}")
-    if alpha / (alpha + beta) >= center:
-        return 0.0
-    gain = (center * (alpha + beta) - alpha) / (1.0 - center)
-    return gain * max(1.0, math.log2(alpha + beta + 1.0))
-
-
 def tier_target(tier: str, alpha: float, beta: float, cfg: PromotionSettings) -> float:
     """The center a promotion granted now leads to: the tier's target, or where the plan's
     amount alone takes the memory when that is higher (a memory already in the range)."""
@@ -78,3 +67,6 @@ def passes_to_reach(start: float, target: float, max_change: float) -> int:
     if start >= target:
         return 0
     return math.ceil((target - start) / (max_change * LIMIT_MARGIN) - 1e-9)
+
+
+__all__ = ["amount_to_center", "eligible_tier", "passes_to_reach", "predicted_center", "step_aim", "tier_target"]
