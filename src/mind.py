@@ -40,7 +40,7 @@ from src.loop.cognitive_loop import CognitiveLoop
 from src.loop.inner_life import InnerLife
 from src.loop.input_journal import InputJournal
 from src.loop.parts import LoopParts
-from src.metacognition.threshold import EscalationThreshold
+from src.metacognition.threshold import EscalationThreshold, RetryRule
 from src.providers.budget import BackgroundBudget
 from src.providers.factory import Providers
 from src.recall.layer_memories import LayerMemories
@@ -175,9 +175,10 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
         layers=layer_source, mode=MemoryMode(settings.gates.memory.mode), maturity_memories=maturity,
         hooks=PersistHooks(gut=gut, on_persisted=inner.on_persisted)))
     assembler = ContextAssembler(pool, settings.context, broadening=safety.sampling_evidence_cap)
-    threshold = EscalationThreshold(pool, refresh_s=settings.metacognition.escalation.threshold_refresh_s,
-                                    identity_center=settings.metacognition.escalation.identity_center,
-                                    maturity_memories=maturity)
+    esc = settings.metacognition.escalation
+    threshold = EscalationThreshold(pool, refresh_s=esc.threshold_refresh_s, identity_center=esc.identity_center,
+                                    maturity_memories=maturity,
+                                    retry=RetryRule(esc.retry_window, esc.retry_min_retries, esc.retry_min_success))
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
                       assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.loop.attention),
                       layers=layers, docs=DocsTool(settings.tools.docs), manifest=manifest, goal_vecs=goal_vecs,

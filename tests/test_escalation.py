@@ -29,6 +29,7 @@ from src.metacognition.escalation_log import (
     record_escalation,
     retry_success_rate,
 )
+from src.metacognition.threshold import RetryRule
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import ChatMessage
 from src.recall.relevance import escalation_threshold
@@ -346,3 +347,59 @@ async def test_a_short_answer_said_again_is_not_a_loop() -> None:
     s1, s2 = models("I hear you.\nConfidence: 0.95", judgement=("KNOWN", 0.9))
     out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
     assert out.path == "system1" and out.answer == "I hear you."
+
+
+# --- §3.5's retry success rate, read back: a retry that rarely helps is not asked ----------------
+
+def _row(retried: bool, succeeded: bool | None) -> EscalationRow:
+    return EscalationRow(FOCUS, None, 0.5, 0.3, 0.6 if retried else None, retried, succeeded, not succeeded,
+                         [], None, "retry" if succeeded else "system2", None, "test", {})
+
+
+@pytest.mark.parametrize(("retries", "successes", "pays"), [
+    (25, 1, False),        # 4%: below the 10% floor, with enough retries to judge
+    (25, 3, True),         # 12%
+    (10, 0, True),         # too few retries to judge
+])
+async def test_the_retry_success_rate_decides_whether_the_retry_is_asked(pool, retries, successes, pays) -> None:
+    for i in range(retries):
+        await record_escalation(pool, _row(True, i < successes))
+    reading = await read_threshold(pool)
+    assert (reading.retries, reading.retry_successes, reading.retry_pays) == (retries, successes, pays)
+
+
+async def test_only_the_newest_decisions_count(pool) -> None:
+    for _ in range(25):                                  # an old run of failed retries
+        await record_escalation(pool, _row(True, False))
+    for _ in range(30):                                  # newer decisions without a retry
+        await record_escalation(pool, _row(False, None))
+    assert not (await read_threshold(pool)).retry_pays
+    assert (await read_threshold(pool, retry=RetryRule(window=30))).retry_pays     # aged out
+
+
+async def test_without_the_retry_a_weak_draft_goes_to_system2_at_once() -> None:
+    s1, s2 = models(HEDGED)
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD,
+                                     asking=Asking(system="SYS", retry=False))
+    assert [c.purpose for c in s1.of("generate")] == ["system1_answer"]        # no system1_retry call
+    assert out.path == "system2" and out.escalated
+    assert not out.retried and out.retry_succeeded is None
+    assert "no retry (retries have rarely reached the threshold lately)" in out.reason
+
+
+async def test_the_loop_skips_the_retry_when_the_store_says_it_rarely_helps(pool, tmp_path) -> None:
+    from tests.test_loop import _mind
+    for _ in range(25):
+        await record_escalation(pool, _row(True, False))
+    s1 = ScriptedLLM().say(HEDGED, HEDGED_AGAIN)
+    # a mature store (one memory, maturity at one): the threshold is 0.55, a hedged answer below it
+    mind, delivered = await _mind(pool, tmp_path, system1=s1, fok=("PARTIAL", 0.5),
+                                  overrides={"agent": {"maturity_memories": 1}})
+    await mind.store.store_many([NewMemory("Canberra is in the Australian Capital Territory")])
+    await mind.loop.submit("user", FOCUS, now=datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    while len(mind.loop.queue):
+        await mind.loop.cycle(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    assert delivered
+    assert "system1_retry" not in [c.purpose for c in s1.of("generate")]
+    row = await pool.fetchrow("SELECT retried, reason FROM escalations ORDER BY id DESC LIMIT 1")
+    assert not row["retried"] and "no retry" in row["reason"]

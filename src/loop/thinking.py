@@ -229,7 +229,7 @@ class Thinking:
             outcome = await loop_before_escalate(
                 providers.system1, providers.system2, msgs, focus=winner.text, threshold=reading.threshold,
                 asking=Asking(system=system, triggers=triggers, meta=providers.meta, fok_source=turn.fok,
-                              arrivals=turn.arrivals, caller=turn.caller),
+                              arrivals=turn.arrivals, caller=turn.caller, retry=reading.retry_pays),
                 scoring=scoring, recording=recording)
             turn.writes.extend(outcome.writes)      # the decision's row: the cycle queues it
             return outcome

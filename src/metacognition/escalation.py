@@ -136,7 +136,7 @@ async def loop_before_escalate(
         confident = turn.confident_first_answer()
         if confident is not None:
             return await turn.finish(confident)
-        retried = await turn.retry_once(system1)
+        retried = await turn.retry_once(system1) if asking.retry else turn.without_retry()
         if isinstance(retried, EscalationOutcome):
             return await turn.finish(retried)
         draft = retried
@@ -266,6 +266,14 @@ class _Escalation:
             reason += f"; triggers: {', '.join(self.trig.fired())}"
         return _Draft(best, best_c, reason, dict(confidence_after_retry=None if c2 is None else c2.composite,
                                                  retried=True, retry_succeeded=False))
+
+    def without_retry(self) -> _Draft:
+        """The first answer as the draft for System 2, no retry asked (`Asking.retry`: retries
+        have rarely succeeded lately)."""
+        self.trig = replace(self.trig, low_confidence=True)
+        reason = (f"confidence {self.c1.composite:.2f} < threshold {self.threshold:.2f}; no retry "
+                  "(retries have rarely reached the threshold lately)")
+        return _Draft(self.first, self.c1, reason)
 
     def kept_without_system2(self, system2: LanguageModel, draft: _Draft) -> EscalationOutcome:
         """System 2 is System 1's own model (src/metacognition/roles.py): no escalation call,

@@ -74,6 +74,9 @@ class Asking:
     fok_source: FokSource | None = None
     arrivals: AnswerWatch | None = None
     caller: Caller = INTERNAL
+    # §3.5's one retry; False while retries have rarely succeeded lately (src/metacognition/
+    # threshold.py `ThresholdReading.retry_pays`): a low-confidence draft goes to System 2 at once
+    retry: bool = True
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,14 @@ class EscalationSettings(BaseModel):
     identity_center: float = Field(0.7, ge=0, lt=1)     # "identity" memories: center above this
     threshold_refresh_s: float = Field(60.0, ge=0)      # EscalationThreshold(refresh_s=...)
     system2_max_tokens: int = Field(2048, ge=64)
+    # §3.5 "track retry success rate": System 1's one retry is skipped (the draft goes to
+    # System 2 at once) while, over the newest `retry_window` decisions, at least
+    # `retry_min_retries` retries were made and fewer than `retry_min_success` of them reached
+    # the threshold: a retry that rarely helps is a call spent and seconds waited for nothing.
+    # It is tried again as soon as the window's rate recovers or its retries age out.
+    retry_window: int = Field(200, ge=1)
+    retry_min_retries: int = Field(20, ge=1)
+    retry_min_success: float = Field(0.1, ge=0, le=1)
     reflection: ReflectionSettings = ReflectionSettings()
 
 

@@ -7,6 +7,10 @@
 identity settles the threshold rises and System 1 escalates less; an identity
 upheaval (weights revised down) lowers it again, and more goes to System 2.
 
+The same background read takes §3.5's retry success rate over the newest decisions
+(`escalations`): while retries have rarely reached the threshold (`RetryRule`), System 1's
+one retry is skipped and a low-confidence draft goes to System 2 at once.
+
 The immutable memories (the safety boundaries, seeded at Beta(50, 1), center 0.98) are
 counted but are not identity density: they are given, not formed by experience, and
 never move. Counted, they put the density at 0.98 from the first day, so the
@@ -40,15 +44,35 @@ SELECT (SELECT COALESCE(sum(memories), 0) FROM memory_center_summary)::bigint AS
 """
 
 
+# §3.5's retry success rate over the newest decisions (the primary key's index, newest first)
+RETRY_SQL = """
+SELECT count(*) FILTER (WHERE retried) AS retries,
+       count(*) FILTER (WHERE retried AND retry_succeeded) AS successes
+  FROM (SELECT retried, retry_succeeded FROM escalations ORDER BY id DESC LIMIT $1) newest
+"""
+
+
+@dataclass(frozen=True)
+class RetryRule:
+    """When System 1's retry is worth asking (`metacognition.escalation.retry_*`)."""
+
+    window: int = 200
+    min_retries: int = 20
+    min_success: float = 0.1
+
+
 @dataclass(frozen=True)
 class ThresholdReading:
     total_memories: int
     identity_density: float
     threshold: float
+    retries: int = 0                 # retries among the newest decisions (RetryRule.window)
+    retry_successes: int = 0         # of them, those that reached the threshold
+    retry_pays: bool = True          # the retry is asked (see RetryRule)
 
 
 async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_center: float = 0.7,
-                         maturity_memories: int = MATURITY_MEMORIES) -> ThresholdReading:
+                         maturity_memories: int = MATURITY_MEMORIES, retry: RetryRule = RetryRule()) -> ThresholdReading:
     """Memory count and identity density in one statement, and the threshold they give.
 
     A full scan of `memories` (fillfactor 50 makes the heap large: notes.md has its
@@ -57,7 +81,11 @@ async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_ce
     """
     row = await pool.fetchrow(IDENTITY_SQL, identity_center)
     total, density = int(row["total"]), min(1.0, max(0.0, float(row["density"])))
-    return ThresholdReading(total, density, escalation_threshold(total, density, maturity_memories))
+    tried = await pool.fetchrow(RETRY_SQL, retry.window)
+    retries, successes = int(tried["retries"]), int(tried["successes"])
+    pays = retries < retry.min_retries or successes / retries >= retry.min_success
+    return ThresholdReading(total, density, escalation_threshold(total, density, maturity_memories),
+                            retries, successes, pays)
 
 
 class EscalationThreshold:
@@ -71,8 +99,10 @@ class EscalationThreshold:
     """
 
     def __init__(self, pool: asyncpg.Pool, *, refresh_s: float = 60.0, identity_center: float = 0.7,
-                 maturity_memories: int = MATURITY_MEMORIES, clock: Callable[[], float] = time.monotonic):
+                 maturity_memories: int = MATURITY_MEMORIES, clock: Callable[[], float] = time.monotonic,
+                 retry: RetryRule = RetryRule()):
         self.pool = pool
+        self.retry = retry
         self.refresh_s = refresh_s
         self.identity_center = identity_center
         self.maturity_memories = maturity_memories
@@ -91,7 +121,10 @@ class EscalationThreshold:
 
     async def refresh(self) -> ThresholdReading:
         reading = await read_threshold(self.pool, identity_center=self.identity_center,
-                                       maturity_memories=self.maturity_memories)
+                                       maturity_memories=self.maturity_memories, retry=self.retry)
+        if self._reading is not None and reading.retry_pays != self._reading.retry_pays:
+            log.info("System 1's retry %s: %d of the last %d retries reached the threshold",
+                     "resumes" if reading.retry_pays else "is skipped", reading.retry_successes, reading.retries)
         self._reading, self._read_at = reading, self.clock()
         return reading
 
