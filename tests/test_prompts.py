@@ -227,6 +227,7 @@ NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/gates/memory_gate.py", "memory mode is off, so nothing is written now"): "the guardian",
     ("src/commands/session.py", "session: "): "the guardian (/status)",
     ("src/weights/self_kinds.py", "no values or goals yet"): "the guardian (/kind, python -m src.memory kind)",
+    ("src/api/", ""): "another program (the HTTP API's answers and its OpenAPI document)",
     ("src/skills/commands.py", "usage: /skill save"): "the guardian (/skill usage)",
     ("src/skills/drafting.py", "cannot draft a skill: no language model"): "the guardian (SkillError)",
     ("src/memory/importer.py", " One JSON object per line"): "the operator (--help)",

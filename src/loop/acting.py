@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from src.consolidation.clustering import content_words
 from src.loop.action_policy import ActionPolicy, checked_tool_actions
@@ -34,6 +35,7 @@ from src.loop.attending import Attended
 from src.loop.conversation import Conversation
 from src.loop.degraded import is_failure_notice
 from src.loop.intake import Intake
+from src.loop.replies import ReplyBoard
 from src.loop.settings import UnpromptedSettings
 from src.loop.thinking import Thought
 from src.loop.tool_protocol import ToolProtocol
@@ -77,8 +79,11 @@ class Acting:
     """The action check and delivery."""
 
     def __init__(self, policy: ActionPolicy, tools: ToolProtocol, intake: Intake, say: Say, *,
-                 conversation: Conversation | None = None, unprompted: UnpromptedSettings | None = None):
+                 conversation: Conversation | None = None, unprompted: UnpromptedSettings | None = None,
+                 replies: ReplyBoard | None = None):
         self.policy = policy
+        # the delivered replies by the journal ids they answer (src/loop/replies.py): the API's
+        self.replies = replies
         self.tools = tools
         self.intake = intake
         self.say = say
@@ -108,6 +113,9 @@ class Acting:
             if action.delivered:
                 if self.conversation is not None:
                     self.conversation.said_to_user(action.answer, self.unprompted.recent_said)
-                await self.say(attended.turn.frame_reply(action.answer))
+                reply = attended.turn.frame_reply(action.answer)
+                await self.say(reply)
+                if self.replies is not None and attended.inputs.refs:
+                    self.replies.post(attended.inputs.refs, reply, datetime.now(UTC))
         finally:
             self.intake.settle(attended.turn)

@@ -60,6 +60,7 @@ from src.loop.intake import Intake
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
 from src.loop.recalling import Recalling
+from src.loop.replies import ReplyBoard
 from src.loop.retry import requeue_failed
 from src.loop.settings import Source
 from src.loop.thinking import NO_MODEL_DEADLINE_S, Thinking
@@ -109,8 +110,10 @@ class CognitiveLoop:
         self.thinking = Thinking(parts.providers, settings, threshold=parts.threshold, store=parts.store,
                                  mode=parts.gates.mode, tools=self.tools, policy=self.actions,
                                  user_waiting=self.intake.user_messages_waiting)
+        # every delivered reply by the journal ids it answers: another channel waits on it (src/api)
+        self.replies = ReplyBoard()
         self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
-                             unprompted=settings.loop.unprompted)
+                             unprompted=settings.loop.unprompted, replies=self.replies)
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.context.fifo, say=self._say,
                                    skills=parts.skills, inner=parts.inner, submit_inner=self.submit_inner)
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner,

@@ -107,7 +107,8 @@ class CycleLog:
         """Write the waiting rows oldest first; the first failure propagates and keeps the rest."""
         while self._entries:
             entry = self._entries[0]
-            mark = partial(self.on_answered, list(entry.refs)) if self._marks(entry) else None
+            mark = (partial(self.on_answered, list(entry.refs), cycle=entry.record.cycle)
+                    if self._marks(entry) else None)
             await log_answered_cycle(self.pool, mark, self.session_id, entry.record, entry.allocation,
                                      entry.assembled, since=entry.since, also=entry.also)
             self._entries.popleft()

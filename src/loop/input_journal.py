@@ -71,6 +71,9 @@ UPDATE input_journal SET state = 'skipped', finished_at = now()
  WHERE state = 'pending' AND kind = 'command' AND session_id <> $1
 """
 _FINISH = "UPDATE input_journal SET state = $2, finished_at = now() WHERE id = ANY($1::bigint[]) AND state = 'pending'"
+_ANSWERED = """
+UPDATE input_journal SET state = 'answered', finished_at = now(), answered_session = $2, answered_cycle = $3
+ WHERE id = ANY($1::bigint[]) AND state = 'pending'"""
 
 
 def is_command(text: str) -> bool:
@@ -187,9 +190,13 @@ class InputJournal:
             self.notify(f"database is back: {held} held input line(s) stored")
             return True
 
-    async def answered(self, ids: Sequence[int], conn: asyncpg.Connection | None = None) -> None:
-        """Replies to these messages were delivered (inside `conn`'s transaction when given)."""
-        await self._finish(ids, "answered", conn)
+    async def answered(self, ids: Sequence[int], conn: asyncpg.Connection | None = None, *,
+                       cycle: int | None = None) -> None:
+        """Replies to these messages were delivered (inside `conn`'s transaction when given), by
+        this session's `cycle`: its thought_log row holds the reply (src/api/messages.py)."""
+        ids = [i for i in ids if i is not None]
+        if ids:
+            await (conn or self.pool).execute(_ANSWERED, ids, self.session_id, cycle)
 
     async def done(self, line_id: int) -> None:
         """This command ran."""

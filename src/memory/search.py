@@ -20,7 +20,6 @@ import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -28,9 +27,9 @@ from src.db.deferred import run_now
 from src.memory.console import excerpt, printable
 from src.memory.session import Session
 from src.recall.dated import said_words
-from src.recall.explain import result_json, retrieval_json
+from src.recall.explain import dated_json, result_json
 from src.recall.retrieval import Retrieval, Retriever
-from src.recall.when import memory_time, said_when
+from src.recall.when import said_when
 from src.recall.working import NOT_CONSOLIDATED
 from src.weights.approval import ApprovalLine
 from src.weights.safety import Safety
@@ -65,17 +64,6 @@ def plain_metadata(metadata: dict, prefix: str = "") -> str:
         else:
             parts.append(f"{name} {value}")
     return printable("; ".join(parts)) if not prefix else "; ".join(parts)
-
-
-def dated_json(result: Retrieval, now: datetime) -> dict[str, Any]:
-    """`retrieval_json` with each memory's and scratch line's `said`: the words the model
-    reads of its date (src/recall/when.py), relative to `now`."""
-    out = retrieval_json(result)
-    for j, r in zip(out["results"], result.memories, strict=True):
-        j["said"] = said_when(memory_time(r.hit.event_time, r.hit.created_at), now)
-    for j, w in zip(out["working"], result.working, strict=True):
-        j["said"] = said_when(w.created_at, now)
-    return out
 
 
 def format_text(result: Retrieval, now: datetime) -> str:

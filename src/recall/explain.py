@@ -1,16 +1,18 @@
 """Every number recall computed for a memory, as JSON (plan §2.5–§3.1 made visible).
 
-The operator CLI's `search --json` (src/memory/search.py) and the web view's memory pages
-(src/web/memory_pages.py) show the same components: search arms, ACT-R terms, the
+The operator CLI's `search --json` (src/memory/search.py), the HTTP API's search
+(src/api/routes.py) and the web view's memory pages (src/web/memory_pages.py) show the same components: search arms, ACT-R terms, the
 relevance blend, co-activation, rerank. Pure: a Retrieval in, plain dicts out.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from src.recall import relevance as rel
 from src.recall.retrieval import Recalled, Retrieval
+from src.recall.when import memory_time, said_when
 from src.recall.working import NOT_CONSOLIDATED, WorkingHit
 
 
@@ -50,3 +52,14 @@ def retrieval_json(result: Retrieval) -> dict[str, Any]:
             "reranked": result.reranked, "rerank_skipped_reason": result.rerank_skipped_reason,
             "degraded": result.degraded, "results": [result_json(r) for r in result.memories],
             "working": [working_json(w) for w in result.working]}
+
+
+def dated_json(result: Retrieval, now: datetime) -> dict[str, Any]:
+    """`retrieval_json` with each memory's and scratch line's `said`: the words the model
+    reads of its date (src/recall/when.py), relative to `now`."""
+    out = retrieval_json(result)
+    for j, r in zip(out["results"], result.memories, strict=True):
+        j["said"] = said_when(memory_time(r.hit.event_time, r.hit.created_at), now)
+    for j, w in zip(out["working"], result.working, strict=True):
+        j["said"] = said_when(w.created_at, now)
+    return out

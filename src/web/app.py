@@ -96,7 +96,7 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
                                 "<token>' or add ?token=<token> (the value of MOLTBOT_WEB_TOKEN)\n")
             resp.headers.update(SECURITY_HEADERS)
             return resp
-    if request.method not in ("GET", "HEAD"):
+    if request.method not in ("GET", "HEAD") and not _is_api(request):
         return web.Response(status=405, text="405: the web view is read-only\n")
     wait = request.app[PACE_KEY].take(time.monotonic())
     if wait is None:   # more asked than the view serves without slowing the mind (src/web/pace.py)
@@ -122,8 +122,13 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
     return resp
 
 
+def _is_api(request: web.Request) -> bool:
+    """The HTTP API (src/api), mounted at /api/v1: JSON both ways, and it may write."""
+    return request.path.startswith("/api/")
+
+
 def _wants_json(request: web.Request) -> bool:
-    return request.query.get("format") == "json"
+    return request.query.get("format") == "json" or _is_api(request)
 
 
 def _error(request: web.Request, status: int, message: str) -> web.Response:
@@ -162,8 +167,8 @@ async def _memory(request: web.Request) -> web.Response:
     return await _render(request, page)
 
 
-def build_app(view: View) -> web.Application:
-    """The application: routes for every page, the guard middleware."""
+def build_app(view: View, api: web.Application | None = None) -> web.Application:
+    """The application: routes for every page, the guard middleware, the API when given."""
     app = web.Application(middlewares=[_guard])
     app[VIEW_KEY] = view
     s = view.settings
@@ -175,6 +180,8 @@ def build_app(view: View) -> web.Application:
     app.router.add_get("/gates", _page(pages.gates))
     app.router.add_get("/consolidation", _page(background_pages.consolidation))
     app.router.add_get("/gut", _page(background_pages.gut))
+    if api is not None:
+        app.add_subapp("/api/v1", api)
     return app
 
 
@@ -182,10 +189,12 @@ class WebServer:
     """The view served on the running event loop (aiohttp AppRunner + TCPSite)."""
 
     def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = (),
-                 busy_hint: str = "choose another web.port or set web.enabled: false"):
+                 busy_hint: str = "choose another web.port or set web.enabled: false",
+                 api: web.Application | None = None):
         token = view.settings.token.get_secret_value() if view.settings.token else None
         check_bind(view.settings.host, token)
         self.view = view
+        self.api = api                    # the HTTP API's sub-application (src/api), beside the mind
         # what to do when the port is taken: beside the mind, a setting; standalone, --port
         self.busy_hint = busy_hint
         self._on_stop = list(on_stop)     # run after the server stops (the view's own pool closes)
@@ -195,7 +204,7 @@ class WebServer:
     async def start(self) -> str:
         """Bind and serve; return the URL (with the port actually bound)."""
         s = self.view.settings
-        self._runner = web.AppRunner(build_app(self.view), access_log=None, handle_signals=False,
+        self._runner = web.AppRunner(build_app(self.view, self.api), access_log=None, handle_signals=False,
                                      logger=_RequestErrorLog(logging.getLogger("aiohttp.server"), {}))
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)

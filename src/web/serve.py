@@ -14,14 +14,19 @@ web_polling` (notes.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 
 import asyncpg
+from aiohttp import web
 
+from src.api.messages import Messages
+from src.api.routes import Api, build_api
 from src.config import Settings
 from src.db.pool import create_pool
 from src.errors import ConfigError, StartupError
+from src.loop.input_journal import InputJournal
 from src.providers.budget import BudgetLeft
 from src.web.app import WebServer, check_bind
 from src.web.view import View
@@ -59,8 +64,9 @@ async def open_view_pool(settings: Settings, dsn: str, *, read_only: bool = True
                              application_name=WEB_APPLICATION, server_settings=session)
 
 
-async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: str, *,
-                            dsn: str) -> tuple[WebServer | None, str | None]:
+async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: str, *, dsn: str,
+                            journal: InputJournal | None = None,
+                            stop: asyncio.Event | None = None) -> tuple[WebServer | None, str | None]:
     """Serve the view on the mind's event loop and a pool of its own on `dsn`; return it and
     the start-up line.
 
@@ -88,7 +94,7 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
                 retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
                 budget=budget_left if budget is not None else None)
     try:
-        server = WebServer(view, on_stop=[pool.close])
+        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal, stop))
         url = await server.start()
     except StartupError as exc:
         await pool.close()
@@ -97,4 +103,18 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
     except BaseException:
         await pool.close()
         raise
-    return server, f"web view (read-only): {url}"
+    api = f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)" if server.api is not None else ""
+    return server, f"web view (read-only): {url}{api}"
+
+
+def _api(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
+         stop: asyncio.Event | None) -> web.Application | None:
+    """The HTTP API's sub-application (src/api) when enabled and the mind has durable input."""
+    if not settings.web.api or journal is None:
+        return None
+    max_chars = settings.agent.max_input_chars
+    messages = Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
+                        max_chars=max_chars, stop=stop)
+    # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
+    return build_api(Api(journal.pool, messages, mind.retriever, mind.providers.ledger, session_id,
+                         wait_s=settings.web.api_wait_s), max_body=6 * max_chars + 4096)

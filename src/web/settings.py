@@ -31,3 +31,8 @@ class WebSettings(BaseModel):
     burst: int = Field(20, ge=1)
     # longer than max_wait_s is answered 503
     max_wait_s: float = Field(30.0, gt=0)
+    # The HTTP API at /api/v1 beside the mind (src/api; the same token rules and pacing):
+    # `api_wait_s` is how long POST /api/v1/messages waits for the reply before it answers
+    # 202 with a URL to poll (a request may ask for up to 120 s with "wait_s").
+    api: bool = True
+    api_wait_s: float = Field(30.0, ge=0, le=120)
