@@ -249,7 +249,8 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
             screen.say(f"the vector index is {index}; rebuilding it in the background (until then vector "
                        "search reads every row)")
             mind.background.append(asyncio.create_task(_rebuild_index(db.dsn, screen.say), name="index-rebuild"))
-        web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn, journal=journal, stop=stop)
+        web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn, journal=journal, stop=stop,
+                                                say=screen.say)
         agent = Agent(settings, db, providers, session_id, out, running=Running(mind, journal, web), stop=stop,
                       screen=screen)
         await _recover_scratch(agent, screen)

@@ -151,3 +151,43 @@ async def test_a_token_guards_the_api_like_the_view(pool, db_dsn, tmp_path):
             assert r.status == 200
         async with http.post("/memories", headers={"Authorization": "Bearer s3cret"}) as r:
             assert r.status == 405                   # the view itself stays read-only
+
+
+async def test_remember_forget_and_correct_over_the_api(pool, db_dsn, tmp_path):
+    async with _served(pool, db_dsn, tmp_path) as (http, mind, delivered):
+        async with http.post("/api/v1/memories", json={"text": "My gym locker code is 7731."}) as r:
+            assert r.status == 202
+            kept = await r.json()
+        assert kept["state"] == "buffered" and kept["scratch_id"] is not None
+        await mind.gates.exit.flush(reason="test")
+        mid = await pool.fetchval("SELECT id FROM memories WHERE content = 'My gym locker code is 7731.'")
+        assert mid is not None and delivered == []       # remembered: no reply, no model call
+
+        # without confirm: what would go, nothing changed
+        async with http.post("/api/v1/forget", json={"match": "locker code is 7731"}) as r:
+            would = await r.json()
+        assert would["forgotten"] is False and [m["id"] for m in would["matches"] if m["kind"] == "memory"] == [mid]
+        assert would["would"]["dry_run"] is True and would["would"]["memories"] == 1
+        assert await pool.fetchval("SELECT count(*) FROM memories WHERE id = $1", mid) == 1
+        async with http.post("/api/v1/forget", json={"match": "locker code is 7731", "confirm": True}) as r:
+            gone = await r.json()
+        assert gone["forgotten"] is True and gone["receipt"]["who"] == "api" and gone["receipt"]["id"]
+        assert await pool.fetchval("SELECT count(*) FROM memories WHERE content LIKE '%7731%'") == 0
+        assert await pool.fetchval("SELECT count(*) FROM scratch_buffer WHERE content LIKE '%7731%'") == 0
+
+        async with http.post("/api/v1/memories", json={"text": "My sister lives in Porto."}):
+            pass
+        await mind.gates.exit.flush(reason="test")
+        old = await pool.fetchval("SELECT id FROM memories WHERE content = 'My sister lives in Porto.'")
+        async with http.post("/api/v1/correct", json={"id": old, "text": "My sister lives in Lisbon."}) as r:
+            assert r.status == 201
+            fixed = await r.json()
+        assert fixed["corrects"] == old
+        assert await pool.fetchval("SELECT content FROM memories WHERE id = $1", fixed["id"]) == \
+            "My sister lives in Lisbon."
+        async with http.post("/api/v1/correct", json={"id": 99999999, "text": "x"}) as r:
+            assert r.status == 404 and "no memory" in (await r.json())["error"]
+        async with http.post("/api/v1/forget", json={"ids": [1], "match": "x"}) as r:
+            assert r.status == 400 and "one of the two" in (await r.json())["error"]
+        async with http.post("/api/v1/held/answer", json={"answer": "y"}) as r:
+            assert r.status == 409 and "no question" in (await r.json())["error"]

@@ -26,6 +26,7 @@ import asyncpg
 
 from src.loop.input_journal import InputJournal, Line
 from src.loop.replies import ReplyBoard
+from src.text import excerpt
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,12 @@ class Messages:
     """Messages in and replies out, for one running mind."""
 
     def __init__(self, pool: asyncpg.Pool, journal: InputJournal, submit: Submit, replies: ReplyBoard, *,
-                 session_id: str, max_chars: int, stop: asyncio.Event | None = None):
+                 session_id: str, max_chars: int, stop: asyncio.Event | None = None,
+                 announce: Callable[[str], None] | None = None):
         self.pool, self.journal, self.submit, self.replies = pool, journal, submit, replies
         self.session_id, self.max_chars, self.stop = session_id, max_chars, stop
+        # the terminal's quiet line for a message from elsewhere (its reply is printed there too)
+        self.announce = announce
         self._queued: set[int] = set()          # journal ids this process handed to the loop
         self._tasks: set[asyncio.Task] = set()
 
@@ -136,6 +140,8 @@ class Messages:
         if row is None or row["state"] != "pending" or row["session_id"] != self.session_id:
             return
         self._queued.add(line.id)
+        if self.announce is not None:
+            self.announce(f"(from the HTTP API, message {line.id}) {excerpt(line.text, 160)}")
         await self.submit("user", line.text, ref=line.id)
 
     def _later(self, line: Line) -> None:

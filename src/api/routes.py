@@ -19,6 +19,7 @@ import asyncpg
 import numpy as np
 from aiohttp import web
 
+from src.api.erasure import Erasure
 from src.api.messages import MessageError, Messages, idempotency_key
 from src.api.openapi import document
 from src.bootstrap.readiness import readiness
@@ -44,8 +45,8 @@ class Api:
     retriever: Retriever
     ledger: CostLedger
     session_id: str
+    erasure: Erasure | None = None      # forget, correct, remember (src/api/erasure.py)
     wait_s: float = 30.0                # how long POST /messages waits for the reply by default
-    status: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
 
 API_KEY = web.AppKey("api", Api)
@@ -141,8 +142,8 @@ async def status(request: web.Request) -> web.Response:
         """SELECT (SELECT count(*) FROM memories) AS memories,
                   (SELECT count(*) FROM input_journal WHERE state = 'pending' AND kind = 'message') AS pending""")
     out = {"session_id": api.session_id, "memories": row["memories"], "pending_messages": row["pending"]}
-    if api.status is not None:
-        out.update(await api.status())
+    if api.erasure is not None:
+        out["memory_mode"] = api.erasure.gates.mode.current
     return web.json_response(out)
 
 
@@ -168,6 +169,41 @@ async def held(request: web.Request) -> web.Response:
                                "held_at": r["held_at"].isoformat(), "content": r["content"]} for r in rows])
 
 
+def _erasure(request: web.Request) -> Erasure:
+    erasure = request.app[API_KEY].erasure
+    if erasure is None:
+        raise MessageError(503, "this needs the running mind")
+    return erasure
+
+
+async def remember(request: web.Request) -> web.Response:
+    """A statement through the entry gate as the user's (the exit gate decides at its flush)."""
+    erasure, body = _erasure(request), await _body(request)
+    text = request.app[API_KEY].messages.check(body.get("text"))
+    return web.json_response(await erasure.remember(text), status=202)
+
+
+async def forget_route(request: web.Request) -> web.Response:
+    return web.json_response(await _erasure(request).forget(await _body(request)))
+
+
+async def correct_route(request: web.Request) -> web.Response:
+    return web.json_response(await _erasure(request).correct(await _body(request)), status=201)
+
+
+async def held_answer(request: web.Request) -> web.Response:
+    """The answer to copilot's "Keep these? (y/n/numbers)", as typed at the prompt."""
+    erasure, body = _erasure(request), await _body(request)
+    answer = body.get("answer")
+    if not isinstance(answer, str) or not answer.strip():
+        raise MessageError(400, '"answer" must be y, n or the numbers of the items to keep')
+    reply = await erasure.gates.answer_confirmation(answer)
+    if reply is None:
+        raise MessageError(409, "no question about held items is open: it is asked after the next answer "
+                                "while items are held (GET /api/v1/held lists them)")
+    return web.json_response({"reply": reply})
+
+
 async def openapi(request: web.Request) -> web.Response:
     return web.json_response(document())
 
@@ -178,6 +214,10 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamRespon
     ("POST", "/messages", post_message),
     ("GET", "/messages/{message_id}", get_message),
     ("GET", "/memories/search", search),
+    ("POST", "/memories", remember),
+    ("POST", "/forget", forget_route),
+    ("POST", "/correct", correct_route),
+    ("POST", "/held/answer", held_answer),
     ("GET", "/status", status),
     ("GET", "/cost", cost),
     ("GET", "/readiness", readiness_route),

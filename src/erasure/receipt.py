@@ -12,7 +12,7 @@ from datetime import datetime
 
 from src.db.sql import Executor
 
-WHO = ("guardian command", "cli", "conversation", "correction")
+WHO = ("guardian command", "cli", "conversation", "correction", "api")
 
 
 @dataclass

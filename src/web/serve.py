@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import asyncpg
 from aiohttp import web
 
+from src.api.erasure import Erasure
 from src.api.messages import Messages
 from src.api.routes import Api, build_api
 from src.config import Settings
@@ -45,6 +47,7 @@ class ViewedMind(Protocol):
     safety: Any
     retriever: Any
     loop: Any
+    gates: Any
     budget: Any
 
 
@@ -65,8 +68,8 @@ async def open_view_pool(settings: Settings, dsn: str, *, read_only: bool = True
 
 
 async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: str, *, dsn: str,
-                            journal: InputJournal | None = None,
-                            stop: asyncio.Event | None = None) -> tuple[WebServer | None, str | None]:
+                            journal: InputJournal | None = None, stop: asyncio.Event | None = None,
+                            say: Callable[[str], None] | None = None) -> tuple[WebServer | None, str | None]:
     """Serve the view on the mind's event loop and a pool of its own on `dsn`; return it and
     the start-up line.
 
@@ -94,7 +97,8 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
                 retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
                 budget=budget_left if budget is not None else None)
     try:
-        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal, stop))
+        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal,
+                                                                          stop, say))
         url = await server.start()
     except StartupError as exc:
         await pool.close()
@@ -108,13 +112,16 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
 
 
 def _api(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
-         stop: asyncio.Event | None) -> web.Application | None:
+         stop: asyncio.Event | None, say: Callable[[str], None] | None) -> web.Application | None:
     """The HTTP API's sub-application (src/api) when enabled and the mind has durable input."""
     if not settings.web.api or journal is None:
         return None
     max_chars = settings.agent.max_input_chars
     messages = Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
-                        max_chars=max_chars, stop=stop)
+                        max_chars=max_chars, stop=stop, announce=say)
     # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
+    loop = mind.loop
+    erasure = Erasure(journal.pool, mind.providers.embedder, settings.agent.spill_dir, mind.gates,
+                      loop.turn_lock, on_forgotten=loop.forgetting.apply)
     return build_api(Api(journal.pool, messages, mind.retriever, mind.providers.ledger, session_id,
-                         wait_s=settings.web.api_wait_s), max_body=6 * max_chars + 4096)
+                         erasure=erasure, wait_s=settings.web.api_wait_s), max_body=6 * max_chars + 4096)
