@@ -41,10 +41,15 @@ from src.recall.store import EMBED_MAX_CHARS
 #: A memory shorter than this is a greeting or a fragment: its copy says nothing of paraphrase.
 MIN_CHARS = 20
 
+#: One row per distinct content: a text stored twice is a pair at cosine 1 for every model,
+#: which says nothing of either and lifts the top quantiles.
 _SAMPLE = """
-SELECT left(content, $1::int) AS content, memory_type
-FROM memories
-WHERE length(content) >= $2::int AND memory_type = ANY($3::text[])
+SELECT content, memory_type FROM (
+    SELECT DISTINCT ON (md5(content)) left(content, $1::int) AS content, memory_type, id
+    FROM memories
+    WHERE length(content) >= $2::int AND memory_type = ANY($3::text[])
+    ORDER BY md5(content), id
+) AS distinct_contents
 ORDER BY md5(id::text || $4::text)
 LIMIT $5::int
 """
