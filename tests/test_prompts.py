@@ -231,6 +231,7 @@ NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/skills/commands.py", "usage: /skill save"): "the guardian (/skill usage)",
     ("src/skills/drafting.py", "cannot draft a skill: no language model"): "the guardian (SkillError)",
     ("src/memory/importer.py", " One JSON object per line"): "the operator (--help)",
+    ("src/memory/calibrate.py", "# thresholds for "): "the operator (calibrate's YAML, a comment in runtime.yaml)",
     ("src/memory/importer.py", "imported "): "the operator (import summary)",
     ("src/web/", ""): "the guardian's browser: HTML, CSS and SVG of the read-only web view",
     ("src/config_reference.py", "# Configuration reference"): "the guardian (docs/configuration.md)",

@@ -1,5 +1,5 @@
-"""python -m src.memory — the operator CLI: import, search, export, reindex, stats, skills, held,
-kind, forget and correct.
+"""python -m src.memory — the operator CLI: import, search, export, reindex, calibrate, stats,
+skills, held, kind, forget and correct.
 
 Runs against DATABASE_URL or the embedded server of runtime.yaml, whether the
 service runs or not. Exit codes: 0 done, 1 the command failed (named on stderr),
@@ -18,6 +18,7 @@ from src.config import LoggingSettings, load_settings
 from src.errors import ConfigError, MoltBotError, StartupError
 from src.logging_setup import configure_logging
 from src.memory import (
+    calibrate,
     erase_cli,
     export,
     held_cli,
@@ -33,7 +34,7 @@ from src.memory.session import open_session
 from src.providers.factory import Providers
 
 #: Subcommand modules, in --help order; each has add_parser(sub) and async run(args, session).
-COMMANDS = (importer, search, export, reindex, stats, skills_cli, held_cli, kinds_cli, erase_cli)
+COMMANDS = (importer, search, export, reindex, calibrate, stats, skills_cli, held_cli, kinds_cli, erase_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:

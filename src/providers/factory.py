@@ -27,6 +27,7 @@ from src.providers.costs import CostLedger, MemoryLedger
 from src.providers.embed_minilm import MiniLmEmbedder
 from src.providers.embed_wordllama import WordLlamaEmbedder
 from src.providers.endpoint_gate import EndpointGate, EndpointGates
+from src.providers.endpoint_json import server_root
 from src.providers.llm import LLMBackend, ResilientLanguageModel
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import Embedder, LanguageModel, Reranker
@@ -116,7 +117,7 @@ class _Context:
             breaker = CircuitBreaker(provider, r.breaker_failures, r.breaker_reset_s, clock=self.clock)
             self.breakers[provider] = breaker
         policy = RetryPolicy.from_settings(r)
-        if timeout_s is not None:   # a language model: its provider kind's timeout (issue 27)
+        if timeout_s is not None:   # a language model (its kind's, issue 27) or a model server's own
             policy = replace(policy, timeout_s=timeout_s)
         return Resilience(policy, breaker, sleep=self.sleep, rng=self.rng, clock=self.clock, gate=gate)
 
@@ -198,6 +199,14 @@ class _Context:
                                   ledger=self.ledger, settings=emb, redactor=self.redactor, clock=self.clock)
         if choice.kind == "minilm":
             return MiniLmEmbedder(dimensions=emb.dimensions)
+        if choice.kind == "openai_compat":
+            from src.providers.embed_endpoint import PROVIDER, EndpointEmbedder
+
+            http = self.http_client(emb.openai_timeout_s,
+                                    base_url=server_root(emb.base_url or self.settings.llm.base_url or ""))
+            return EndpointEmbedder(http, settings=emb, ledger=self.ledger, api_key=self.secrets.openai_api_key,
+                                    resilience=self.resilience(PROVIDER, timeout_s=emb.openai_timeout_s),
+                                    redactor=self.redactor, clock=self.clock)
         return WordLlamaEmbedder(config=emb.wordllama_config, dim=emb.wordllama_dim,
                                  dimensions=emb.dimensions, max_tokens=emb.wordllama_max_tokens)
 
@@ -205,6 +214,15 @@ class _Context:
         if choice.kind == "flashrank":
             rr = self.settings.rerank
             return FlashRankReranker(rr.cache_dir, rr.model, rr.max_length)
+        if choice.kind == "endpoint":
+            from src.providers.rerank_endpoint import PROVIDER, EndpointReranker
+
+            rr = self.settings.rerank
+            http = self.http_client(rr.endpoint_timeout_s,
+                                    base_url=server_root(rr.base_url or self.settings.llm.base_url or ""))
+            return EndpointReranker(http, settings=rr, api_key=self.secrets.openai_api_key,
+                                    resilience=self.resilience(PROVIDER, timeout_s=rr.endpoint_timeout_s),
+                                    redactor=self.redactor)
         return SkippedReranker(choice.reason)
 
 
@@ -235,7 +253,8 @@ def build_providers(
                             write_timeout_s=settings.ledger.write_timeout_s)
     ctx = _Context(settings, secrets, ledger,
                    Redactor([secrets.gemini_api_key, secrets.anthropic_api_key, secrets.openai_api_key,
-                             *url_secrets(settings.llm.base_url)]),
+                             *url_secrets(settings.llm.base_url), *url_secrets(settings.embeddings.base_url),
+                             *url_secrets(settings.rerank.base_url)]),
                    http_transport, sleep, rng if rng is not None else random.Random(), clock)
     by_role = {c.role: c for c in choices}
     system1 = ctx.language_model(by_role["system1"])

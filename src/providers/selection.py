@@ -57,8 +57,30 @@ def public_url(url: str) -> str:
         return "(unparseable URL)"
 
 
+def _endpoint_url(settings: ProvidersSettings, own: str | None, section: str) -> str:
+    """A model server's base URL: the section's own, else providers.llm.base_url."""
+    url = own or settings.llm.base_url
+    if not url:
+        raise ConfigError(f"providers.{section}.base_url is not set (nor providers.llm.base_url); set it to "
+                          "your server, e.g. http://127.0.0.1:8081")
+    return url
+
+
+def _embeddings_endpoint(settings: ProvidersSettings) -> Choice:
+    emb = settings.embeddings
+    url = _endpoint_url(settings, emb.base_url, "embeddings")
+    if not emb.openai_model:
+        raise ConfigError("providers.embeddings.openai_model is not set; name the embedding model your "
+                          "server serves, e.g. nomic-embed-text")
+    return Choice("embeddings", "openai_compat", emb.openai_model,
+                  f"embeddings from {public_url(url)}; wider vectors cut to {emb.dimensions} "
+                  f"(Matryoshka), narrower zero-padded")
+
+
 def choose_embeddings(settings: ProvidersSettings, secrets: Secrets) -> Choice:
     emb = settings.embeddings
+    if emb.provider == "openai_compat":
+        return _embeddings_endpoint(settings)
     has_key = _present(secrets.gemini_api_key)
     if emb.provider == "gemini" and not has_key:
         raise ConfigError(f"providers.embeddings.provider is 'gemini' but {GEMINI_KEY} is not set; "
@@ -84,6 +106,13 @@ def choose_reranker(settings: ProvidersSettings) -> Choice:
     rr = settings.rerank
     if rr.provider == "none":
         return Choice("reranker", "none", None, "disabled in runtime.yaml; final score = weighted score")
+    if rr.provider == "endpoint":
+        url = _endpoint_url(settings, rr.base_url, "rerank")
+        if rr.dialect == "jina" and not rr.endpoint_model:
+            raise ConfigError("providers.rerank.endpoint_model is not set; the jina dialect names the "
+                              "reranking model, e.g. bge-reranker-v2-m3")
+        return Choice("reranker", "endpoint", rr.endpoint_model or rr.dialect,
+                      f"{rr.dialect} dialect at {public_url(url)}")
     missing = flashrank_missing(rr.cache_dir, rr.model)
     if missing is not None:
         return Choice("reranker", "none", None, f"{missing}; rerank stage skipped",

@@ -17,8 +17,9 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    # auto | gemini | wordllama | minilm  (auto: gemini when GEMINI_API_KEY is set, else `offline`)
-    provider: Literal["auto", "gemini", "wordllama", "minilm"] = "auto"
+    # auto | gemini | wordllama | minilm | openai_compat  (auto: gemini when GEMINI_API_KEY is
+    # set, else `offline`; openai_compat: the server at `base_url`, src/providers/embed_endpoint.py)
+    provider: Literal["auto", "gemini", "wordllama", "minilm", "openai_compat"] = "auto"
     # what `auto` uses without GEMINI_API_KEY: minilm (a small sentence transformer: finds
     # facts asked in other words, ~100 texts a second; src/providers/embed_minilm.py) or
     # wordllama (static word vectors, thousands of texts a second, weak on paraphrase; notes.md)
@@ -39,15 +40,44 @@ class EmbeddingSettings(_Section):
     # so a megabyte line never pads a batch to a megabyte.
     gemini_max_input_tokens: int = Field(2048, ge=16)
     wordllama_max_tokens: int = Field(2048, ge=16)
+    # OpenAI-compatible embeddings server (Ollama, llama.cpp `--embedding`, vLLM, TEI): its root
+    # or its /v1 URL, e.g. http://127.0.0.1:8081; null: providers.llm.base_url. OPENAI_API_KEY,
+    # when set, is sent as a bearer token.
+    base_url: str | None = None
+    openai_model: str | None = None   # the embedding model that server serves; it tags every vector
+    # Texts per POST /v1/embeddings: TEI refuses more than 32 by default (--max-client-batch-size)
+    openai_batch_size: int = Field(32, ge=1, le=2048)
+    # seconds one request may take (a CPU server embeds a batch in seconds, not milliseconds)
+    openai_timeout_s: float = Field(120.0, gt=0)
+    # Characters of each text sent: llama.cpp's server refuses an input longer than its
+    # physical batch (-ub, 512 tokens by default) with HTTP 500, so the text is cut first
+    openai_max_input_chars: int = Field(1500, ge=16)
+    # Text put before each input, per task type, for models trained with instructions
+    # (nomic-embed-text: {RETRIEVAL_QUERY: "search_query: ", RETRIEVAL_DOCUMENT: "search_document: "})
+    openai_task_prefixes: dict[Literal["RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY", "SEMANTIC_SIMILARITY",
+                                       "CLUSTERING"], str] = Field(default_factory=dict)
 
 
 class RerankSettings(_Section):
-    # auto | flashrank | none  (auto: flashrank when the model folder exists)
-    provider: Literal["auto", "flashrank", "none"] = "auto"
+    # auto | flashrank | endpoint | none  (auto: flashrank when the model folder exists;
+    # endpoint: a rerank server at `base_url`, src/providers/rerank_endpoint.py)
+    provider: Literal["auto", "flashrank", "endpoint", "none"] = "auto"
     model: str = "ms-marco-MiniLM-L-12-v2"
     # FlashRank reads <cache_dir>/<model>/; it is never downloaded at run time.
     cache_dir: str = "./data/models/flashrank"
     max_length: int = Field(512, ge=16, le=4096)
+    # The rerank server's root or /v1 URL; null: providers.llm.base_url. OPENAI_API_KEY, when
+    # set, is sent as a bearer token.
+    base_url: str | None = None
+    # jina: POST /v1/rerank {model, query, documents} (llama.cpp --reranking, vLLM, Jina);
+    # tei: POST /rerank {query, texts} (text-embeddings-inference)
+    dialect: Literal["jina", "tei"] = "jina"
+    endpoint_model: str | None = None   # the model name the jina dialect sends (TEI serves one)
+    # true: the server returns raw logits (llama.cpp's server does): squashed by a sigmoid
+    # into [0, 1]. false: a score outside [0, 1] is refused, naming this setting
+    endpoint_logits: bool = False
+    endpoint_batch_size: int = Field(32, ge=1, le=1024)   # passages per request (TEI's default cap: 32)
+    endpoint_timeout_s: float = Field(60.0, gt=0)   # seconds one rerank request may take
 
 
 LLMKind = Literal["gemini", "anthropic", "openai_compat"]
