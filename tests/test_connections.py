@@ -2,13 +2,14 @@
 every relevant test still passed; each test here fails under its break:
 
 - the DMN's 2-hop recall forced to 1 hop (src/loop/recalling.py `Recalling.cue`): the loop's
-  recall of a DMN thought asks the retriever for `loop.dmn_hops` hops, a user's for one (how
-  far each hop reaches: tests/test_memory_retrieval.py `test_two_hops_reach_further_at_a_tenth`);
+  recall of a DMN thought asks the retriever for `loop.dmn_hops` hops, a user's for one, and
+  through the real retriever only the DMN's recall reaches the memory three links from the one in context;
 - recall's cold-start → mature Dirichlet schedule pinned to age 0 (src/recall/retrieval.py
   `Retriever._blend`): the blend a real retrieval draws moves from the cold-start alphas
   (semantic-heavy) to the target ones (co-activation and emotion up) as the store grows;
 - the FIFO's four intensity signals fixed at 0.5 (src/loop/aftermath.py `Aftermath._intensity`):
-  each of the four moves the intensity the window is pruned to.
+  each of the four moves the intensity the window is pruned to, each case failing under its own
+  signal's break.
 """
 
 from __future__ import annotations
@@ -59,6 +60,33 @@ async def test_a_dmn_thought_recalls_two_hops_and_everything_else_one(source, ho
     assert (cue.hops, tuple(cue.active_ids)) == (hops, (7, 9))
 
 
+async def test_a_dmn_thought_reaches_the_memory_two_hops_away_and_a_user_message_does_not(pool):
+    """Through the real retriever: the chain tea → bicycle → sister → asyncio (co-access), the
+    tea memory in context. One hop's spreading stops at the sister; the DMN's second carries
+    activation on to asyncio, so its recall scores that memory's co-activation and a user's does not."""
+    embedder = HashEmbedder()
+    texts = ["I drink earl grey tea every morning", "the blue bicycle lives in the garage",
+             "my sister moved to Lisbon in spring", "python asyncio loops need careful cancellation"]
+    tea, bike, sister, asyncio_ = await MemoryStore(pool, embedder).store_many([NewMemory(t) for t in texts])
+    for x, y in ((tea, bike), (bike, sister), (sister, asyncio_)):
+        a, b = sorted((x, y))
+        await pool.execute("INSERT INTO memory_co_access (memory_id_a, memory_id_b, co_access_count) "
+                           "VALUES ($1, $2, 2)", a, b)
+    retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings())
+
+    async def spread_reaching(source: str) -> dict[int, float]:
+        recalling = Recalling(retriever, assembler=None, conversation=SimpleNamespace(active_ids=(tea,)),
+                              rng=np.random.default_rng(3), dmn_hops=2)
+        attended = _attended(source)
+        found = await recalling.search(attended, shortfalls=None, now=NOW)
+        recalled = await recalling.rank(found, shortfalls=None)
+        return {r.id: r.spread for r in recalled.memories + recalled.near_misses}
+
+    dmn, user = await spread_reaching("dmn"), await spread_reaching("user")
+    assert dmn[sister] == pytest.approx(user[sister]) and dmn[sister] > 0
+    assert dmn[asyncio_] > 0 and user.get(asyncio_, 0.0) == 0.0
+
+
 async def _mean_blend(pool, embedder, *, maturity_memories: int, draws: int = 60) -> dict[str, float]:
     retriever = Retriever(pool, embedder, None, Safety(), RetrievalSettings(), maturity_memories=maturity_memories)
     rng = np.random.default_rng(5)
@@ -95,6 +123,12 @@ def _turn(*, weighted=(), goal=0.0, charge=0.0):
     return attended, record
 
 
+def test_a_turn_that_engaged_nothing_keeps_the_window_at_its_quietest():
+    assert _aftermath()._intensity(*_turn(), NOW) == 0.0
+
+
+# Each case raises one signal over a quiet turn and asks that the intensity rise by that signal's
+# weighted share: a signal fixed at a constant (whatever its value) fails its own case only.
 @pytest.mark.parametrize("signal", ["gate_score", "system2_recency", "goal_relevance", "emotional_charge"])
 def test_each_intensity_signal_moves_what_the_window_keeps(signal):
     quiet = _aftermath()._intensity(*_turn(), NOW)
@@ -102,6 +136,6 @@ def test_each_intensity_signal_moves_what_the_window_keeps(signal):
                  "emotional_charge": _turn(charge=0.9)}.get(signal, _turn())
     after = _aftermath(NOW - timedelta(seconds=1) if signal == "system2_recency" else None)
     loud = after._intensity(*loud_turn, NOW)
-    assert quiet == 0.0
-    assert loud == pytest.approx(0.25 * {"gate_score": 0.8, "system2_recency": 0.5 ** (1 / 600),
-                                         "goal_relevance": 0.9, "emotional_charge": 0.9}[signal])
+    # the default weights are equal (a quarter each); System 2 a second ago: one second of a 600 s half-life
+    assert loud - quiet == pytest.approx(0.25 * {"gate_score": 0.8, "system2_recency": 0.5 ** (1 / 600),
+                                                 "goal_relevance": 0.9, "emotional_charge": 0.9}[signal])

@@ -2,7 +2,8 @@
 
 Every call of `loop_before_escalate` that has a store writes one row, whatever
 the path (accepted, retried, escalated, fell back), so both rates plan §3.5 and
-/status need are one query each:
+/status need are one query each (the retry success rate decides whether System 1's retry
+is asked: src/metacognition/threshold.py `RetryRule`):
 
 * retry success rate = retries that lifted confidence over the threshold / retries;
 * escalation rate    = rows that escalated / rows.
@@ -32,8 +33,9 @@ SELECT count(*)                                        AS decisions,
        count(*) FILTER (WHERE retried AND retry_succeeded) AS retry_successes,
        count(*) FILTER (WHERE escalated)               AS escalations,
        count(*) FILTER (WHERE escalated AND system2_ok) AS system2_answers
-FROM escalations
-WHERE $1::timestamptz IS NULL OR at >= $1::timestamptz
+FROM (SELECT retried, retry_succeeded, escalated, system2_ok FROM escalations
+       WHERE $1::timestamptz IS NULL OR at >= $1::timestamptz
+       ORDER BY id DESC LIMIT $2::bigint) newest
 """
 
 
@@ -81,16 +83,20 @@ async def record_escalation(executor: Executor, row: EscalationRow, *, at: datet
         json.dumps(row.details, default=str))
 
 
-async def escalation_stats(executor: Executor, *, since: datetime | None = None) -> EscalationStats:
-    """Counts of decisions, retries, successful retries, escalations, System 2 answers."""
-    r = await executor.fetchrow(_STATS, since)
+async def escalation_stats(executor: Executor, *, since: datetime | None = None,
+                           newest: int | None = None) -> EscalationStats:
+    """Counts of decisions, retries, successful retries, escalations, System 2 answers;
+    over the `newest` decisions only when given (the retry rule's window,
+    src/metacognition/threshold.py: what the retry did lately, not in the mind's first week)."""
+    r = await executor.fetchrow(_STATS, since, newest)
     return EscalationStats(r["decisions"], r["retries"], r["retry_successes"], r["escalations"],
                            r["system2_answers"])
 
 
-async def retry_success_rate(executor: Executor, *, since: datetime | None = None) -> tuple[float | None, int]:
+async def retry_success_rate(executor: Executor, *, since: datetime | None = None,
+                             newest: int | None = None) -> tuple[float | None, int]:
     """(successful retries / retries, retries); the rate is None before the first retry."""
-    stats = await escalation_stats(executor, since=since)
+    stats = await escalation_stats(executor, since=since, newest=newest)
     return stats.retry_success_rate, stats.retries
 
 

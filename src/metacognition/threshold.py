@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from src.metacognition.escalation_log import escalation_stats
 from src.recall.relevance import escalation_threshold
 from src.recall.settings import MATURITY_MEMORIES
 
@@ -44,14 +45,6 @@ SELECT (SELECT COALESCE(sum(memories), 0) FROM memory_center_summary)::bigint AS
 """
 
 
-# §3.5's retry success rate over the newest decisions (the primary key's index, newest first)
-RETRY_SQL = """
-SELECT count(*) FILTER (WHERE retried) AS retries,
-       count(*) FILTER (WHERE retried AND retry_succeeded) AS successes
-  FROM (SELECT retried, retry_succeeded FROM escalations ORDER BY id DESC LIMIT $1) newest
-"""
-
-
 @dataclass(frozen=True)
 class RetryRule:
     """When System 1's retry is worth asking (`metacognition.escalation.retry_*`)."""
@@ -59,6 +52,11 @@ class RetryRule:
     window: int = 200
     min_retries: int = 20
     min_success: float = 0.1
+
+    def pays(self, retries: int, rate: float | None) -> bool:
+        """Asked until `min_retries` retries give a rate worth judging, then while at least
+        `min_success` of them reached the threshold."""
+        return retries < self.min_retries or rate is None or rate >= self.min_success
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,11 @@ async def read_threshold(pool: asyncpg.Pool | asyncpg.Connection, *, identity_ce
     """
     row = await pool.fetchrow(IDENTITY_SQL, identity_center)
     total, density = int(row["total"]), min(1.0, max(0.0, float(row["density"])))
-    tried = await pool.fetchrow(RETRY_SQL, retry.window)
-    retries, successes = int(tried["retries"]), int(tried["successes"])
-    pays = retries < retry.min_retries or successes / retries >= retry.min_success
+    # §3.5's retry success rate (src/metacognition/escalation_log.py) over the newest decisions
+    tried = await escalation_stats(pool, newest=retry.window)
     return ThresholdReading(total, density, escalation_threshold(total, density, maturity_memories),
-                            retries, successes, pays)
+                            tried.retries, tried.retry_successes,
+                            retry.pays(tried.retries, tried.retry_success_rate))
 
 
 class EscalationThreshold:
