@@ -61,7 +61,7 @@ async def test_held_items_survive_sigkill_and_are_asked_again_in_autopilot(db_ds
             wait_ready(proc)
             for text in TOPICS[:5]:          # one at a time: five exchanges start a flush
                 _send(proc, text)
-                read_until(proc, lambda line: "I cannot answer in words" in line)
+                read_until(proc, lambda line: line.startswith("(reflex mode — "))
             await _wait_held(conn, TOPICS[:5])
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(timeout=10) == -signal.SIGKILL

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import asyncpg
@@ -427,3 +427,17 @@ async def test_every_model_call_of_a_turn_says_whose_it_is(pool, tmp_path):
     assert users and dmn and len(delivered) == 1        # (a thought of its own is not said)
     assert {c.caller for c in users} == {USER}
     assert {c.caller for c in dmn} == {Caller("internal", "dmn")}
+
+
+async def test_the_reflex_reason_is_said_once_a_session_then_only_the_mode(pool, tmp_path):
+    mind, delivered = await _mind(pool, tmp_path)
+    t = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    await mind.loop.submit("dmn", "I keep thinking about the blue bicycle", now=t)   # not the user: not told
+    await mind.loop.run(burst=True)
+    for i, line in enumerate(["my name is Dana", "I live in Porto", "what is my name?"]):
+        await mind.loop.submit("user", line, now=t + timedelta(minutes=i + 1))
+        await mind.loop.run(burst=True)
+    heads = [d.splitlines()[0] for d in delivered]
+    assert len(heads) == 3
+    assert heads[0].startswith("(reflex mode — no language model is configured") and len(heads[0]) > 60
+    assert heads[1:] == ["(reflex mode — no language model is configured.)"] * 2

@@ -76,15 +76,18 @@ def tool_result(verb: str, argument: str, text: str) -> str:
 
 
 def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None = None,
-                 because: str | None = None, missing: str = "") -> str:
+                 because: str | None = None, missing: str = "", brief: bool = False) -> str:
     """The plain reply when no model answers: why, then what the input brings back, each
     line with when it was said when known (`(text, when)`, src/recall/when.py).
 
     `because` names a failure of a configured model; otherwise `said` is the reflex
     model's reason (it usually starts with "no language model is configured": said once).
-    `missing` names what this cycle had to do without (an outage).
+    `missing` names what this cycle had to do without (an outage). `brief`: the reason was
+    said in an earlier reply of this session; the line only names the mode (issue 41).
     """
-    if because is None:
+    if because is None and brief:
+        lines = [f"(reflex mode — {NO_LANGUAGE_MODEL}.)"]
+    elif because is None:
         head = NO_LANGUAGE_MODEL
         if said:
             head = said if said.startswith(NO_LANGUAGE_MODEL) else f"{NO_LANGUAGE_MODEL}: {said}"

@@ -117,6 +117,7 @@ class Thinking:
         self.metacognition = settings.metacognition
         self.providers = providers
         self.threshold = threshold
+        self._reflex_told = False     # the reflex reason was said to the user this session
         self.store = store
         self.mode = mode
         self.tools = tools
@@ -183,7 +184,11 @@ class Thinking:
                       shortfalls: Shortfalls, turn: _ModelWork) -> Thought:
         """System 1 with self-correction and escalation; the reflex reply when no model answers."""
         if not self.providers.system1.configured:
-            return Thought(self.reflex_answer(retrieval, shortfalls, now=turn.now), "reflex")
+            # the reason once a session, to the user; after that the reply only names the mode
+            to_user = attended.winner.source == "user"
+            reply = self.reflex_answer(retrieval, shortfalls, now=turn.now, brief=to_user and self._reflex_told)
+            self._reflex_told = self._reflex_told or to_user
+            return Thought(reply, "reflex")
         answer = await self._escalating(attended, retrieval, turn)
         try:
             rounds = await self.tools.rounds(answer, lambda o: o.answer, prompt.messages, system=prompt.system,
@@ -246,7 +251,7 @@ class Thinking:
         return permit
 
     def reflex_answer(self, retrieval: Retrieval | None, shortfalls: Shortfalls, because: str | None = None,
-                      now: datetime | None = None) -> str:
+                      now: datetime | None = None, brief: bool = False) -> str:
         """The reply without a model: why, what is missing, and what recall brings back, each
         with when it was said (relative to `now`, the cycle's)."""
         # the immutable boundaries are in every context anyway: they are not "brought back".
@@ -264,4 +269,4 @@ class Thinking:
         recalled = [(text, said_when(at, now) + (f"; until {the_date(until)}, since updated" if until else ""))
                     for text, (at, until) in first.items()][: self.cfg.reflex_recall_lines]
         return reflex_reply(recalled, said=getattr(self.providers.system1, "reason", None), because=because,
-                            missing=shortfalls.line())
+                            missing=shortfalls.line(), brief=brief)
