@@ -191,3 +191,24 @@ async def test_remember_forget_and_correct_over_the_api(pool, db_dsn, tmp_path):
             assert r.status == 400 and "one of the two" in (await r.json())["error"]
         async with http.post("/api/v1/held/answer", json={"answer": "y"}) as r:
             assert r.status == 409 and "no question" in (await r.json())["error"]
+
+
+async def test_a_message_is_found_by_its_key_also_while_held(pool, db_dsn, tmp_path):
+    key = str(uuid.uuid4())
+    async with _served(pool, db_dsn, tmp_path) as (http, mind, delivered):
+        async with http.post("/api/v1/messages", json={"text": "My bike is blue.", "wait_s": 20},
+                             headers={"Idempotency-Key": key}) as r:
+            sent = await r.json()
+        async with http.get("/api/v1/messages", params={"key": key}) as r:
+            found = await r.json()
+        assert (found["id"], found["state"], found["key"]) == (sent["id"], "answered", key)
+        async with http.get("/api/v1/messages", params={"key": str(uuid.uuid4())}) as r:
+            assert r.status == 404
+        async with http.get("/api/v1/messages", params={"key": "nope"}) as r:
+            assert r.status == 400 and "UUID" in (await r.json())["error"]
+
+
+def test_a_held_message_says_where_to_ask_by_key():
+    from src.api.messages import Sent
+    held = Sent("5c8f79a1-b859-4469-9b51-e3728f0a5e5d", None, "held").json()
+    assert held["poll"] == "/api/v1/messages?key=5c8f79a1-b859-4469-9b51-e3728f0a5e5d"

@@ -62,8 +62,8 @@ class Sent:
             out["key"] = self.key
         if self.reply is not None:
             out["reply"] = self.reply
-        if self.state != "answered" and self.id is not None:
-            out["poll"] = f"/api/v1/messages/{self.id}"
+        if self.state != "answered":
+            out["poll"] = f"/api/v1/messages/{self.id}" if self.id is not None else f"/api/v1/messages?key={self.key}"
         return out
 
 
@@ -130,6 +130,18 @@ class Messages:
         if reply is not None:
             return Sent(key, journal_id, "answered", reply.text)
         return Sent(key, journal_id, "pending")
+
+    async def by_key(self, key: str, wait_s: float = 0.0) -> Sent:
+        """A message by its Idempotency-Key: held (the database was away when it came), or as
+        `state` tells it once stored."""
+        if any(line.key == key for line in self.journal.held()):
+            return Sent(key, None, "held")
+        journal_id = await self.pool.fetchval(
+            "SELECT id FROM input_journal WHERE line_key = $1::uuid AND kind = 'message'", key)
+        if journal_id is None:
+            raise MessageError(404, f"no message with the key {key}")
+        sent = await self.state(journal_id, wait_s)
+        return Sent(key, sent.id, sent.state, sent.reply)
 
     async def _queue_once(self, line: Line) -> None:
         """Hand the line to the loop unless it already was: by this process (a client's retry

@@ -20,8 +20,22 @@ def _text_body(what: str) -> dict[str, Any]:
         "type": "object", "required": ["text"], "properties": {"text": {"type": "string", "description": what}}}}}}
 
 
+_BY_KEY = {
+    "summary": "A message by the Idempotency-Key it was sent with: also one held while the database is away",
+    "parameters": [{"name": "key", "in": "query", "required": True, "schema": {"type": "string", "format": "uuid"}},
+                   {"name": "wait_s", "in": "query", "required": False,
+                    "schema": {"type": "number", "minimum": 0, "maximum": 120}}],
+    "responses": {"200": {"description": "the message", **_MESSAGE}, "400": _ERROR, "404": _ERROR}}
+
+
 def _message_paths() -> dict[str, Any]:
     """Messages in and their replies."""
+    paths = _message_routes()
+    paths["/messages"]["get"] = _BY_KEY
+    return paths
+
+
+def _message_routes() -> dict[str, Any]:
     return {
         "/messages": {"post": {
             "summary": "Send a message; the reply when it comes within wait_s, else 202 and a URL to poll",

@@ -108,6 +108,16 @@ async def post_message(request: web.Request) -> web.Response:
     return resp
 
 
+async def find_message(request: web.Request) -> web.Response:
+    """A message by the key it was sent with (`?key=`): also one held while the database is away."""
+    api = request.app[API_KEY]
+    key = request.query.get("key")
+    if not key:
+        raise MessageError(400, "say which message: ?key=<its Idempotency-Key>, or GET /api/v1/messages/<id>")
+    sent = await api.messages.by_key(idempotency_key(key), _seconds(request.query.get("wait_s"), 0.0))
+    return web.json_response(sent.json())
+
+
 async def get_message(request: web.Request) -> web.Response:
     api = request.app[API_KEY]
     raw = request.match_info["message_id"]
@@ -212,6 +222,7 @@ async def openapi(request: web.Request) -> web.Response:
 #: against each other (tests/test_api.py).
 ROUTES: tuple[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]], ...] = (
     ("POST", "/messages", post_message),
+    ("GET", "/messages", find_message),
     ("GET", "/messages/{message_id}", get_message),
     ("GET", "/memories/search", search),
     ("POST", "/memories", remember),

@@ -156,6 +156,10 @@ class InputJournal:
                 self.notify("database unavailable: your input is held (saved to "
                             f"{self.spill_path}) and will be stored and answered when it is back")
 
+    def held(self) -> list[Line]:
+        """The lines in the spill file now, oldest first (the database is away)."""
+        return list(self._held)
+
     async def persisted(self, line: Line, stop: asyncio.Event | None = None) -> bool:
         """Wait until `line` is in the journal (moving the spill there with backoff);
         False when `stop` was set first."""
