@@ -169,9 +169,9 @@ async def test_cost_command_reads_the_ledger(db_dsn):
     rows = {line.split()[0]: line.split() for line in table[1:] if line.split()[0] in
             ("gemini-2.5-flash-lite", "claude-sonnet-4-5", "total")}
     # rows from before this session: 0 in the session window, counted in 24 h and lifetime
-    assert rows["gemini-2.5-flash-lite"][2:] == ["0", "$0.0000", "1", "$0.0002", "1", "$0.0002", "0"]
-    assert rows["claude-sonnet-4-5"][-1] == "1"  # failed calls
-    assert rows["total"][-3] == "2"              # lifetime calls
+    assert rows["gemini-2.5-flash-lite"][2:] == ["0", "$0.0000", "1", "$0.0002", "1", "$0.0002", "0", "0"]
+    assert rows["claude-sonnet-4-5"][-2:] == ["1", "0"]  # failed calls, cancelled calls
+    assert rows["total"][-4] == "2"              # lifetime calls
 
 
 def test_status_shows_safety_phases_from_config(db_dsn, tmp_path):

@@ -104,12 +104,23 @@ async def test_cost_table_for_the_cost_command(pool):
     ledger, _ = await _history(pool)
     assert format_cost_table(await ledger.totals()) == "\n".join([
         "                                              -- session ---  - last 24 h --  -- lifetime --",
-        "model                  purpose                calls     cost  calls     cost  calls     cost  failed",
-        "claude-sonnet-4-5      escalation                 0  $0.0000      0  $0.0000      1  $0.4500       0",
-        "gemini-2.5-flash-lite  reply                      2  $0.1000      3  $0.3000      3  $0.3000       1",
-        "gemini-embedding-001   embed:RETRIEVAL_QUERY      1  $0.0300      1  $0.0300      1  $0.0300       0",
-        "total                                             3  $0.1300      4  $0.3300      5  $0.7800       1",
+        "model                  purpose                calls     cost  calls     cost  calls     cost  failed  cancelled",
+        "claude-sonnet-4-5      escalation                 0  $0.0000      0  $0.0000      1  $0.4500       0          0",
+        "gemini-2.5-flash-lite  reply                      2  $0.1000      3  $0.3000      3  $0.3000       1          0",
+        "gemini-embedding-001   embed:RETRIEVAL_QUERY      1  $0.0300      1  $0.0300      1  $0.0300       0          0",
+        "total                                             3  $0.1300      4  $0.3300      5  $0.7800       1          0",
     ])
+
+
+async def test_a_call_the_mind_cancelled_is_counted_as_cancelled_not_failed(pool):
+    ledger = CostLedger(pool, session_id="s1", prices=ProvidersSettings().prices, now=Clock())
+    await ledger.record(provider="gemini", model="m", purpose="reply", ok=False, error="cancelled: a user's turn",
+                        status="cancelled")
+    await ledger.record(provider="gemini", model="m", purpose="reply", ok=False, error="RateLimited: 429")
+    [row] = (await ledger.totals()).rows
+    for window in (row.session, row.day, row.lifetime):     # the ledger's rows and the daily roll-up
+        assert (window.calls, window.failed, window.cancelled) == (2, 1, 1)
+    assert format_cost_table(await ledger.totals()).splitlines()[2].split()[-2:] == ["1", "1"]
 
 
 def test_cost_table_when_nothing_was_called():

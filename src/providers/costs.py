@@ -165,13 +165,16 @@ class Bucket:
 
     calls: int = 0
     failed: int = 0
+    cancelled: int = 0           # ended by the mind (a user's turn, shutdown, a deadline), not failed
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: Decimal = Decimal(0)
 
     def add(self, rec: CallRecord) -> None:
         self.calls += 1
-        self.failed += 0 if rec.ok else 1
+        cancelled = rec.status == "cancelled"
+        self.cancelled += 1 if cancelled else 0
+        self.failed += 0 if rec.ok or cancelled else 1
         self.tokens_in += rec.tokens_in
         self.tokens_out += rec.tokens_out
         self.cost_usd += rec.cost_usd
@@ -221,24 +224,26 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 # insert, which retention never trims: no statement here reads the whole ledger.
 _TOTALS = """
 WITH s AS (
-    SELECT model, purpose, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed,
-           sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
+    SELECT model, purpose, count(*) AS calls,
+           count(*) FILTER (WHERE NOT ok AND status IS DISTINCT FROM 'cancelled') AS failed,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled, sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
       FROM llm_calls WHERE session_id = $1 GROUP BY model, purpose
 ), d AS (
-    SELECT model, purpose, count(*) AS calls, count(*) FILTER (WHERE NOT ok) AS failed,
-           sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
+    SELECT model, purpose, count(*) AS calls,
+           count(*) FILTER (WHERE NOT ok AND status IS DISTINCT FROM 'cancelled') AS failed,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled, sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(cost_usd) AS cost
       FROM llm_calls WHERE at >= $2 GROUP BY model, purpose
 ), l AS (
     SELECT model, purpose, sum(calls)::bigint AS calls, sum(failed)::bigint AS failed,
-           sum(tokens_in)::bigint AS tin, sum(tokens_out)::bigint AS tout, sum(cost_usd) AS cost
+           sum(cancelled)::bigint AS cancelled, sum(tokens_in)::bigint AS tin, sum(tokens_out)::bigint AS tout, sum(cost_usd) AS cost
       FROM llm_calls_daily GROUP BY model, purpose
 )
 SELECT model, purpose,
-       COALESCE(s.calls, 0) AS s_calls, COALESCE(s.failed, 0) AS s_failed, COALESCE(s.tin, 0) AS s_in,
+       COALESCE(s.calls, 0) AS s_calls, COALESCE(s.failed, 0) AS s_failed, COALESCE(s.cancelled, 0) AS s_cancelled, COALESCE(s.tin, 0) AS s_in,
        COALESCE(s.tout, 0) AS s_out, COALESCE(s.cost, 0) AS s_cost,
-       COALESCE(d.calls, 0) AS d_calls, COALESCE(d.failed, 0) AS d_failed, COALESCE(d.tin, 0) AS d_in,
+       COALESCE(d.calls, 0) AS d_calls, COALESCE(d.failed, 0) AS d_failed, COALESCE(d.cancelled, 0) AS d_cancelled, COALESCE(d.tin, 0) AS d_in,
        COALESCE(d.tout, 0) AS d_out, COALESCE(d.cost, 0) AS d_cost,
-       COALESCE(l.calls, 0) AS l_calls, COALESCE(l.failed, 0) AS l_failed, COALESCE(l.tin, 0) AS l_in,
+       COALESCE(l.calls, 0) AS l_calls, COALESCE(l.failed, 0) AS l_failed, COALESCE(l.cancelled, 0) AS l_cancelled, COALESCE(l.tin, 0) AS l_in,
        COALESCE(l.tout, 0) AS l_out, COALESCE(l.cost, 0) AS l_cost
   FROM l FULL JOIN d USING (model, purpose) FULL JOIN s USING (model, purpose)
  ORDER BY model, purpose
@@ -246,7 +251,8 @@ SELECT model, purpose,
 
 
 def _bucket(row: asyncpg.Record, p: str) -> Bucket:
-    return Bucket(calls=row[f"{p}_calls"], failed=row[f"{p}_failed"], tokens_in=int(row[f"{p}_in"]),
+    return Bucket(calls=row[f"{p}_calls"], failed=row[f"{p}_failed"], cancelled=row[f"{p}_cancelled"],
+                  tokens_in=int(row[f"{p}_in"]),
                   tokens_out=int(row[f"{p}_out"]), cost_usd=Decimal(row[f"{p}_cost"]))
 
 
@@ -362,14 +368,15 @@ def format_cost_table(totals: CostTotals) -> str:
         for window, _ in windows:
             dst, src = getattr(total, window), getattr(row, window)
             dst.calls, dst.failed = dst.calls + src.calls, dst.failed + src.failed
+            dst.cancelled += src.cancelled
             dst.cost_usd += src.cost_usd
-    table = [["model", "purpose"] + ["calls", "cost"] * 3 + ["failed"]]
+    table = [["model", "purpose"] + ["calls", "cost"] * 3 + ["failed", "cancelled"]]
     for r in [*totals.rows, total]:
         cells = [r.model, r.purpose]
         for window, _ in windows:
             bucket = getattr(r, window)
             cells += [str(bucket.calls), _money(bucket.cost_usd)]
-        table.append(cells + [str(r.lifetime.failed)])
+        table.append(cells + [str(r.lifetime.failed), str(r.lifetime.cancelled)])
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     spans = ["".ljust(widths[0]), "".ljust(widths[1])]
     for i, (_, label) in enumerate(windows):
