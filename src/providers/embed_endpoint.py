@@ -33,9 +33,9 @@ import httpx2
 import numpy as np
 from pydantic import SecretStr
 
-from src.errors import MalformedOutput, ProviderError, ProviderRejected
-from src.providers.costs import CallUsage, Ledger, status_of
-from src.providers.embedding import check_inputs, pad_and_normalise
+from src.errors import MalformedOutput, ProviderRejected
+from src.providers.costs import Ledger
+from src.providers.embedding import check_inputs, ledgered_batch, pad_and_normalise
 from src.providers.endpoint_json import post_json
 from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
@@ -97,26 +97,13 @@ class EndpointEmbedder:
         purpose = f"embed:{task_type}"
         body = {"model": self.model_name, "input": batch}
 
-        async def attempt() -> tuple[np.ndarray, int]:
-            try:
-                data = await post_json(self._http, PATH, body, provider=PROVIDER, api_key=self._api_key)
-                return self._parse(data, batch)
-            except ProviderError as err:
-                self._redact.error(err)
-                raise
+        async def call_once() -> tuple[np.ndarray, int]:
+            return self._parse(await post_json(self._http, PATH, body, provider=PROVIDER, api_key=self._api_key),
+                               batch)
 
-        async def on_success(result: tuple[np.ndarray, int], latency_ms: float) -> None:
-            await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=True,
-                                      usage=CallUsage(tokens_in=result[1], latency_ms=latency_ms))
-
-        async def on_failure(err: ProviderError, latency_ms: float) -> None:
-            await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=False,
-                                      usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
-                                      status=status_of(err))
-
-        vectors, _ = await self._resilience.call(
-            attempt, what=f"embed ({len(batch)} texts, {task_type})", on_success=on_success, on_failure=on_failure)
-        return vectors
+        return await ledgered_batch(call_once, resilience=self._resilience, ledger=self._ledger,
+                                    redact=self._redact, provider=PROVIDER, model=self.model_name,
+                                    purpose=purpose, what=f"embed ({len(batch)} texts, {task_type})")
 
     def _parse(self, data: object, batch: list[str]) -> tuple[np.ndarray, int]:
         """The reply's vectors in input order, fitted to the column, and its token count."""

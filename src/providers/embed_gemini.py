@@ -16,9 +16,9 @@ import numpy as np
 from google import genai
 from google.genai import types as genai_types
 
-from src.errors import MalformedOutput, ProviderError
-from src.providers.costs import CallUsage, Ledger, status_of
-from src.providers.embedding import check_inputs, pad_and_normalise
+from src.errors import MalformedOutput
+from src.providers.costs import Ledger
+from src.providers.embedding import check_inputs, ledgered_batch, pad_and_normalise
 from src.providers.gemini_errors import PROVIDER, map_gemini_error
 from src.providers.protocols import TaskType
 from src.providers.redact import Redactor
@@ -83,26 +83,9 @@ class GeminiEmbedder:
                 raise map_gemini_error(exc) from exc
             return self._parse(response, batch)
 
-        async def attempt() -> tuple[np.ndarray, int]:
-            try:
-                return await call_once()
-            except ProviderError as err:
-                self._redact.error(err)
-                raise
-
-        async def on_success(result: tuple[np.ndarray, int], latency_ms: float) -> None:
-            await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=True,
-                                      usage=CallUsage(tokens_in=result[1], latency_ms=latency_ms))
-
-        async def on_failure(err: ProviderError, latency_ms: float) -> None:
-            await self._ledger.record(provider=PROVIDER, model=self.model_name, purpose=purpose, ok=False,
-                                      usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
-                                      status=status_of(err))
-
-        vectors, _ = await self._resilience.call(
-            attempt, what=f"embed ({len(batch)} texts, {task_type})",
-            on_success=on_success, on_failure=on_failure)
-        return vectors
+        return await ledgered_batch(call_once, resilience=self._resilience, ledger=self._ledger,
+                                    redact=self._redact, provider=PROVIDER, model=self.model_name,
+                                    purpose=purpose, what=f"embed ({len(batch)} texts, {task_type})")
 
     def _parse(self, response: genai_types.EmbedContentResponse, batch: list[str]) -> tuple[np.ndarray, int]:
         embeddings = response.embeddings or []

@@ -8,11 +8,12 @@ SEMANTIC_SIMILARITY; consolidation clustering uses CLUSTERING.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from src.errors import MalformedOutput
+from src.errors import MalformedOutput, ProviderError
+from src.providers.costs import CallUsage, Ledger, status_of
 from src.providers.protocols import TASK_TYPES, Embedder
 
 MEMORY_TYPE_PREFIXES: dict[str, str] = {
@@ -114,3 +115,28 @@ async def offline_vectors(run: Callable[[list[str]], np.ndarray], texts: Sequenc
         return pad_and_normalise(raw, dimensions)
     except ValueError as exc:
         raise MalformedOutput(f"{provider} produced an unusable embedding: {exc}", provider=provider) from exc
+
+
+async def ledgered_batch(call_once: Callable[[], Awaitable[tuple[np.ndarray, int]]], *, resilience, ledger: Ledger,
+                         redact, provider: str, model: str, purpose: str, what: str) -> np.ndarray:
+    """One embedding batch through the resilience wrapper (retries, breaker), its errors'
+    secrets redacted, and one ledger row per attempt; `call_once` returns (vectors, tokens in).
+    The remote embedders share it (src/providers/embed_gemini.py, embed_endpoint.py)."""
+    async def attempt() -> tuple[np.ndarray, int]:
+        try:
+            return await call_once()
+        except ProviderError as err:
+            redact.error(err)
+            raise
+
+    async def on_success(result: tuple[np.ndarray, int], latency_ms: float) -> None:
+        await ledger.record(provider=provider, model=model, purpose=purpose, ok=True,
+                            usage=CallUsage(tokens_in=result[1], latency_ms=latency_ms))
+
+    async def on_failure(err: ProviderError, latency_ms: float) -> None:
+        await ledger.record(provider=provider, model=model, purpose=purpose, ok=False,
+                            usage=CallUsage(latency_ms=latency_ms), error=f"{type(err).__name__}: {err}",
+                            status=status_of(err))
+
+    vectors, _ = await resilience.call(attempt, what=what, on_success=on_success, on_failure=on_failure)
+    return vectors
