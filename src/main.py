@@ -31,6 +31,7 @@ from src.gates.forget_request import USER as USER_SOURCE
 from src.gates.forget_request import forget_request
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
+from src.loop.intake import TYPED, Origin
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.providers.factory import Providers, build_providers
@@ -80,13 +81,12 @@ class Agent:
             settings=settings, db=db, providers=providers, session_id=session_id, say=self.screen.say,
             quitting=self.quitting, mind=self.mind, erasure=self.erasure))
 
-    async def handle_message(self, text: str, ref: int | None = None, gated: bool = False,
-                             unkept: bool = False) -> str | None:
+    async def handle_message(self, text: str, origin: Origin = TYPED, unkept: bool = False) -> str | None:
         """Plain input: entry gate (kept in scratch_buffer before anything else), then attention.
 
         The reply comes from the loop when the message wins a cycle.
         """
-        candidate = await self.mind.loop.submit("user", text, ref=ref, gated=gated, unkept=unkept)
+        candidate = await self.mind.loop.submit("user", text, origin=origin, unkept=unkept)
         return None if candidate is not None else "(not attended to)"
 
     async def journal_lines(self, batch: list) -> list:
@@ -123,7 +123,7 @@ class Agent:
                 if line.id is not None and self.journal is not None:
                     await self.journal.done(line.id)
             else:
-                reply = await self.handle_message(line.text, ref=line.id)
+                reply = await self.handle_message(line.text, Origin(ref=line.id))
         except DB_ERRORS as exc:   # expected during an outage: say so, no traceback
             self.mind.loop.outage.down("command", exc)
             reply = f"error: the database is unavailable ({describe(exc)}); try again when it is back"
@@ -296,7 +296,8 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
     """Durable input; messages earlier runs never answered go back to the loop first."""
     replay = await agent.journal.open()
     for line in replay:
-        await agent.handle_message(line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
+        await agent.handle_message(line.text, Origin(ref=line.id, gated=line.gated, channel=line.channel),
+                                   unkept=line.unkept)
     if replay:
         screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 

@@ -43,11 +43,11 @@ log = logging.getLogger(__name__)
 # was before the statement, `stored` holds the rows this statement added.
 _INSERT = """
 WITH lines AS (
-    SELECT key::uuid AS key, k, t, ord
-      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s(key, k, t, ord)),
+    SELECT key::uuid AS key, k, t, c, ord
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS s(key, k, t, c, ord)),
 stored AS (
-    INSERT INTO input_journal (session_id, line_key, kind, line)
-    SELECT $1, key, k, t FROM lines ORDER BY ord
+    INSERT INTO input_journal (session_id, line_key, kind, line, channel)
+    SELECT $1, key, k, t, c FROM lines ORDER BY ord
     ON CONFLICT (line_key) DO NOTHING
     RETURNING id, line_key)
 SELECT coalesce(s.id, j.id) AS id
@@ -58,7 +58,7 @@ SELECT coalesce(s.id, j.id) AS id
 """
 # the scratch row of a message the entry gate already kept carries its journal id
 _REPLAY = """
-SELECT j.id, j.line,
+SELECT j.id, j.line, j.channel,
        EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text) AS gated,
        EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text
                   AND b.metadata->>'memory_mode' = 'off') AS unkept
@@ -92,11 +92,13 @@ class Line:
     gated: bool = False            # replayed: the entry gate kept it in an earlier run
     unkept: bool = False           # replayed: typed while the memory mode was off (src/loop/unkept.py)
     key: str = field(default_factory=lambda: str(uuid.uuid4()))   # input_journal.line_key
+    channel: str = "terminal"      # where it came from: terminal | api | page | mcp (sql/161)
 
     @classmethod
-    def decode(cls, raw: bytes | str) -> Line:
+    def decode(cls, raw: bytes | str, channel: str = "terminal") -> Line:
         cleaned = clean_text(raw)
-        return cls("command" if is_command(cleaned.text) else "message", cleaned.text, cleaned.notes)
+        return cls("command" if is_command(cleaned.text) else "message", cleaned.text, cleaned.notes,
+                   channel=channel)
 
 
 class InputJournal:
@@ -132,7 +134,8 @@ class InputJournal:
                      len(spilled))
         await self.pool.execute(_SKIP_COMMANDS, self.session_id)
         rows = await self.pool.fetch(_REPLAY, self.session_id)
-        return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"]) for r in rows]
+        return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"], channel=r["channel"])
+                for r in rows]
 
     async def append(self, lines: Sequence[Line]) -> None:
         """Make `lines` durable, in order: one statement, or the spill file when the
@@ -214,7 +217,8 @@ class InputJournal:
     async def _insert(self, lines: Sequence[Line], session_id: str | None = None) -> list[int]:
         """Store `lines` in order; a line whose key is stored already keeps its row. The ids, in order."""
         rows = await self.pool.fetch(_INSERT, session_id or self.session_id, [_key(x) for x in lines],
-                                     [x.kind for x in lines], [x.text for x in lines])
+                                     [x.kind for x in lines], [x.text for x in lines],
+                                     [getattr(x, "channel", "terminal") for x in lines])
         return [r["id"] for r in rows]
 
 
@@ -224,8 +228,8 @@ def _key(line: Line) -> str:
 
 
 def _append_spill(path: Path, lines: Sequence[Line], session_id: str) -> None:
-    spill.append(path, [(x.kind, x.text, x.key) for x in lines], session_id)
+    spill.append(path, [(x.kind, x.text, x.key, getattr(x, "channel", "terminal")) for x in lines], session_id)
 
 
 def _read_spill(path: Path, max_chars: int | None = None) -> list[Line]:
-    return [Line(x.kind, x.text, key=x.key) for x in spill.read(path, max_chars)]
+    return [Line(x.kind, x.text, key=x.key, channel=x.channel) for x in spill.read(path, max_chars)]

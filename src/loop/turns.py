@@ -48,10 +48,13 @@ def combined_texts(texts: Sequence[str]) -> str:
 
 def take_turn(winner: Candidate, queue: AttentionQueue, max_messages: int) -> Turn:
     """The winner, plus (when it is a user message) up to `max_messages - 1` waiting user
-    messages taken off the queue, oldest first. Non-user winners are taken alone."""
+    messages of its channel taken off the queue, oldest first. Non-user winners are taken
+    alone. One channel a turn: its one reply goes back to where its messages came from (a
+    terminal line and an API message answered together gave the API client a reply to a line
+    it never sent)."""
     if winner.source != "user" or max_messages <= 1:
         return Turn(winner, (winner,))
-    others = queue.take("user", max_messages - 1)
+    others = queue.take("user", max_messages - 1, channel=winner.channel)
     if not others:
         return Turn(winner, (winner,))
     parts = tuple(sorted((winner, *others), key=lambda c: (c.enqueued_at, c.id or 0)))
