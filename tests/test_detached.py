@@ -5,6 +5,7 @@ start, before its database."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -73,8 +74,9 @@ async def test_with_stdin_at_dev_null_it_keeps_running_and_answers_over_the_api(
             assert r.status == 200 and sent["state"] == "answered" and sent["reply"], sent
             async with http.get(f"{url}api/v1/status") as r:
                 assert r.status == 200
-        health = subprocess.run([sys.executable, "-m", "src.health"], cwd=ROOT, capture_output=True, timeout=60,
-                                env=agent_env(MOLTBOT_CONFIG=str(_with_port(config, url))))
+        health = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "src.health"], cwd=ROOT,
+                                         capture_output=True, timeout=60,
+                                         env=agent_env(MOLTBOT_CONFIG=str(_with_port(config, url))))
         assert health.returncode == 0 and health.stdout.decode().strip() == "healthy", health.stderr
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
