@@ -308,6 +308,7 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
     for line in replay:
         await agent.handle_message(line.text, Origin(ref=line.id, gated=line.gated, channel=line.channel),
                                    unkept=line.unkept)
+    agent.journal.replay_submitted()
     if replay:
         screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 
