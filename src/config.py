@@ -288,6 +288,13 @@ def load_settings(
         raise ConfigError(_format_validation_error(path, exc)) from None
 
 
+def api_url(settings: Settings, env: Mapping[str, str] | None = None) -> str:
+    """Where a client of the running mind (`python -m src.mcp`) finds its web server:
+    MOLTBOT_API_URL, or the loopback address of `web.port`."""
+    env = os.environ if env is None else env
+    return env.get("MOLTBOT_API_URL") or f"http://127.0.0.1:{settings.web.port}/"
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m src.config reference`: print the configuration reference (docs/configuration.md)."""
     import sys

@@ -134,7 +134,6 @@ async def get_message(request: web.Request) -> web.Response:
 
 async def search(request: web.Request) -> web.Response:
     """The read-only recall pipeline, as `python -m src.memory search --json` prints it."""
-    api = request.app[API_KEY]
     query = request.query.get("q", "").strip()
     if not query:
         raise MessageError(400, "say what to search for: ?q=<words>")
@@ -142,24 +141,35 @@ async def search(request: web.Request) -> web.Response:
         k = int(request.query.get("k", "5"))
     except ValueError:
         raise MessageError(400, "k must be a whole number") from None
+    return web.json_response(await recall(request.app[API_KEY], query, k))
+
+
+async def recall(api: Api, query: str, k: int) -> dict[str, Any]:
+    """Recall without changing anything (`mutate=False`; no model call): the search route's
+    answer, also the MCP `recall` tool's (src/mcp)."""
     if not 1 <= k <= MAX_K:
         raise MessageError(400, f"k must be between 1 and {MAX_K}")
     now = datetime.now(UTC)
     result = await api.retriever.retrieve(query, rng=np.random.default_rng(), now=now, mutate=False)
     out = dated_json(result, now)
     out["results"] = out["results"][:k]
-    return web.json_response(out)
+    return out
 
 
 async def status(request: web.Request) -> web.Response:
-    api = request.app[API_KEY]
+    return web.json_response(await status_of(request.app[API_KEY]))
+
+
+async def status_of(api: Api) -> dict[str, Any]:
+    """The session, the store's size, messages waiting: the status route's answer, also the
+    MCP `status` tool's (src/mcp)."""
     row = await api.pool.fetchrow(
         """SELECT (SELECT count(*) FROM memories) AS memories,
                   (SELECT count(*) FROM input_journal WHERE state = 'pending' AND kind = 'message') AS pending""")
     out = {"session_id": api.session_id, "memories": row["memories"], "pending_messages": row["pending"]}
     if api.erasure is not None:
         out["memory_mode"] = api.erasure.gates.mode.current
-    return web.json_response(out)
+    return out
 
 
 async def cost(request: web.Request) -> web.Response:
@@ -251,4 +261,4 @@ def build_api(api: Api, *, max_body: int) -> web.Application:
     return app
 
 
-__all__ = ["API_KEY", "MAX_WAIT_S", "ROUTES", "Api", "build_api"]
+__all__ = ["API_KEY", "MAX_K", "MAX_WAIT_S", "ROUTES", "Api", "build_api", "recall", "status_of"]

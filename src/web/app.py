@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -96,7 +96,7 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
                                 "<token>' or add ?token=<token> (the value of MOLTBOT_WEB_TOKEN)\n")
             resp.headers.update(SECURITY_HEADERS)
             return resp
-    if request.method not in ("GET", "HEAD") and not _is_api(request):
+    if request.method not in ("GET", "HEAD") and not _is_api(request) and not _is_mcp(request):
         return web.Response(status=405, text="405: the web view is read-only\n")
     wait = request.app[PACE_KEY].take(time.monotonic())
     if wait is None:   # more asked than the view serves without slowing the mind (src/web/pace.py)
@@ -125,6 +125,11 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
 def _is_api(request: web.Request) -> bool:
     """The HTTP API (src/api), mounted at /api/v1: JSON both ways, and it may write."""
     return request.path.startswith("/api/")
+
+
+def _is_mcp(request: web.Request) -> bool:
+    """The MCP endpoint (src/mcp): its streamable HTTP transport POSTs and DELETEs."""
+    return request.path == "/mcp"
 
 
 def _wants_json(request: web.Request) -> bool:
@@ -167,8 +172,22 @@ async def _memory(request: web.Request) -> web.Response:
     return await _render(request, page)
 
 
-def build_app(view: View, api: web.Application | None = None) -> web.Application:
-    """The application: routes for every page, the guard middleware, the API when given."""
+class Mounted(Protocol):
+    """An endpoint served beside the pages with a life of its own: started before the server
+    listens, stopped before it stops (src/mcp/endpoint.py's /mcp)."""
+
+    path: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def handle(self, request: web.Request) -> web.StreamResponse: ...
+
+
+def build_app(view: View, api: web.Application | None = None, mounted: Sequence[Mounted] = ()) -> web.Application:
+    """The application: routes for every page, the guard middleware, the API and the
+    mounted endpoints when given."""
     app = web.Application(middlewares=[_guard])
     app[VIEW_KEY] = view
     s = view.settings
@@ -182,6 +201,8 @@ def build_app(view: View, api: web.Application | None = None) -> web.Application
     app.router.add_get("/gut", _page(background_pages.gut))
     if api is not None:
         app.add_subapp("/api/v1", api)
+    for endpoint in mounted:
+        app.router.add_route("*", endpoint.path, endpoint.handle)
     return app
 
 
@@ -190,11 +211,12 @@ class WebServer:
 
     def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = (),
                  busy_hint: str = "choose another web.port or set web.enabled: false",
-                 api: web.Application | None = None):
+                 api: web.Application | None = None, mounted: Sequence[Mounted] = ()):
         token = view.settings.token.get_secret_value() if view.settings.token else None
         check_bind(view.settings.host, token)
         self.view = view
         self.api = api                    # the HTTP API's sub-application (src/api), beside the mind
+        self.mounted = list(mounted)      # /mcp (src/mcp), beside the mind
         # what to do when the port is taken: beside the mind, a setting; standalone, --port
         self.busy_hint = busy_hint
         self._on_stop = list(on_stop)     # run after the server stops (the view's own pool closes)
@@ -204,7 +226,9 @@ class WebServer:
     async def start(self) -> str:
         """Bind and serve; return the URL (with the port actually bound)."""
         s = self.view.settings
-        self._runner = web.AppRunner(build_app(self.view, self.api), access_log=None, handle_signals=False,
+        for endpoint in self.mounted:
+            await endpoint.start()
+        self._runner = web.AppRunner(build_app(self.view, self.api, self.mounted), access_log=None, handle_signals=False,
                                      logger=_RequestErrorLog(logging.getLogger("aiohttp.server"), {}))
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)
@@ -213,6 +237,8 @@ class WebServer:
         except OSError as exc:
             await self._runner.cleanup()
             self._runner = None
+            for endpoint in self.mounted:
+                await endpoint.stop()
             raise StartupError(f"web view cannot listen on {s.host}:{s.port} ({exc.strerror}); "
                                f"{self.busy_hint}") from exc
         port = self._runner.addresses[0][1] if self._runner.addresses else s.port
@@ -221,7 +247,10 @@ class WebServer:
         return self.url
 
     async def stop(self) -> None:
-        """Stop serving, then run the `on_stop` callbacks (once)."""
+        """Stop serving, then run the `on_stop` callbacks (once). The mounted endpoints stop
+        first: their open streams end, so the server does not wait on them."""
+        for endpoint in self.mounted:
+            await endpoint.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

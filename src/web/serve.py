@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import asyncpg
-from aiohttp import web
 
 from src.api.erasure import Erasure
 from src.api.messages import Messages
@@ -29,8 +28,11 @@ from src.config import Settings
 from src.db.pool import create_pool
 from src.errors import ConfigError, StartupError
 from src.loop.input_journal import InputJournal
+from src.mcp.endpoint import McpEndpoint
+from src.mcp.in_process import InProcess
+from src.mcp.tools import build_server
 from src.providers.budget import BudgetLeft
-from src.web.app import WebServer, check_bind
+from src.web.app import WebServer, check_bind, is_loopback
 from src.web.view import View
 
 log = logging.getLogger(__name__)
@@ -96,9 +98,12 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
                 providers_report=mind.providers.report, safety_modes=mind.safety.phase_modes(),
                 retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
                 budget=budget_left if budget is not None else None)
+    api = _api(settings, mind, session_id, journal, stop, say)
+    # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
+    max_body = 6 * settings.agent.max_input_chars + 4096
     try:
-        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal,
-                                                                          stop, say))
+        server = WebServer(view, on_stop=[pool.close], api=build_api(api, max_body=max_body) if api else None,
+                           mounted=[_mcp(settings, api)] if api else [])
         url = await server.start()
     except StartupError as exc:
         await pool.close()
@@ -107,21 +112,28 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
     except BaseException:
         await pool.close()
         raise
-    api = f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)" if server.api is not None else ""
-    return server, f"web view (read-only): {url}{api}"
+    lines = (f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)\nMCP (streamable HTTP): {url}mcp"
+             if server.api is not None else "")
+    return server, f"web view (read-only): {url}{lines}"
 
 
 def _api(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
-         stop: asyncio.Event | None, say: Callable[[str], None] | None) -> web.Application | None:
-    """The HTTP API's sub-application (src/api) when enabled and the mind has durable input."""
+         stop: asyncio.Event | None, say: Callable[[str], None] | None) -> Api | None:
+    """What the HTTP API (src/api) and /mcp (src/mcp) call, when enabled and the mind has
+    durable input."""
     if not settings.web.api or journal is None:
         return None
     max_chars = settings.agent.max_input_chars
     messages = Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
                         max_chars=max_chars, stop=stop, announce=say)
-    # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
     loop = mind.loop
     erasure = Erasure(journal.pool, mind.providers.embedder, settings.agent.spill_dir, mind.gates,
                       loop.turn_lock, on_forgotten=loop.forgetting.apply)
-    return build_api(Api(journal.pool, messages, mind.retriever, mind.providers.ledger, session_id,
-                         erasure=erasure, wait_s=settings.web.api_wait_s), max_body=6 * max_chars + 4096)
+    return Api(journal.pool, messages, mind.retriever, mind.providers.ledger, session_id,
+               erasure=erasure, wait_s=settings.web.api_wait_s)
+
+
+def _mcp(settings: Settings, api: Api) -> McpEndpoint:
+    """/mcp: the MCP tools on the API's own objects (src/mcp), with the same limits."""
+    server = build_server(InProcess(api), max_chars=settings.agent.max_input_chars)
+    return McpEndpoint(server, loopback=is_loopback(settings.web.host))

@@ -1,0 +1,130 @@
+"""The MCP server: six tools over the mind, their descriptions written for the model that
+reads them, their input schemas bounded as the HTTP API bounds the same fields.
+
+`ask` waits up to `wait_s` for the mind's reply; a turn may take longer (a slow model, a
+queue of messages), so an unanswered `ask` returns the message's id, and `reply` fetches the
+answer later: the message is journalled and answered once either way. `remember` returns
+once the statement is stored by the entry gate; no model is called (the exit gate decides
+at its next flush whether it becomes a memory). `recall` is read-only and calls no model.
+
+Refusals (`MessageError`, from either way of reaching the mind) become tool errors with the
+API's words, so a model reads what was wrong and how to fix it, never a traceback.
+
+No `from __future__ import annotations` here: the SDK reads the tools' annotations, whose
+limits come from the settings passed to `build_server`, at registration.
+"""
+
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from src.api.erasure import MAX_IDS
+from src.api.messages import MessageError
+from src.api.routes import MAX_K, MAX_WAIT_S
+from src.mcp.mind import Mind
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "MoltBot is a running mind with a long-term memory. `ask` talks to it (it answers as in a "
+    "conversation and may remember what you say); `remember` stores a statement without a reply; "
+    "`recall` searches its memories without changing anything; `forget` removes memories (it lists "
+    "first and changes nothing unless confirm is true); `status` says how it is.")
+
+REMEMBER = (
+    "Store a statement in the mind's memory as something the user said, without starting a "
+    "conversation turn and without calling any model. It passes the entry gate now (a short or "
+    "machine-like line may be dropped: the answer says 'buffered' or 'dropped'); the exit gate "
+    "decides at its next flush whether it is kept as a memory. Write one plain, self-contained "
+    "statement, e.g. 'My sister Maren lives in Lisbon.'")
+RECALL = (
+    "Search the mind's memories, read-only: nothing is changed, no model is called. Returns the "
+    "best `k` memories with their content, when each was said, and every score of the ranking "
+    "(`results`), plus what is in working memory (`working`). Phrase the query as a question or "
+    "the words the memory would contain.")
+ASK = (
+    "Send a message to the mind and get its reply, as if the user typed it: it goes through the "
+    "mind's input journal, is answered exactly once, and may be remembered. Waits up to `wait_s` "
+    "seconds; if the reply is not ready by then the answer has state 'pending' and the message's "
+    "`id`: call `reply` with that id to get the answer later (do not send the message again). A "
+    "line starting with '/' is refused: use the other tools instead of commands.")
+REPLY = (
+    "Get the reply to an earlier `ask` that came back 'pending', by its message id, waiting up to "
+    "`wait_s` seconds. State 'answered' carries the reply; 'pending' means not yet (call again).")
+FORGET = (
+    "Forget memories, by memory ids (`ids`, e.g. from `recall`) or every trace of some words "
+    "(`match`); give exactly one of the two. Without confirm=true it only lists what would go and "
+    "counts it, changing nothing: show that to the user and ask before confirming. With "
+    "confirm=true the forgetting is done and cannot be undone; the answer holds its receipt.")
+STATUS = "The mind's session id, how many memories it holds, messages waiting for an answer, the memory mode."
+
+
+def build_server(mind: Mind, *, max_chars: int) -> MCPServer:
+    """The MCP server of the mind; texts are limited to `max_chars` (agent.max_input_chars)."""
+    server = MCPServer("moltbot", title="MoltBot", instructions=INSTRUCTIONS)
+    Text = Annotated[str, Field(min_length=1, max_length=max_chars)]
+    Wait = Annotated[float, Field(ge=0, le=MAX_WAIT_S, description="seconds to wait for the reply")]
+
+    @server.tool(description=REMEMBER, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    async def remember(statement: Annotated[Text, Field(description="the statement to remember")]) -> dict[str, Any]:
+        return await _answer(mind.remember(statement))
+
+    @server.tool(description=RECALL, annotations=ToolAnnotations(read_only_hint=True))
+    async def recall(query: Annotated[Text, Field(description="what to search for")],
+                     k: Annotated[int, Field(ge=1, le=MAX_K, description="how many memories")] = 5) -> dict[str, Any]:
+        return await _answer(mind.recall(query, k))
+
+    @server.tool(description=ASK, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    async def ask(message: Annotated[Text, Field(description="what to say to the mind")],
+                  wait_s: Wait = 30.0) -> dict[str, Any]:
+        sent = await _answer(mind.ask(message, wait_s))
+        return _how_to_get_the_reply(sent)
+
+    @server.tool(description=REPLY, annotations=ToolAnnotations(read_only_hint=True))
+    async def reply(message_id: Annotated[int, Field(ge=1, lt=2**63, description="the id `ask` returned")],
+                    wait_s: Wait = 30.0) -> dict[str, Any]:
+        return _how_to_get_the_reply(await _answer(mind.reply(message_id, wait_s)))
+
+    @server.tool(description=FORGET, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    async def forget(ids: Annotated[list[Annotated[int, Field(ge=1, lt=2**63)]] | None,
+                                    Field(min_length=1, max_length=MAX_IDS, description="memory ids")] = None,
+                     match: Annotated[Text | None, Field(description="words whose every trace goes")] = None,
+                     confirm: Annotated[bool, Field(description="true: really forget")] = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"confirm": confirm}
+        if ids is not None:
+            body["ids"] = ids
+        if match is not None:
+            body["match"] = match
+        return await _answer(mind.forget(body))
+
+    @server.tool(description=STATUS, annotations=ToolAnnotations(read_only_hint=True))
+    async def status() -> dict[str, Any]:
+        return await _answer(mind.status())
+
+    return server
+
+
+async def _answer(call: Awaitable[T]) -> T:
+    """The mind's answer, or a tool error in the API's words (the one place they are mapped)."""
+    try:
+        return await call
+    except MessageError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _how_to_get_the_reply(sent: dict[str, Any]) -> dict[str, Any]:
+    """A message's JSON with the HTTP API's `poll` URL replaced by the tool that polls here."""
+    out = {k: v for k, v in sent.items() if k != "poll"}
+    if out.get("state") == "pending" and out.get("id") is not None:
+        out["note"] = f"not answered yet: call `reply` with message_id={out['id']} to get the answer"
+    elif out.get("state") == "held":
+        out["note"] = ("the mind's database is away: the message is held, and answered once it is back "
+                       f"(its reply is then at GET /api/v1/messages?key={out.get('key')}); do not send it again")
+    return out
+
+
+__all__ = ["INSTRUCTIONS", "build_server"]
