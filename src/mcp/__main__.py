@@ -20,8 +20,6 @@ from src.errors import ConfigError
 from src.mcp.over_http import OverHttp
 from src.mcp.tools import build_server
 
-log = logging.getLogger("src.mcp")
-
 
 async def serve(settings: Settings, url: str) -> int:
     """Serve MCP on stdin/stdout until the client closes it."""

@@ -13,7 +13,7 @@ from src.api.routes import Api, recall, status_of
 
 @dataclass(frozen=True)
 class InProcess:
-    """`Mind` (src/mcp/mind.py) on the API's in-process objects."""
+    """`MindAccess` (src/mcp/access.py) on the API's in-process objects."""
 
     api: Api
 

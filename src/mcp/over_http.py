@@ -23,7 +23,7 @@ CHANNEL_HEADER = "X-MoltBot-Channel"
 
 
 class OverHttp:
-    """`Mind` (src/mcp/mind.py) over the HTTP API at `base_url` (ending in '/')."""
+    """`MindAccess` (src/mcp/access.py) over the HTTP API at `base_url` (ending in '/')."""
 
     def __init__(self, base_url: str, token: str | None = None):
         self.base_url = base_url if base_url.endswith("/") else base_url + "/"

@@ -25,7 +25,7 @@ from pydantic import Field
 from src.api.erasure import MAX_IDS
 from src.api.messages import MessageError
 from src.api.routes import MAX_K, MAX_WAIT_S
-from src.mcp.mind import Mind
+from src.mcp.access import MindAccess
 
 T = TypeVar("T")
 
@@ -63,7 +63,7 @@ FORGET = (
 STATUS = "The mind's session id, how many memories it holds, messages waiting for an answer, the memory mode."
 
 
-def build_server(mind: Mind, *, max_chars: int) -> MCPServer:
+def build_server(mind: MindAccess, *, max_chars: int) -> MCPServer:
     """The MCP server of the mind; texts are limited to `max_chars` (agent.max_input_chars)."""
     server = MCPServer("moltbot", title="MoltBot", instructions=INSTRUCTIONS)
     Text = Annotated[str, Field(min_length=1, max_length=max_chars)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 
-class Mind(Protocol):
+class MindAccess(Protocol):
     """The running mind as the MCP tools reach it."""
 
     async def remember(self, text: str) -> dict[str, Any]:
@@ -34,4 +34,4 @@ class Mind(Protocol):
         """GET /api/v1/status."""
 
 
-__all__ = ["Mind"]
+__all__ = ["MindAccess"]
