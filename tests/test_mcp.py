@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 import httpx2
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from mcp import ClientSession
@@ -42,7 +43,7 @@ async def _served(pool, dsn, tmp_path, **web_settings):
     assert server is not None, line
     assert f"MCP (streamable HTTP): {server.url}mcp" in line
     try:
-        yield server.url, mind, delivered
+        yield server, mind, delivered
     finally:
         stop.set()
         mind.loop.wake.set()
@@ -66,7 +67,7 @@ def _text(result) -> str:
 
 
 async def test_every_tool_over_streamable_http_does_what_its_route_does(pool, db_dsn, tmp_path):
-    async with _served(pool, db_dsn, tmp_path) as (url, mind, delivered), _client(url) as mcp:
+    async with _served(pool, db_dsn, tmp_path) as (server, mind, delivered), _client(server.url) as mcp:
         listed = (await mcp.list_tools()).tools
         assert {t.name for t in listed} == TOOLS
         schema = {t.name: t.input_schema for t in listed}
@@ -104,7 +105,7 @@ async def test_every_tool_over_streamable_http_does_what_its_route_does(pool, db
 
 
 async def test_an_unanswered_ask_says_how_to_get_the_reply(pool, db_dsn, tmp_path):
-    async with _served(pool, db_dsn, tmp_path) as (url, mind, delivered), _client(url) as mcp:
+    async with _served(pool, db_dsn, tmp_path) as (server, mind, delivered), _client(server.url) as mcp:
         sent = (await mcp.call_tool("ask", {"message": "I work as a nurse.", "wait_s": 0})).structured_content
         if sent["state"] == "pending":                   # the loop may already have answered it
             assert sent["note"] == f"not answered yet: call `reply` with message_id={sent['id']} to get the answer"
@@ -113,7 +114,7 @@ async def test_an_unanswered_ask_says_how_to_get_the_reply(pool, db_dsn, tmp_pat
 
 
 async def test_refusals_are_tool_errors_in_the_apis_words(pool, db_dsn, tmp_path):
-    async with _served(pool, db_dsn, tmp_path) as (url, mind, delivered), _client(url) as mcp:
+    async with _served(pool, db_dsn, tmp_path) as (server, mind, delivered), _client(server.url) as mcp:
         command = await mcp.call_tool("ask", {"message": "/quit"})
         assert command.is_error and "a line starting with '/' is a command" in _text(command)
         both = await mcp.call_tool("forget", {"ids": [1], "match": "x"})
@@ -127,7 +128,8 @@ async def test_refusals_are_tool_errors_in_the_apis_words(pool, db_dsn, tmp_path
 
 
 async def test_a_token_guards_mcp_like_the_api(pool, db_dsn, tmp_path):
-    async with _served(pool, db_dsn, tmp_path, token="s3cret") as (url, mind, delivered):
+    async with _served(pool, db_dsn, tmp_path, token="s3cret") as (server, mind, delivered):
+        url = server.url
         async with aiohttp.ClientSession() as http, http.post(f"{url}mcp", json={}) as r:
             assert r.status == 401 and "a token is required" in await r.text()
         async with _client(url, token="s3cret") as mcp:
@@ -137,11 +139,23 @@ async def test_a_token_guards_mcp_like_the_api(pool, db_dsn, tmp_path):
 
 async def test_mcp_refuses_a_foreign_host_header_on_loopback(pool, db_dsn, tmp_path):
     """DNS rebinding: a page from evil.example resolving to 127.0.0.1 does not reach the tools."""
-    async with _served(pool, db_dsn, tmp_path) as (url, mind, delivered):
+    async with _served(pool, db_dsn, tmp_path) as (server, mind, delivered):
+        url = server.url
         async with aiohttp.ClientSession() as http, http.post(
                 f"{url}mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                 headers={"Host": "evil.example:80", "Accept": "application/json, text/event-stream"}) as r:
             assert r.status == 421
+
+
+async def test_the_web_server_stops_while_a_client_is_still_connected(pool, db_dsn, tmp_path):
+    """The session manager stops before the server: an open session's streams do not hold it."""
+    async with _served(pool, db_dsn, tmp_path) as (server, mind, delivered):
+        async with _client(server.url) as mcp:
+            assert (await mcp.call_tool("status", {})).structured_content["session_id"] == "test-session"
+            await asyncio.wait_for(server.stop(), 30)
+            async with aiohttp.ClientSession() as http:
+                with pytest.raises(aiohttp.ClientConnectorError):
+                    await http.get(f"{server.url}mcp")
 
 
 async def _echo(scope, receive, send) -> None:
