@@ -9,7 +9,7 @@ import time
 
 import aiohttp
 
-from tests.web_service import Service
+from tests.web_service import Service, post_chat
 
 REFRESH = '<meta http-equiv="refresh" content="2">'
 
@@ -18,11 +18,7 @@ async def test_a_message_posted_with_the_form_is_answered_on_the_page(db_dsn, tm
     service = Service(db_dsn, tmp_path)
     try:
         async with aiohttp.ClientSession(base_url=service.url) as http:
-            async with http.get("/chat") as r:
-                fields = dict(re.findall(r'<input type=hidden name=(\w+) value="([^"]*)">', await r.text()))
-            async with http.post("/chat", data={**fields, "text": "My sister Maren lives in Lisbon."},
-                                 headers={"Origin": service.url.rstrip("/")}, allow_redirects=False) as r:
-                assert (r.status, r.headers["Location"]) == (303, "/chat"), await r.text()
+            await post_chat(http, service.url, "My sister Maren lives in Lisbon.")
             deadline = time.monotonic() + 60
             while True:
                 async with http.get("/chat") as r:

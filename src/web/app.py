@@ -4,6 +4,8 @@ Every page answers HTML, or JSON with `?format=json` (same data). A configured
 token is required on every request (`Authorization: Bearer …`, `?token=…`, or the
 cookie set after a valid `?token=`); binding a non-loopback address without one
 refuses to start. Requests are paced (src/web/pace.py): the view cannot slow the mind.
+It only reads, but for the HTTP API (src/api) and the chat page's form (POST /chat,
+src/web/chat_page.py), which writes through the API's messages, never the view's pool.
 """
 
 from __future__ import annotations

@@ -185,7 +185,9 @@ def conversation(rows: Sequence[Mapping[str, Any]],
 def _conversation_html(entries: list[dict[str, Any]], now: datetime) -> str:
     if not entries:
         return "<p class=muted>Nothing said yet.</p>"
-    return "<ol class=chat>" + "".join(_entry_html(e, now) for e in entries) + "</ol>"
+    # a box of the window's height that starts scrolled to its end (column-reverse around one
+    # child): the newest message and the form under it are in view without a script to scroll
+    return "<div class=talk><ol class=chat>" + "".join(_entry_html(e, now) for e in entries) + "</ol></div>"
 
 
 def _entry_html(e: Mapping[str, Any], now: datetime) -> str:

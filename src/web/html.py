@@ -33,7 +33,8 @@ td.t{min-width:14em;max-width:60em;overflow-wrap:anywhere}table.results td.t{min
 table.sub{margin:0;font-size:11px}table.sub td{border-color:#eee;padding:1px 4px}
 pre{white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:6px;max-width:1000px}
 form{margin:6px 0}input,select{font-size:13px}.pager a{margin-right:14px}
-ol.chat{list-style:none;padding:0;margin:10px 0;max-width:960px}
+.talk{display:flex;flex-direction:column-reverse;overflow-y:auto;max-height:calc(100vh - 230px);max-width:980px}
+ol.chat{list-style:none;padding:0 8px 0 0;margin:6px 0}
 ol.chat li{margin:8px 0;padding:6px 10px;border:1px solid #ddd;border-radius:6px;background:#fff}
 ol.chat li.you{margin-right:12%;background:#eef2f6}ol.chat li.mind{margin-left:12%}
 ol.chat li.wait{border-style:dashed}.who{font-size:12px;color:#555;margin-bottom:3px}
