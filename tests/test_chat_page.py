@@ -31,8 +31,10 @@ REFRESH = '<meta http-equiv="refresh" content="2">'
 class Chat:
     """The served mind, a client, what the terminal was told, and the loop started on demand."""
 
-    def __init__(self, http, mind, journal, told, url, stop):
-        self.http, self.mind, self.journal, self.told, self.url = http, mind, journal, told, url
+    def __init__(self, http, mind, delivered, journal, told, server, stop):
+        self.http, self.mind, self.journal, self.told, self.server = http, mind, journal, told, server
+        self.url = server.url.rstrip("/")
+        self.delivered = delivered      # what the loop printed at the terminal
         self._stop = stop
         self.thinking: asyncio.Task | None = None
 
@@ -76,7 +78,7 @@ async def chatting(pool, dsn, tmp_path, *, think=True, **web):
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
         "web": {"enabled": True, "port": 0, **web},
         "agent": {"spill_dir": str(tmp_path / "spill"), "max_input_chars": 200}})
-    mind, _ = await _mind(pool, tmp_path)
+    mind, delivered = await _mind(pool, tmp_path)
     mind.providers.report = []
     journal = InputJournal(pool, "test-session", tmp_path / "spill", outage=Outage(), notify=lambda _: None,
                            retry_base_s=0.05, retry_max_s=0.1)
@@ -90,7 +92,7 @@ async def chatting(pool, dsn, tmp_path, *, think=True, **web):
     try:
         # unsafe: keep cookies from an IP address (127.0.0.1), as a browser does
         async with aiohttp.ClientSession(base_url=url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-            chat = Chat(http, mind, journal, told, url, stop)
+            chat = Chat(http, mind, delivered, journal, told, server, stop)
             if think:
                 chat.think()
             yield chat
@@ -152,6 +154,8 @@ async def test_a_message_is_journaled_once_answered_and_shown_with_who_and_when(
         again = await chat.post({**fields, "text": "My cat is called Pimenta."})   # a browser's re-POST
         assert again[0] == 303
         html = await chat.answered()
+        async with chat.http.get("/chat?format=json") as r:
+            data = await r.json()
         rows = await pool.fetch("SELECT id, kind, channel, state, line_key FROM input_journal")
         told = list(chat.told)
     assert [(r["kind"], r["channel"], r["state"], str(r["line_key"])) for r in rows] == [
@@ -166,6 +170,44 @@ async def test_a_message_is_journaled_once_answered_and_shown_with_who_and_when(
     assert mind is not None and mind[2] == str(mid) and html.index(you[0]) < html.index(mind[0])
     assert told[0] == f"(from the chat page, message {mid}) My cat is called Pimenta."   # the terminal's quiet line
     assert html.count("<li class=mind>") == 1                                          # answered once
+    assert (data["available"], data["waiting"], data["limit"]) == (True, False, 50)
+    said = [(e["who"], e["channel"], e.get("id"), e.get("answers"), e["text"][:14]) for e in data["conversation"]]
+    assert said == [("user", "page", mid, None, "My cat is call"), ("mind", "page", None, [mid], "(reflex mode —")]
+    assert datetime.fromisoformat(data["conversation"][0]["at"]).tzinfo is not None
+
+
+async def test_a_double_click_stores_and_answers_the_message_once(pool, db_dsn, tmp_path):
+    async with chatting(pool, db_dsn, tmp_path) as chat:
+        fields = {**await chat.form(), "text": "I live in Braga."}
+        posts = await asyncio.gather(*(chat.post(fields) for _ in range(12)))    # at the same moment
+        html = await chat.answered()
+        delivered = list(chat.delivered)
+    assert [p[0] for p in posts] == [303] * 12
+    assert await _journal(pool) == [("message", "page", "I live in Braga.")]
+    assert html.count("<li class=mind>") == 1 and len(delivered) == 1
+
+
+async def test_two_sends_of_one_key_at_once_queue_it_once(pool, db_dsn, tmp_path):
+    """The check whether a message is queued already and the mark that it is must not have a
+    database read between them: a double click's second post would pass the check meanwhile."""
+    async with chatting(pool, db_dsn, tmp_path, think=False) as chat:
+        messages = chat.server.chat.messages
+        queued: list[int] = []
+
+        async def submit(source, text, *, origin):
+            queued.append(origin.ref)
+
+        class SlowReads:                  # the first send's read is slow: the second overtakes it
+            async def fetchrow(self, *args):
+                await asyncio.sleep(0.2)
+                return await pool.fetchrow(*args)
+
+            def __getattr__(self, name):
+                return getattr(pool, name)
+        messages.submit, messages.pool = submit, SlowReads()
+        key = str(uuid.uuid4())
+        await asyncio.gather(*(messages.send("I live in Braga.", key, 0.0, channel="page") for _ in range(2)))
+    assert len(queued) == 1
 
 
 async def test_the_page_reloads_while_a_reply_is_on_its_way_and_stops_once_it_is_here(pool, db_dsn, tmp_path):
