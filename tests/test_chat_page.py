@@ -19,7 +19,7 @@ from src.loop.input_journal import InputJournal
 from src.loop.outage import Outage
 from src.loop.replies import Reply
 from src.web.chat_page import LIMIT, STANDALONE, conversation
-from src.web.form_guard import FormGuard, foreign_origin
+from src.web.form_guard import FormGuard, foreign_origin, refused_source
 from src.web.serve import start_beside_mind
 from tests.test_loop import _mind
 from tests.test_web_pages import served
@@ -338,10 +338,19 @@ def test_a_check_token_belongs_to_its_key_and_its_process():
     assert not guard.valid(str(uuid.uuid4()), guard.token(key))
     assert not FormGuard().valid(key, guard.token(key))                   # a restart: a new secret
     assert not guard.valid(key, "é")
-    ok = {"key": key, "given": guard.token(key), "origin": None, "referer": None, "token_set": False}
-    assert guard.refusal(host="[::1]:8765", **ok) is None and guard.refusal(host="localhost", **ok) is None
-    assert "loopback" in guard.refusal(host="mybox:8765", **ok)
-    assert guard.refusal(host="mybox:8765", **{**ok, "token_set": True}) is None
+    assert guard.refused_form(key, guard.token(key)) is None
+    assert "check token is missing or wrong" in guard.refused_form(key, "")
+
+
+@pytest.mark.parametrize(("host", "token_set", "refused"), [
+    ("127.0.0.1:8765", False, False), ("[::1]:8765", False, False), ("localhost", False, False),
+    ("mybox:8765", False, True), ("rebound.example", False, True), ("[bad", False, True),
+    ("mybox:8765", True, False),                       # with a token, the cookie or header decides
+])
+def test_without_a_token_only_a_loopback_host_takes_a_post(host, token_set, refused):
+    said = refused_source(origin=None, referer=None, host=host, token_set=token_set)
+    assert (said is not None) is refused
+    assert said is None or "only at a loopback address" in said
 
 
 def test_a_reply_follows_the_messages_it_answered_and_one_typed_meanwhile_comes_before_it():

@@ -36,7 +36,7 @@ from src.recall.when import said_when
 from src.web import queries as q
 from src.web.errors import Refused
 from src.web.escape import esc
-from src.web.form_guard import FormGuard
+from src.web.form_guard import FormGuard, refused_source
 from src.web.html import Page
 from src.web.view import View
 
@@ -124,7 +124,10 @@ async def post(request: web.Request, view: View, desk: ChatDesk) -> Page | None:
     A post not from this server's own form raises Refused (403)."""
     if desk.messages is None:
         raise Refused(405, f"the chat page takes no messages here: {desk.unavailable}")
-    token = view.settings.token
+    refusal = refused_source(origin=request.headers.get("Origin"), referer=request.headers.get("Referer"),
+                             host=request.host, token_set=view.settings.token is not None)
+    if refusal is not None:         # before the body is read: another site's post costs nothing
+        raise Refused(403, refusal)
     try:
         form = await request.post()
     except web.HTTPRequestEntityTooLarge:
@@ -132,9 +135,7 @@ async def post(request: web.Request, view: View, desk: ChatDesk) -> Page | None:
                                             f"{desk.messages.max_chars:,} characters allowed "
                                             "(agent.max_input_chars); nothing was stored", status=413)
     key, given, text = (_field(form, name) for name in ("key", "csrf", "text"))
-    refusal = desk.guard.refusal(key=key, given=given, origin=request.headers.get("Origin"),
-                                 referer=request.headers.get("Referer"), host=request.host,
-                                 token_set=token is not None)
+    refusal = desk.guard.refused_form(key, given)
     if refusal is not None:
         raise Refused(403, refusal)
     if not text.strip():

@@ -43,20 +43,24 @@ class FormGuard:
         """True when `given` is the token of `key` (compared in constant time)."""
         return hmac.compare_digest(self.token(key).encode(), given.encode())
 
-    def refusal(self, *, key: str, given: str, origin: str | None, referer: str | None, host: str,
-                token_set: bool) -> str | None:
-        """Why this post is refused (the error page says it), or None: it came from this
-        server's own chat form."""
-        if not token_set and not is_loopback(_hostname(host)):
-            return (f"the chat page takes a message only at a loopback address (127.0.0.1 or localhost) "
-                    f"while no MOLTBOT_WEB_TOKEN is set, and this one was sent to {host[:80]!r}; {_INSTEAD}")
-        stranger = foreign_origin(origin, referer, host)
-        if stranger is not None:
-            return f"the message came from a page at {stranger[:80]!r}, not from this server; {_INSTEAD}"
-        if not key or not given or not self.valid(key, given):
-            return ("the form's check token is missing or wrong (a form from another site, or one shown "
-                    "before the service restarted); nothing was sent: reload the chat page and send it again")
-        return None
+    def refused_form(self, key: str, given: str) -> str | None:
+        """Why the posted form is not one this process showed (the error page says it), or None."""
+        if key and given and self.valid(key, given):
+            return None
+        return ("the form's check token is missing or wrong (a form from another site, or one shown "
+                "before the service restarted); nothing was sent: reload the chat page and send it again")
+
+
+def refused_source(*, origin: str | None, referer: str | None, host: str, token_set: bool) -> str | None:
+    """Why a post's headers show it was not sent from this server's page (the error page says
+    it), or None. Checked before the body is read."""
+    if not token_set and not is_loopback(_hostname(host)):
+        return (f"the chat page takes a message only at a loopback address (127.0.0.1 or localhost) "
+                f"while no MOLTBOT_WEB_TOKEN is set, and this one was sent to {host[:80]!r}; {_INSTEAD}")
+    stranger = foreign_origin(origin, referer, host)
+    if stranger is not None:
+        return f"the message came from a page at {stranger[:80]!r}, not from this server; {_INSTEAD}"
+    return None
 
 
 def foreign_origin(origin: str | None, referer: str | None, host: str) -> str | None:
@@ -85,4 +89,4 @@ def _hostname(host: str) -> str:
         return ""
 
 
-__all__ = ["FormGuard", "foreign_origin"]
+__all__ = ["FormGuard", "foreign_origin", "refused_source"]
