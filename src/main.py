@@ -25,6 +25,7 @@ from src.commands.registry import build_commands
 from src.config import Settings
 from src.db.database import Database, open_database
 from src.db.manifest import record_start
+from src.detached import check_reachable, reads_stdin
 from src.erasure.matches import previous_line
 from src.erasure.question import ForgetQuestion
 from src.gates.forget_request import USER as USER_SOURCE
@@ -37,6 +38,7 @@ from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.providers.factory import Providers, build_providers
 from src.recall.hnsw import index_state, rebuild_concurrently
 from src.repl import EOF_MARK, Screen, start_stdin_reader
+from src.web.app import is_loopback
 from src.web.serve import start_beside_mind
 
 log = logging.getLogger("src.main")
@@ -148,8 +150,12 @@ class Agent:
     async def serve(self) -> None:
         """Read the prompt while the loop thinks; at end of input, finish what is queued."""
         loop = asyncio.get_running_loop()
-        start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars,
-                           persist=self.journal_lines)
+        if reads_stdin(self.settings.agent.stdin):
+            start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars,
+                               persist=self.journal_lines)
+        else:       # detached (src/detached.py): no end of input; SIGTERM ends it
+            self.screen.say("no terminal input (detached): running until stopped (SIGTERM, `docker compose "
+                            "stop`); talk to the mind on the web view's chat page, the HTTP API or MCP")
         drain = asyncio.Event()
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop, drain=drain), name="cognitive-loop")
         dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
@@ -216,6 +222,10 @@ async def _rebuild_index(dsn: str, say) -> None:
 async def run(settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     session_id = uuid.uuid4().hex[:12]
+    if not reads_stdin(settings.agent.stdin):   # before the database starts: nothing left behind
+        token = settings.web.token.get_secret_value() if settings.web.token else None
+        check_reachable(web_enabled=settings.web.enabled, api=settings.web.api,
+                        web_host_ok=is_loopback(settings.web.host) or bool(token))
     db = await open_database(settings.database)
     try:
         providers = build_providers(settings.providers, settings.secrets, db.pool, session_id)
@@ -298,6 +308,7 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
     for line in replay:
         await agent.handle_message(line.text, Origin(ref=line.id, gated=line.gated, channel=line.channel),
                                    unkept=line.unkept)
+    agent.journal.replay_submitted()
     if replay:
         screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 

@@ -163,6 +163,7 @@ class Messages:
             raise
         if row is None or row["state"] != "pending" or row["session_id"] != self.session_id:
             return
+        await self.journal.replayed.wait()      # earlier runs' messages go first (InputJournal.open)
         if self.announce is not None:
             self.announce(quiet_line("from", line.channel, [line.id], line.text))
         await self.submit("user", line.text, origin=Origin(ref=line.id, channel=line.channel))

@@ -316,8 +316,8 @@ class CognitiveLoop:
     async def _wait_for_database(self, stop: asyncio.Event | None) -> None:
         """The database is away: the turn goes back to attention without spending a retry
         and the loop waits for the database (issue 26); the user hears once when that takes
-        longer than `cycle_deadline_s` (unset: 20 s; the deadline derived from a slow model's
-        timeout would keep the user waiting minutes for this news). Stops waiting when `stop` is set."""
+        longer than `cycle_deadline_s`, at most 20 s (the deadline a slow model needs would keep
+        the user waiting minutes for this news). Stops waiting when `stop` is set."""
         turn = self.intake.release()
         if turn is not None:
             self.intake.put_back(turn)
@@ -327,7 +327,8 @@ class CognitiveLoop:
                 await self._say(waiting_note(waiting))
 
         await self.db_wait.until_back(partial(self._pause, stop=stop), lambda: bool(stop and stop.is_set()),
-                                      notice_after_s=self.cfg.cycle_deadline_s or NO_MODEL_DEADLINE_S,
+                                      notice_after_s=min(self.cfg.cycle_deadline_s or NO_MODEL_DEADLINE_S,
+                                                         NO_MODEL_DEADLINE_S),
                                       notice=notice)
 
     async def _say(self, text: str) -> None:

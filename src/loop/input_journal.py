@@ -117,12 +117,16 @@ class InputJournal:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self._held: list[Line] = []       # spilled lines of this run, oldest first
+        # set once earlier runs' unanswered messages are back in the loop: a message of this
+        # run (the HTTP API's) waits for it, or it would be answered before older ones
+        self.replayed = asyncio.Event()
         self._lock = asyncio.Lock()
         self._told = False
 
     async def open(self) -> list[Line]:
         """Name the spill file after this database, store what a crashed run spilled,
-        skip the commands earlier runs never ran; return the messages to answer again."""
+        skip the commands earlier runs never ran; return the messages to answer again (the
+        caller hands them to the loop, then calls `replay_submitted`)."""
         row = await self.pool.fetchrow(
             "SELECT current_database() AS db, (SELECT system_identifier FROM pg_control_system()) AS sys")
         self.spill_path = self.spill_dir / f"{row['sys']}-{row['db']}.jsonl"
@@ -134,8 +138,14 @@ class InputJournal:
                      len(spilled))
         await self.pool.execute(_SKIP_COMMANDS, self.session_id)
         rows = await self.pool.fetch(_REPLAY, self.session_id)
+        if not rows:
+            self.replayed.set()
         return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"], channel=r["channel"])
                 for r in rows]
+
+    def replay_submitted(self) -> None:
+        """The messages `open` returned are in the loop: this run's may follow."""
+        self.replayed.set()
 
     async def append(self, lines: Sequence[Line]) -> None:
         """Make `lines` durable, in order: one statement, or the spill file when the
