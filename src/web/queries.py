@@ -329,7 +329,7 @@ async def gate_decisions(pool: asyncpg.Pool, *, actions: Sequence[str] | None, n
          ORDER BY at DESC, id DESC LIMIT $3""", list(actions) if actions else None, noise_only, limit)
 
 
-# -- chat ----------------------------------------------------------------------------
+# -- chat ------------------------------------------------------------------------------
 async def chat_lines(pool: asyncpg.Pool, limit: int, chars: int) -> Rows:
     """The newest `limit` messages of the input journal, every channel, oldest first, each
     with the reply that answered it: the output of the cycle its row points to (sql/158;
