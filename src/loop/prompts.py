@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from src.metacognition.prompts import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.providers.llm_reflex import NO_LANGUAGE_MODEL
+from src.recall.speakers import to_second_person
 from src.text import excerpt
 from src.tools.verbs import ToolVerb
 
@@ -102,3 +103,22 @@ def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None 
     else:
         lines.append("Nothing comes back from memory yet.")
     return "\n".join(lines)
+
+
+
+#: What a model's reply was when it was no answer, in the reflex reply's "because" (src/loop/thinking.py)
+DEFECT_WORDS = {"empty": "empty", "refusal": "a refusal", "meta": "about itself, not an answer",
+                "protocol": "internal markup", "repeat": "a repeat of an earlier answer"}
+
+
+_YOU = {"You", "Your", "You're", "Yours", "Yourself", "You've", "You'd", "You'll"}
+
+
+def acknowledgement(statement: str) -> str:
+    """A reply to a statement of fact that uses it, when the model gave none worth saying
+    (issue 38: "I'm sorry, but I can't assist with that." to "I work as a radiographer."):
+    "Noted: you work as a radiographer." The user's words, turned to the second person."""
+    text = to_second_person(" ".join(statement.split()).rstrip(".!"))
+    if text.split(" ", 1)[0] in _YOU:
+        text = text[0].lower() + text[1:]
+    return f"Noted: {text}."

@@ -33,6 +33,7 @@ from src.mcp.in_process import InProcess
 from src.mcp.tools import build_server
 from src.providers.budget import BudgetLeft
 from src.web.app import WebServer, check_bind, is_loopback
+from src.web.chat_page import ChatDesk
 from src.web.view import View
 
 log = logging.getLogger(__name__)
@@ -98,12 +99,13 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
                 providers_report=mind.providers.report, safety_modes=mind.safety.phase_modes(),
                 retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
                 budget=budget_left if budget is not None else None)
-    api = _api(settings, mind, session_id, journal, stop, say)
+    messages = _messages(settings, mind, session_id, journal, stop, say)
+    api = _api(settings, mind, session_id, journal, messages)
     # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
     max_body = 6 * settings.agent.max_input_chars + 4096
     try:
         server = WebServer(view, on_stop=[pool.close], api=build_api(api, max_body=max_body) if api else None,
-                           mounted=[_mcp(settings, api)] if api else [])
+                           chat=_chat(settings, journal, messages), mounted=[_mcp(settings, api)] if api else [])
         url = await server.start()
     except StartupError as exc:
         await pool.close()
@@ -112,20 +114,40 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
     except BaseException:
         await pool.close()
         raise
-    lines = (f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)\nMCP (streamable HTTP): {url}mcp"
-             if server.api is not None else "")
-    return server, f"web view (read-only): {url}{lines}"
+    api = (f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)\nMCP (streamable HTTP): {url}mcp"
+           if server.api is not None else "")
+    chat = f"\nchat page: {url}chat" if messages is not None else ""
+    return server, f"web view (read-only): {url}{api}{chat}"
+
+
+def _messages(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
+              stop: asyncio.Event | None, say: Callable[[str], None] | None) -> Messages | None:
+    """Messages in and replies out (src/api/messages.py), shared by the HTTP API, /mcp and the
+    chat page: one journal, one order, one once-only answer. None when the API is off or the
+    mind has no durable input."""
+    if not settings.web.api or journal is None:
+        return None
+    return Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
+                    max_chars=settings.agent.max_input_chars, stop=stop, announce=say)
+
+
+def _chat(settings: Settings, journal: InputJournal | None, messages: Messages | None) -> ChatDesk:
+    """The chat page's way in, or why it has none (the page says so and shows no form)."""
+    if messages is not None:
+        return ChatDesk(messages)
+    if not settings.web.api:
+        return ChatDesk.closed("web.api is false in runtime.yaml, and the chat page sends through the HTTP "
+                               "API's messages; set web.api: true to talk to the mind here")
+    return ChatDesk.closed("this mind runs without an input journal, so a message from here could not be "
+                           "made durable; write at its terminal")
 
 
 def _api(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
-         stop: asyncio.Event | None, say: Callable[[str], None] | None) -> Api | None:
+         messages: Messages | None) -> Api | None:
     """What the HTTP API (src/api) and /mcp (src/mcp) call, when enabled and the mind has
     durable input."""
-    if not settings.web.api or journal is None:
+    if messages is None or journal is None:
         return None
-    max_chars = settings.agent.max_input_chars
-    messages = Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
-                        max_chars=max_chars, stop=stop, announce=say)
     loop = mind.loop
     erasure = Erasure(journal.pool, mind.providers.embedder, settings.agent.spill_dir, mind.gates,
                       loop.turn_lock, on_forgotten=loop.forgetting.apply)
