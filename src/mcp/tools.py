@@ -65,6 +65,8 @@ STATUS = "The mind's session id, how many memories it holds, messages waiting fo
 
 def build_server(mind: MindAccess, *, max_chars: int) -> MCPServer:
     """The MCP server of the mind; texts are limited to `max_chars` (agent.max_input_chars)."""
+    # MCPServer calls logging.basicConfig: a no-op, as the process has set up its root logger
+    # before (src/logging_setup.py beside the mind; src/mcp/__main__.py, stderr only, for stdio)
     server = MCPServer("moltbot", title="MoltBot", instructions=INSTRUCTIONS)
     Text = Annotated[str, Field(min_length=1, max_length=max_chars)]
     Wait = Annotated[float, Field(ge=0, le=MAX_WAIT_S, description="seconds to wait for the reply")]
