@@ -23,7 +23,8 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   words in the message it answers now: "Your sister lives in Gdansk." said again to "Which
   city is my sister in?" is right twice; "Remind me, what do I do for a living?" said again
   to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
-  said turn after turn) is a loop whatever it shares.
+  said turn after turn) is a loop whatever it shares. An acknowledgement that carries no
+  content word ("Noted.", "I hear you.") says nothing wrong when said again.
 
 The forms are a handful of grammatical patterns, not one model's phrasings: the tests
 hold paraphrases from several model families (tests/test_answer_form.py).
@@ -115,8 +116,11 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
         return Defect("refusal", body[:80])
     if (m := _META.search(lowered)) is not None:
         return Defect("meta", m.group(0))
+    said_words = content_words(body)
+    if not said_words:             # "Noted." again: nothing in it can be an answer to another question
+        return None
     asked = _words(focus)
-    about_it = bool(content_words(body) & content_words(focus)) and len(flat.split()) < REPEAT_LOOP_WORDS
+    about_it = bool(said_words & content_words(focus)) and len(flat.split()) < REPEAT_LOOP_WORDS
     for before, said in list(earlier)[-REPEAT_LOOKBACK:]:
         if _words(strip_verbalized_confidence(said)) == flat and _words(before) != asked and not about_it:
             return Defect("repeat", body[:60])
