@@ -19,6 +19,7 @@ An input's life here, until its turn is answered:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -72,6 +73,8 @@ class Intake:
         self.admissions: dict[int, Admission] = {}  # candidate id -> what it brought
         self.attempts: dict[int, int] = {}          # candidate id -> failed cycles so far
         self.in_flight: Turn | None = None          # the turn of the running cycle, until delivered
+        # set when a turn settles or a part is given up: what `until_answered` waits on
+        self._settled = asyncio.Event()
 
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
@@ -174,6 +177,7 @@ class Intake:
         for part in turn.parts:
             self.attempts.pop(part.id, None)
             self.admissions.pop(part.id, None)
+        self._settled.set()
 
     def release(self) -> Turn | None:
         """The cycle failed: the turn in flight (None: it failed before attention took one)."""
@@ -195,6 +199,7 @@ class Intake:
     def forget(self, part: Candidate) -> bool:
         """Give `part` up (retry budget spent); True when the input journal kept it."""
         self.attempts.pop(part.id, None)
+        self._settled.set()
         return self.admissions.pop(part.id, Admission()).ref is not None
 
     def user_messages_waiting(self) -> int:
@@ -202,3 +207,15 @@ class Intake:
         in_flight = self.in_flight.parts if self.in_flight is not None else ()
         return (self.queue.counts()["user"] + sum(c.source == "user" for c in self.held)
                 + sum(p.source == "user" for p in in_flight))
+
+    async def until_answered(self, recheck_s: float = 1.0) -> None:
+        """Return once no user message submitted so far waits (`user_messages_waiting`).
+
+        Woken by each settled turn; re-checked every `recheck_s` as well, because a
+        queued message can also leave without a turn (a forget scrubs it from attention)."""
+        while self.user_messages_waiting():
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), recheck_s)
+            except TimeoutError:
+                pass
