@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = "Type /help for commands."
+
+
+_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+def start_up_lines(err: str) -> list[str]:
+    """The start-up lines in a run's stderr (a piped stdout holds only the conversation),
+    without the log lines between them (MOLTBOT_LOG_FILE=-)."""
+    return [line for line in err.splitlines() if not _LOG_LINE.match(line)]
 
 
 def agent_env(**extra: str) -> dict[str, str]:
