@@ -249,6 +249,8 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         raise
     editor = LineEditor(settings.agent.history_file) if interactive(out) else None
     screen = Screen(out, editor=editor)
+    if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
+        screen.take_terminal_log()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -221,6 +221,22 @@ def interactive(out: TextIO) -> bool:
         return False
 
 
+class _SayLines:
+    """A stream for a logging handler whose lines go to `say` (the handler writes a record
+    and its newline in one call)."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            self.say(text.rstrip("\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        """`say` flushes each line."""
+
+
 def _is_terminal(out: TextIO) -> bool:
     try:
         return out.isatty()
@@ -262,15 +278,23 @@ class Screen:
     def say(self, text: str) -> None:
         """One reply or notice, control characters escaped (src/terminal.py)."""
         if self.editor is not None:
+            # the line is cleared also between lines: after Ctrl-D the prompt stays on it
             editing = self.editor.editing.is_set()
             again = PROMPT + escape(self.editor.typed()) if editing and self.prompt else ""
-            self.out.write((_CLEAR_LINE if editing else "") + escape(text) + "\n" + again)
+            self.out.write(_CLEAR_LINE + escape(text) + "\n" + again)
             self.out.flush()
             return
         self.out.write((_CLEAR_LINE if self._showing else "") + escape(text) + "\n"
                        + (PROMPT if self.prompt else ""))
         self._showing = self.prompt
         self.out.flush()
+
+    def take_terminal_log(self) -> None:
+        """The log lines meant for this terminal (stderr, WARNING and up) are drawn through
+        `say` as well: one that comes while a line is typed goes above it, not into it."""
+        for handler in logging.getLogger().handlers:
+            if type(handler) is logging.StreamHandler and handler.stream is sys.stderr:
+                handler.setStream(_SayLines(self.say))
 
     def show_prompt(self) -> None:
         """The prompt, when it is not showing already (a line that printed nothing)."""

@@ -5,6 +5,7 @@ being typed; a real `python -m src.main` on a pseudo-terminal."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import stat
 import subprocess
@@ -91,4 +92,18 @@ def test_a_reply_while_a_line_is_typed_is_drawn_above_it():
     screen.editor.editing.clear()                  # between lines: readline draws the prompt itself
     screen.say("a notice")
     screen.last("shutting down")
-    assert out.getvalue().endswith("> what is my naa notice\nshutting down\n")
+    assert out.getvalue().endswith("> what is my na\r\x1b[Ka notice\n\r\x1b[Kshutting down\n")
+
+
+def test_a_warning_while_a_line_is_typed_is_drawn_above_it_too():
+    out = io.StringIO()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log = logging.getLogger("tests.terminal")
+    logging.getLogger().addHandler(handler)
+    try:
+        Screen(out, prompt=True, editor=_Typing("what is")).take_terminal_log()
+        log.warning("database unavailable")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert out.getvalue() == "\r\x1b[KWARNING database unavailable\n> what is"
