@@ -19,6 +19,8 @@ RUN python -m src.providers fetch-models
 COPY sql ./sql
 COPY notes.md ./
 
-# the read-only web view (web.port)
+# the web view, its chat page, the HTTP API and MCP (web.port)
 EXPOSE 8765
+# healthy while the HTTP API answers its status (src/health.py; no curl in the slim image)
+HEALTHCHECK --interval=30s --timeout=10s --start-period=120s --retries=3 CMD ["python", "-m", "src.health"]
 CMD ["python", "-m", "src.main"]

@@ -4,7 +4,8 @@ Precedence: explicit overrides (tests) > environment > runtime.yaml > defaults.
 Environment: DATABASE_URL, GEMINI_API_KEY (or GOOGLE_API_KEY), ANTHROPIC_API_KEY,
 OPENAI_API_KEY, MOLTBOT_CONFIG (path of the YAML file), MOLTBOT_LOG_LEVEL, MOLTBOT_LOG_FILE
 ("-": no log file), MOLTBOT_WEB_TOKEN,
-MOLTBOT_WEB_HOST (web.host: a container binds 0.0.0.0 without editing the file). An empty
+MOLTBOT_WEB_HOST (web.host: a container binds 0.0.0.0 without editing the file), MOLTBOT_STDIN
+(agent.stdin: src/detached.py). An empty
 variable counts as unset: docker compose passes `${VAR:-}` through as "".
 """
 
@@ -83,6 +84,9 @@ class AgentSettings(_Section):
     # Longest accepted input line, in characters; longer lines are refused with a message.
     max_input_chars: int = Field(1_000_000, ge=1)
     shutdown_timeout_s: float = Field(10.0, gt=0)
+    # stdin as the conversation (src/detached.py): auto (not when it is /dev/null: `docker compose
+    # up -d`), read, or ignore (detached: runs until SIGTERM); env MOLTBOT_STDIN
+    stdin: Literal["auto", "read", "ignore"] = "auto"
     # input held while the database is away (one file per database; see input_journal)
     spill_dir: Path = Path("./data/input-spill")
     # the prompt's history at a terminal: slash commands without arguments (src/line_editor.py); null: none
@@ -206,6 +210,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
            if env.get(var)}
     if web:
         out["web"] = web
+    if env.get("MOLTBOT_STDIN"):
+        out["agent"] = {"stdin": env["MOLTBOT_STDIN"].strip().lower()}
     log_cfg: dict[str, Any] = {}
     if env.get("MOLTBOT_LOG_LEVEL"):
         log_cfg["level"] = env["MOLTBOT_LOG_LEVEL"].upper()

@@ -25,6 +25,7 @@ from src.commands.registry import build_commands
 from src.config import Settings
 from src.db.database import Database, open_database
 from src.db.manifest import record_start
+from src.detached import check_reachable, reads_stdin
 from src.erasure.matches import previous_line
 from src.erasure.question import ForgetQuestion
 from src.gates.forget_request import USER as USER_SOURCE
@@ -32,11 +33,13 @@ from src.gates.forget_request import forget_request
 from src.line_editor import LineEditor
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
+from src.loop.intake import TYPED, Origin
 from src.loop.outage import DB_ERRORS, Outage, describe
 from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.providers.factory import Providers, build_providers
 from src.recall.hnsw import index_state, rebuild_concurrently
 from src.repl import EOF_MARK, Screen, interactive, start_stdin_reader, start_terminal_reader
+from src.web.app import is_loopback
 from src.web.serve import start_beside_mind
 
 log = logging.getLogger("src.main")
@@ -82,13 +85,12 @@ class Agent:
             settings=settings, db=db, providers=providers, session_id=session_id, say=self.screen.say,
             quitting=self.quitting, mind=self.mind, erasure=self.erasure))
 
-    async def handle_message(self, text: str, ref: int | None = None, gated: bool = False,
-                             unkept: bool = False) -> str | None:
+    async def handle_message(self, text: str, origin: Origin = TYPED, unkept: bool = False) -> str | None:
         """Plain input: entry gate (kept in scratch_buffer before anything else), then attention.
 
         The reply comes from the loop when the message wins a cycle.
         """
-        candidate = await self.mind.loop.submit("user", text, ref=ref, gated=gated, unkept=unkept)
+        candidate = await self.mind.loop.submit("user", text, origin=origin, unkept=unkept)
         return None if candidate is not None else "(not attended to)"
 
     async def journal_lines(self, batch: list) -> list:
@@ -127,7 +129,7 @@ class Agent:
                 if line.id is not None and self.journal is not None:
                     await self.journal.done(line.id)
             else:
-                reply = await self.handle_message(line.text, ref=line.id)
+                reply = await self.handle_message(line.text, Origin(ref=line.id))
         except DB_ERRORS as exc:   # expected during an outage: say so, no traceback
             self.mind.loop.outage.down("command", exc)
             reply = f"error: the database is unavailable ({describe(exc)}); try again when it is back"
@@ -168,7 +170,10 @@ class Agent:
     async def serve(self) -> None:
         """Read the prompt while the loop thinks; at end of input, finish what is queued."""
         loop = asyncio.get_running_loop()
-        if self.screen.editor is not None:     # a person at a terminal: editing keys, history
+        if not reads_stdin(self.settings.agent.stdin):   # detached (src/detached.py): no end of input; SIGTERM ends it
+            self.screen.note("no terminal input (detached): running until stopped (SIGTERM, `docker compose "
+                            "stop`); talk to the mind on the web view's chat page, the HTTP API or MCP")
+        elif self.screen.editor is not None:     # a person at a terminal: editing keys, history
             start_terminal_reader(loop, self.inputs, self.screen.editor,
                                   max_chars=self.settings.agent.max_input_chars, persist=self.journal_lines)
         else:
@@ -241,13 +246,18 @@ async def _rebuild_index(dsn: str, say) -> None:
 async def run(settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     session_id = uuid.uuid4().hex[:12]
+    if not reads_stdin(settings.agent.stdin):   # before the database starts: nothing left behind
+        token = settings.web.token.get_secret_value() if settings.web.token else None
+        check_reachable(web_enabled=settings.web.enabled, api=settings.web.api,
+                        web_host_ok=is_loopback(settings.web.host) or bool(token))
     db = await open_database(settings.database)
     try:
         providers = build_providers(settings.providers, settings.secrets, db.pool, session_id)
     except BaseException:
         await db.close()
         raise
-    editor = LineEditor(settings.agent.history_file) if interactive(out) else None
+    editor = (LineEditor(settings.agent.history_file)
+              if interactive(out) and reads_stdin(settings.agent.stdin) else None)
     screen = Screen(out, editor=editor)
     if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
         screen.take_terminal_log()
@@ -326,7 +336,9 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
     """Durable input; messages earlier runs never answered go back to the loop first."""
     replay = await agent.journal.open()
     for line in replay:
-        await agent.handle_message(line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
+        await agent.handle_message(line.text, Origin(ref=line.id, gated=line.gated, channel=line.channel),
+                                   unkept=line.unkept)
+    agent.journal.replay_submitted()
     if replay:
         screen.note(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 

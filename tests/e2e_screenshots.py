@@ -146,6 +146,8 @@ async def main() -> int:
         finally:
             service.stop()
         await _paged(browser, dsn, Path(folder))
+    # like `make test`'s, the server outlives the run (the next starts in milliseconds)
+    print(f"screenshots in {OUT}; the test PostgreSQL in data/test-pg is left running (`make stop` stops it)")
     return 0
 
 

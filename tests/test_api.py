@@ -58,7 +58,9 @@ async def test_a_message_is_stored_answered_and_found_again(pool, db_dsn, tmp_pa
         async with http.get(f"/api/v1/messages/{sent['id']}") as r:
             again = await r.json()
         assert (again["state"], again["reply"]) == ("answered", sent["reply"])
-        assert delivered == [sent["reply"]]          # the terminal saw the same reply, once
+        # the reply went back to the API; the terminal saw it once, as a quiet line
+        assert delivered == [f"(answered on the HTTP API, message {sent['id']}) {' '.join(sent['reply'].split())}"]
+        assert await pool.fetchval("SELECT channel FROM input_journal WHERE id = $1", sent["id"]) == "api"
 
 
 async def test_a_retry_with_the_same_key_is_answered_once(pool, db_dsn, tmp_path):
@@ -212,3 +214,17 @@ def test_a_held_message_says_where_to_ask_by_key():
     from src.api.messages import Sent
     held = Sent("5c8f79a1-b859-4469-9b51-e3728f0a5e5d", None, "held").json()
     assert held["poll"] == "/api/v1/messages?key=5c8f79a1-b859-4469-9b51-e3728f0a5e5d"
+
+
+async def test_a_client_names_its_channel_and_a_wrong_one_is_refused(pool, db_dsn, tmp_path):
+    """An MCP client over the API (src/mcp) sends X-MoltBot-Channel: mcp; the journal keeps it."""
+    async with _served(pool, db_dsn, tmp_path) as (http, mind, delivered):
+        async with http.post("/api/v1/messages", json={"text": "My bike is blue.", "wait_s": 20},
+                             headers={"X-MoltBot-Channel": "mcp"}) as r:
+            sent = await r.json()
+        assert sent["state"] == "answered"
+        assert await pool.fetchval("SELECT channel FROM input_journal WHERE id = $1", sent["id"]) == "mcp"
+        assert delivered[-1].startswith(f"(answered on an MCP client, message {sent['id']}) ")
+        async with http.post("/api/v1/messages", json={"text": "hi"}, headers={"X-MoltBot-Channel": "page"}) as r:
+            assert r.status == 400 and "api or mcp" in (await r.json())["error"]
+        assert await pool.fetchval("SELECT count(*) FROM input_journal WHERE line = 'hi'") == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -23,6 +24,7 @@ from src.loop.attention_queue import (
     salience_components,
 )
 from src.loop.settings import AttentionSettings, SalienceWeights
+from src.loop.turns import take_turn
 from src.tokens import count_tokens
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -240,3 +242,18 @@ def test_allocation_properties(specs, shuffler) -> None:
     shuffled = list(cands)
     shuffler.shuffle(shuffled)
     assert allocate(shuffled, [CONTEXT], [GOAL]).winner is result.winner
+
+
+def test_a_turn_takes_together_only_messages_of_the_winners_channel() -> None:
+    """One reply goes back to one channel: a terminal line never rides in an API message's turn."""
+    queue = AttentionQueue()
+    first = queue.stamp(replace(cand("user", "from the API", at=0), channel="api"))
+    terminal = [queue.stamp(cand("user", f"typed {i}", at=i)) for i in (1, 2)]
+    other_api = queue.stamp(replace(cand("user", "API again", at=3), channel="api"))
+    for c in (*terminal, other_api):
+        queue.push(c)
+    turn = take_turn(first, queue, max_messages=8)
+    assert [p.text for p in turn.parts] == ["from the API", "API again"]
+    assert turn.candidate.channel == "api"
+    left = take_turn(queue.take("user", 1)[0], queue, max_messages=8)
+    assert [p.text for p in left.parts] == ["typed 1", "typed 2"] and left.candidate.channel == "terminal"

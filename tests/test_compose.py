@@ -42,12 +42,15 @@ def test_database_service():
     assert db["healthcheck"]["test"][0] == "CMD-SHELL" and "pg_isready" in db["healthcheck"]["test"][1]
 
 
-def test_the_mind_has_a_terminal_and_waits_for_the_database():
+def test_the_mind_runs_detached_with_a_health_check_and_waits_for_the_database():
     mind = _compose()["services"]["moltbot"]
     assert mind["build"] == "."
     assert mind["command"] == ["python", "-m", "src.main"]
-    # stdin stays open (else end of input at once: the mind would shut down) and is a tty
-    assert mind["stdin_open"] is True and mind["tty"] is True
+    # `up -d` gives it no terminal: stdin is /dev/null, which it does not read (src/detached.py);
+    # `compose run` gives it one
+    assert "stdin_open" not in mind and "tty" not in mind
+    assert mind["healthcheck"]["test"] == ["CMD", "python", "-m", "src.health"]
+    assert 'CMD ["python", "-m", "src.health"]' in (ROOT / "Dockerfile").read_text()
     assert mind["depends_on"] == {"db": {"condition": "service_healthy"}}
 
 
@@ -102,6 +105,6 @@ def test_readme_says_how_to_talk_to_the_container():
     readme = (ROOT / "README.md").read_text()
     docker = readme[readme.index("## Docker"):]
     docker = docker[:docker.index("\n## ", 1)]
-    for said in ("docker compose run --rm --service-ports moltbot", "docker attach", "MOLTBOT_WEB_TOKEN",
+    for said in ("docker compose run --rm --service-ports moltbot", "docker compose up -d", "MOLTBOT_WEB_TOKEN",
                  "moltbot-data", "make models"):
         assert said in docker, said

@@ -16,6 +16,7 @@ import pytest
 
 import src.loop.cycle_log as backlog
 from src.loop.input_journal import InputJournal, Line, _read_spill
+from src.loop.intake import Origin
 from src.loop.outage import Outage, waiting_note
 from tests.crashpoint import REPLY
 from tests.proc import ROOT, agent_env, read_until, run_agent, set_outage, spawn_agent, wait_ready
@@ -152,7 +153,7 @@ async def test_a_journaled_reply_is_printed_only_after_its_answered_mark_and_row
     monkeypatch.setattr(backlog, "log_answered_cycle", flaky)
     monkeypatch.setattr(mind.loop, "_pause", pause)
     mind.loop.deliver = deliver
-    await mind.loop.submit("user", "the bike lock code is in my diary", ref=ref)
+    await mind.loop.submit("user", "the bike lock code is in my diary", origin=Origin(ref=ref))
     assert await mind.loop.run(burst=True) == 2              # the failed commit printed nothing
     assert [(REPLY in t, state, rows) for t, state, rows in printed] == [(True, "answered", 1)]
     assert len(mind.loop.backlog) == 0 and mind.loop.intake.attempts == {}

@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     # the wiring: settings composed, the process and its entry points, the guardian's slash
     # commands, the web view, the CLI
     ("wiring", frozenset({"config", "config_reference", "logging_setup", "cli_runner", "repl", "mind", "main",
-                          "commands", "web", "memory", "api"})),
+                          "commands", "web", "memory", "api", "detached", "health"})),
 ]
 #: Imports allowed to run upward, as (importer, imported), each with its reason. An entry
 #: that no longer matches an import fails the test, so the list only shrinks.

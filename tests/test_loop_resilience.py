@@ -59,7 +59,7 @@ async def test_a_cycle_that_keeps_failing_is_retried_with_backoff_then_the_user_
         "loop": {"cycle_retries": 2, "retry_backoff_s": 0.01, "retry_backoff_max_s": 0.02}})
     pauses = _record_pauses(mind, monkeypatch)
     monkeypatch.setattr(mind.loop.composing, "cost_line", broken)      # fails after the message was taken
-    await mind.loop.submit("user", "please remember the dentist on Friday", ref=None)
+    await mind.loop.submit("user", "please remember the dentist on Friday")
     assert await mind.loop.run(burst=True) == 3
     assert pauses == [0.01, 0.02]                             # doubling, capped
     assert delivered == ["(I could not process your message \"please remember the dentist on Friday\" "

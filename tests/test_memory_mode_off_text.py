@@ -18,6 +18,7 @@ from src.config import load_settings
 from src.db.manifest import record_start
 from src.gates.modes import unkept_text
 from src.loop.input_journal import InputJournal
+from src.loop.intake import Origin
 from src.loop.outage import Outage
 from src.mind import build_mind
 from src.providers.costs import CostLedger
@@ -127,7 +128,7 @@ async def test_a_line_typed_while_off_is_answered_as_off_after_a_restart(pool, t
     assert (line.id, line.gated, line.unkept) == (ref, True, True)
     mind, delivered = await _mind(pool, tmp_path, "autopilot", ["Seventeen quokkas! Confidence: 0.95"])
     mind.loop.on_answered = journal.answered
-    await mind.loop.submit("user", line.text, ref=line.id, gated=line.gated, unkept=line.unkept)
+    await mind.loop.submit("user", line.text, origin=Origin(ref=line.id, gated=line.gated), unkept=line.unkept)
     await mind.loop.run(burst=True)
     await mind.close()
     assert delivered == ["Seventeen quokkas!"]

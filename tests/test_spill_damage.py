@@ -34,6 +34,7 @@ DAMAGE = {
     "too long": json.dumps({"kind": "message", "line": "x" * 5000}).encode(),
     "a bad key": None,       # a good line with an unusable key: stored with a new key
     "nested deep": b'{"kind": "message", "line": {"a": {"b": [1]}}}',
+    "an unknown channel": b'{"kind": "message", "line": "hello", "channel": "carrier pigeon"}',
 }
 
 
@@ -101,3 +102,14 @@ async def test_the_service_starts_stores_the_good_line_and_answers_it(db_dsn, tm
     finally:
         await conn.close()
     assert not path.exists() and (spill_dir / (path.name + ".quarantine")).exists()
+
+
+def test_a_held_line_keeps_its_channel_and_an_old_spill_is_the_terminals(tmp_path):
+    """An API message held during an outage is answered on the API after the database is back."""
+    path = tmp_path / "spill.jsonl"
+    key = str(uuid.uuid4())
+    spill.append(path, [("message", "from the API", key, "api")], "s1")
+    with path.open("ab") as f:      # a line written before channels existed
+        f.write(json.dumps({"kind": "message", "line": "typed", "session": "s0", "key": str(uuid.uuid4())}).encode() + b"\n")
+    got = spill.read(path)
+    assert [(x.text, x.key, x.channel) for x in got] == [("from the API", key, "api"), ("typed", got[1].key, "terminal")]

@@ -92,8 +92,8 @@ async def test_a_thought_of_the_minds_own_gives_way_to_the_user(pool, tmp_path):
     # the DMN's thought is being answered (slowly) when the user speaks: it ends, the user is answered
     llm = SlowScripted(slow_words=("lighthouse",), meta=fok("KNOWN", 0.9)).say(
         "Yes, Lisbon. Confidence: 0.95")
-    mind, delivered = await _mind(pool, tmp_path, llm, {})
-    assert mind.loop.thinking.deadline_s == 20.0          # reflex System 2, scripted System 1: no timeouts
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    assert mind.loop.thinking.deadline_s == 20.0          # derived: reflex System 2, scripted System 1, no timeouts
     await mind.loop.submit("dmn", "I keep coming back to the old lighthouse by the harbour")
     running = asyncio.create_task(mind.loop.run(max_cycles=2))
     for _ in range(3000):           # the cycle's database work first (recall, assembly)
@@ -131,4 +131,4 @@ def test_the_cycle_deadline_follows_the_models_timeouts():
     assert cycle_deadline(None, cloud, claude) == 90.0
     assert cycle_deadline(None, cloud, reflex) == 60.0            # the later step is the retry
     assert cycle_deadline(None, reflex, reflex) == 20.0           # no model: nothing to wait for
-    assert cycle_deadline(45.0, local, local) == 45.0             # set: kept (a warning says it cuts)
+    assert cycle_deadline(45.0, local, local) == 45.0             # set: kept (a line says it cuts)

@@ -25,12 +25,13 @@ from typing import Any
 import asyncpg
 
 from src.loop.input_journal import InputJournal, Line
-from src.loop.replies import ReplyBoard
-from src.text import excerpt
+from src.loop.intake import Origin
+from src.loop.replies import ReplyBoard, quiet_line
+from src.loop.spill import CHANNELS
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[..., Awaitable[Any]]      # CognitiveLoop.submit("user", text, ref=…)
+Submit = Callable[..., Awaitable[Any]]      # CognitiveLoop.submit("user", text, origin=…)
 
 _STATE = """
 SELECT j.id, j.session_id, j.state, j.received_at, j.finished_at, t.output
@@ -99,10 +100,13 @@ class Messages:
                                     f"{self.max_chars:,} allowed (agent.max_input_chars); nothing was stored")
         return text
 
-    async def send(self, text: str, key: str, wait_s: float) -> Sent:
+    async def send(self, text: str, key: str, wait_s: float, *, channel: str = "api") -> Sent:
         """Journal the message (durable before this returns), hand it to the loop once, and
-        wait up to `wait_s` for its reply."""
-        line = Line.decode(self.check(text))
+        wait up to `wait_s` for its reply. `channel`: api, page or mcp (its reply goes back
+        there; the terminal shows it as a quiet line)."""
+        if channel not in CHANNELS or channel == "terminal":
+            raise MessageError(400, f"unknown channel {channel!r}: one of api, page, mcp")
+        line = Line.decode(self.check(text), channel=channel)
         if line.kind == "command":
             raise MessageError(400, "a line starting with '/' is a command; the API's endpoints do what "
                                     "the commands do (GET /api/v1/openapi.json lists them)")
@@ -152,9 +156,10 @@ class Messages:
         if row is None or row["state"] != "pending" or row["session_id"] != self.session_id:
             return
         self._queued.add(line.id)
+        await self.journal.replayed.wait()      # earlier runs' messages go first (InputJournal.open)
         if self.announce is not None:
-            self.announce(f"(from the HTTP API, message {line.id}) {excerpt(line.text, 160)}")
-        await self.submit("user", line.text, ref=line.id)
+            self.announce(quiet_line("from", line.channel, [line.id], line.text))
+        await self.submit("user", line.text, origin=Origin(ref=line.id, channel=line.channel))
 
     def _later(self, line: Line) -> None:
         async def when_stored() -> None:

@@ -42,7 +42,10 @@ def _message_routes() -> dict[str, Any]:
             "description": "Stored in the input journal before the answer (durable; a restart answers it). "
                            "An Idempotency-Key (UUID) makes a retry store and answer nothing twice.",
             "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                            "schema": {"type": "string", "format": "uuid"}}],
+                            "schema": {"type": "string", "format": "uuid"}},
+                           {"name": "X-MoltBot-Channel", "in": "header", "required": False,
+                            "description": "who sends it: api (default) or mcp (an MCP client over this API)",
+                            "schema": {"type": "string", "enum": ["api", "mcp"]}}],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["text"],
                 "properties": {"text": {"type": "string"},

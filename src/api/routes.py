@@ -100,7 +100,12 @@ async def post_message(request: web.Request) -> web.Response:
     api = request.app[API_KEY]
     body = await _body(request)
     key = idempotency_key(request.headers.get("Idempotency-Key"))
-    sent = await api.messages.send(body.get("text"), key, _seconds(body.get("wait_s"), api.wait_s))
+    # an MCP client reaching the mind through this API (src/mcp over stdio) names itself
+    channel = request.headers.get("X-MoltBot-Channel", "api").strip().lower()
+    if channel not in ("api", "mcp"):
+        raise MessageError(400, "X-MoltBot-Channel must be api or mcp")
+    sent = await api.messages.send(body.get("text"), key, _seconds(body.get("wait_s"), api.wait_s),
+                                   channel=channel)
     status = 200 if sent.state == "answered" else 202
     resp = web.json_response(sent.json(), status=status)
     if sent.id is not None:

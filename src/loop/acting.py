@@ -37,7 +37,7 @@ from src.loop.attending import Attended
 from src.loop.conversation import Conversation
 from src.loop.degraded import is_failure_notice
 from src.loop.intake import Intake
-from src.loop.replies import ReplyBoard
+from src.loop.replies import ReplyBoard, quiet_line
 from src.loop.settings import UnpromptedSettings
 from src.loop.thinking import Thought
 from src.loop.tool_protocol import ToolProtocol
@@ -119,8 +119,12 @@ class Acting:
                 if self.conversation is not None:
                     self.conversation.said_to_user(action.answer, self.unprompted.recent_said)
                 reply = attended.turn.frame_reply(action.answer)
-                await self.say(attended.turn.frame_reply(action.answer,
-                                                         typed_after=self._typed_after(attended.inputs.refs)))
+                channel = attended.turn.candidate.channel
+                if channel == "terminal" or not attended.inputs.refs:
+                    await self.say(attended.turn.frame_reply(
+                        action.answer, typed_after=self._typed_after(attended.inputs.refs)))
+                else:       # its reply goes back to the channel that asked; the terminal gets a quiet line
+                    await self.say(quiet_line("answered on", channel, attended.inputs.refs, reply))
                 if self.replies is not None and attended.inputs.refs:
                     self.replies.post(attended.inputs.refs, reply, datetime.now(UTC))
         finally:

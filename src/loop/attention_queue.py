@@ -89,6 +89,7 @@ class Candidate:
     emotional_charge: float = 0.0
     id: int | None = None            # set by AttentionQueue.push
     unkept: bool = False             # arrived while the memory mode was off: tables keep a placeholder
+    channel: str = "terminal"        # a user message's channel: terminal | api | page | mcp (sql/161)
 
     @property
     def record_text(self) -> str:
@@ -338,9 +339,10 @@ class AttentionQueue:
         self.dropped[victim.source] += 1
         return victim
 
-    def take(self, source: Source, limit: int) -> list[Candidate]:
-        """Remove and return up to `limit` pending candidates of `source`, oldest first."""
-        mine = sorted((c for c in self._pending if c.source == source),
+    def take(self, source: Source, limit: int, channel: str | None = None) -> list[Candidate]:
+        """Remove and return up to `limit` pending candidates of `source` (and of `channel`
+        when given), oldest first."""
+        mine = sorted((c for c in self._pending if c.source == source and channel in (None, c.channel)),
                       key=lambda c: (c.enqueued_at, c.id))[:max(0, limit)]
         taken = {c.id for c in mine}
         self._pending = [c for c in self._pending if c.id not in taken]

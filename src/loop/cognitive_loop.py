@@ -56,7 +56,7 @@ from src.loop.degraded import Shortfalls
 from src.loop.forgetting import Forgetting
 from src.loop.inner_life import Submit
 from src.loop.input_journal import InputJournal
-from src.loop.intake import Intake
+from src.loop.intake import TYPED, Intake, Origin
 from src.loop.outage import DB_ERRORS, DatabaseWait, Outage, waiting_note
 from src.loop.parts import LoopParts, LoopSections
 from src.loop.recalling import Recalling
@@ -167,14 +167,13 @@ class CognitiveLoop:
     # -- input -----------------------------------------------------------------------
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
-                     ref: int | None = None, gated: bool = False, unkept: bool = False) -> Candidate | None:
+                     origin: Origin = TYPED, unkept: bool = False) -> Candidate | None:
         """Entry gate first (nothing is lost), then the attention queue. None: skipped.
 
-        `ref` is the input journal id of a user message (its scratch row carries it);
-        `gated`: a replayed message the entry gate already kept in an earlier run;
+        `origin`: a user message's journal row, replay state and channel (Intake.submit);
         `unkept`: said while the memory mode was off (Intake.submit)."""
         candidate = await self.intake.submit(source, text, now=now, emotional_charge=emotional_charge,
-                                             urgency=urgency, ref=ref, gated=gated, unkept=unkept)
+                                             urgency=urgency, origin=origin, unkept=unkept)
         if candidate is not None:
             if source == "user":   # the user comes first: a thought of the mind's own gives way (issue 27)
                 self.thinking.yield_to_user()
@@ -318,8 +317,8 @@ class CognitiveLoop:
     async def _wait_for_database(self, stop: asyncio.Event | None) -> None:
         """The database is away: the turn goes back to attention without spending a retry
         and the loop waits for the database (issue 26); the user hears once when that takes
-        longer than `cycle_deadline_s` (unset: 20 s; the deadline derived from a slow model's
-        timeout would keep the user waiting minutes for this news). Stops waiting when `stop` is set."""
+        longer than `cycle_deadline_s`, at most 20 s (the deadline a slow model needs would keep
+        the user waiting minutes for this news). Stops waiting when `stop` is set."""
         turn = self.intake.release()
         if turn is not None:
             self.intake.put_back(turn)
@@ -329,7 +328,8 @@ class CognitiveLoop:
                 await self._say(waiting_note(waiting))
 
         await self.db_wait.until_back(partial(self._pause, stop=stop), lambda: bool(stop and stop.is_set()),
-                                      notice_after_s=self.cfg.cycle_deadline_s or NO_MODEL_DEADLINE_S,
+                                      notice_after_s=min(self.cfg.cycle_deadline_s or NO_MODEL_DEADLINE_S,
+                                                         NO_MODEL_DEADLINE_S),
                                       notice=notice)
 
     async def _say(self, text: str) -> None:

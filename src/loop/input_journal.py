@@ -43,11 +43,11 @@ log = logging.getLogger(__name__)
 # was before the statement, `stored` holds the rows this statement added.
 _INSERT = """
 WITH lines AS (
-    SELECT key::uuid AS key, k, t, ord
-      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s(key, k, t, ord)),
+    SELECT key::uuid AS key, k, t, c, ord
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS s(key, k, t, c, ord)),
 stored AS (
-    INSERT INTO input_journal (session_id, line_key, kind, line)
-    SELECT $1, key, k, t FROM lines ORDER BY ord
+    INSERT INTO input_journal (session_id, line_key, kind, line, channel)
+    SELECT $1, key, k, t, c FROM lines ORDER BY ord
     ON CONFLICT (line_key) DO NOTHING
     RETURNING id, line_key)
 SELECT coalesce(s.id, j.id) AS id
@@ -58,7 +58,7 @@ SELECT coalesce(s.id, j.id) AS id
 """
 # the scratch row of a message the entry gate already kept carries its journal id
 _REPLAY = """
-SELECT j.id, j.line,
+SELECT j.id, j.line, j.channel,
        EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text) AS gated,
        EXISTS (SELECT 1 FROM scratch_buffer b WHERE b.metadata->>'journal_id' = j.id::text
                   AND b.metadata->>'memory_mode' = 'off') AS unkept
@@ -92,11 +92,13 @@ class Line:
     gated: bool = False            # replayed: the entry gate kept it in an earlier run
     unkept: bool = False           # replayed: typed while the memory mode was off (src/loop/unkept.py)
     key: str = field(default_factory=lambda: str(uuid.uuid4()))   # input_journal.line_key
+    channel: str = "terminal"      # where it came from: terminal | api | page | mcp (sql/161)
 
     @classmethod
-    def decode(cls, raw: bytes | str) -> Line:
+    def decode(cls, raw: bytes | str, channel: str = "terminal") -> Line:
         cleaned = clean_text(raw)
-        return cls("command" if is_command(cleaned.text) else "message", cleaned.text, cleaned.notes)
+        return cls("command" if is_command(cleaned.text) else "message", cleaned.text, cleaned.notes,
+                   channel=channel)
 
 
 class InputJournal:
@@ -115,14 +117,18 @@ class InputJournal:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self._held: list[Line] = []       # spilled lines of this run, oldest first
+        # set once earlier runs' unanswered messages are back in the loop: a message of this
+        # run (the HTTP API's) waits for it, or it would be answered before older ones
+        self.replayed = asyncio.Event()
         self._lock = asyncio.Lock()
         self._told = False
-        # the id of the newest line stored: a reply to an older one says which it answers
+        # the id of the newest line typed at the terminal: a reply to an older one says which it answers
         self.newest: int | None = None
 
     async def open(self) -> list[Line]:
         """Name the spill file after this database, store what a crashed run spilled,
-        skip the commands earlier runs never ran; return the messages to answer again."""
+        skip the commands earlier runs never ran; return the messages to answer again (the
+        caller hands them to the loop, then calls `replay_submitted`)."""
         row = await self.pool.fetchrow(
             "SELECT current_database() AS db, (SELECT system_identifier FROM pg_control_system()) AS sys")
         self.spill_path = self.spill_dir / f"{row['sys']}-{row['db']}.jsonl"
@@ -134,7 +140,14 @@ class InputJournal:
                      len(spilled))
         await self.pool.execute(_SKIP_COMMANDS, self.session_id)
         rows = await self.pool.fetch(_REPLAY, self.session_id)
-        return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"]) for r in rows]
+        if not rows:
+            self.replayed.set()
+        return [Line("message", r["line"], id=r["id"], gated=r["gated"], unkept=r["unkept"], channel=r["channel"])
+                for r in rows]
+
+    def replay_submitted(self) -> None:
+        """The messages `open` returned are in the loop: this run's may follow."""
+        self.replayed.set()
 
     async def append(self, lines: Sequence[Line]) -> None:
         """Make `lines` durable, in order: one statement, or the spill file when the
@@ -160,7 +173,8 @@ class InputJournal:
     def _stored(self, lines: Sequence[Line], ids: Sequence[int]) -> None:
         for line, i in zip(lines, ids, strict=True):
             line.id = i
-        self.newest = max([*ids, self.newest or 0]) or None
+        typed = [i for line, i in zip(lines, ids, strict=True) if getattr(line, "channel", "terminal") == "terminal"]
+        self.newest = max([*typed, self.newest or 0]) or None
 
     def held(self) -> list[Line]:
         """The lines in the spill file now, oldest first (the database is away)."""
@@ -219,7 +233,8 @@ class InputJournal:
     async def _insert(self, lines: Sequence[Line], session_id: str | None = None) -> list[int]:
         """Store `lines` in order; a line whose key is stored already keeps its row. The ids, in order."""
         rows = await self.pool.fetch(_INSERT, session_id or self.session_id, [_key(x) for x in lines],
-                                     [x.kind for x in lines], [x.text for x in lines])
+                                     [x.kind for x in lines], [x.text for x in lines],
+                                     [getattr(x, "channel", "terminal") for x in lines])
         return [r["id"] for r in rows]
 
 
@@ -229,8 +244,8 @@ def _key(line: Line) -> str:
 
 
 def _append_spill(path: Path, lines: Sequence[Line], session_id: str) -> None:
-    spill.append(path, [(x.kind, x.text, x.key) for x in lines], session_id)
+    spill.append(path, [(x.kind, x.text, x.key, getattr(x, "channel", "terminal")) for x in lines], session_id)
 
 
 def _read_spill(path: Path, max_chars: int | None = None) -> list[Line]:
-    return [Line(x.kind, x.text, key=x.key) for x in spill.read(path, max_chars)]
+    return [Line(x.kind, x.text, key=x.key, channel=x.channel) for x in spill.read(path, max_chars)]

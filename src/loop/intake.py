@@ -36,6 +36,20 @@ from src.text import size
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a user message came from: its input journal row (`ref`; its scratch row carries
+    it), whether the entry gate kept it in an earlier run (`gated`: a replay), and its
+    channel (terminal, api, page, mcp: its reply goes back there, sql/161)."""
+
+    ref: int | None = None
+    gated: bool = False
+    channel: str = "terminal"
+
+
+TYPED = Origin()        # a line typed at the terminal, not journaled (tests, internal impulses)
+
+
 @dataclass
 class Admission:
     """What the input side knows about one queued candidate until its turn is settled."""
@@ -78,19 +92,19 @@ class Intake:
 
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
-                     ref: int | None = None, gated: bool = False, unkept: bool = False) -> Candidate | None:
+                     origin: Origin = TYPED, unkept: bool = False) -> Candidate | None:
         """Entry gate first (nothing is lost), then the attention queue. None: skipped.
 
-        `ref` is the input journal id of a user message (its scratch row carries it);
-        `gated`: a replayed message the entry gate already kept in an earlier run;
+        `origin`: a user message's journal row, replay state and channel;
         `unkept`: it was said while the memory mode was off (a replayed line, or what an
         off-mode turn raised) — as is everything submitted while the mode is off now."""
         candidate = self.queue.stamp(replace(
             Candidate.of(source, text, enqueued_at=now or datetime.now(UTC), urgency=urgency,
                          emotional_charge=emotional_charge, settings=self.queue.settings),
-            unkept=unkept or self.gates.mode.off))
-        admission = Admission(ref=ref, buffered=gated)
-        if not gated:
+            unkept=unkept or self.gates.mode.off, channel=origin.channel))
+        ref = origin.ref
+        admission = Admission(ref=ref, buffered=origin.gated)
+        if not origin.gated:
             try:
                 kept = await self._admit(candidate, ref)
             except DB_ERRORS as exc:

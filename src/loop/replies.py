@@ -1,7 +1,8 @@
 """The replies the loop delivered, by the input-journal ids they answer (issue 41).
 
-The terminal prints every reply as it is delivered; another channel (the HTTP API) asks
-for the reply to *its* message. The loop posts each delivered reply here under the journal
+The terminal prints the replies to its own lines as they are delivered; another channel
+(the HTTP API, the chat page, an MCP client: `input_journal.channel`, sql/161) asks for the
+reply to *its* message, and the terminal shows that reply only as a quiet line. The loop posts each delivered reply here under the journal
 ids of the turn's messages (`Acting.deliver`), and a waiter on one of those ids wakes.
 It holds the reply as delivered — in memory mode off that is the only place its words are
 (the logs keep a placeholder) — for the newest `keep` ids only; an older or restarted
@@ -16,6 +17,19 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from src.text import excerpt
+
+# how the terminal names a channel in its quiet lines
+CHANNEL_NAMES = {"terminal": "the terminal", "api": "the HTTP API", "page": "the chat page", "mcp": "an MCP client"}
+
+
+def quiet_line(what: str, channel: str, journal_ids: Sequence[int], text: str) -> str:
+    """The terminal's one line about a message of another channel: `what` is "from" (it came
+    in) or "answered on" (its reply went back there)."""
+    ids = ", ".join(str(i) for i in journal_ids)
+    noun = "message" if len(journal_ids) == 1 else "messages"
+    return f"({what} {CHANNEL_NAMES.get(channel, channel)}, {noun} {ids}) {excerpt(text, 160)}"
 
 
 @dataclass(frozen=True)

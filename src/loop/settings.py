@@ -92,9 +92,10 @@ class LoopSettings(_Section):
     cost_line_refresh_s: float = Field(30.0, ge=0)
     actions: ActionSettings = ActionSettings()
     unprompted: UnpromptedSettings = UnpromptedSettings()
-    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this; None
-    # (issue 27): System 1's timeout plus the longer of System 1's and 2's (src/loop/thinking.py)
-    cycle_deadline_s: float | None = Field(None, gt=0)
+    # issue 11: model work of one cycle (answer, FOK, escalation, retries) ends by this: a hung
+    # model holds a user's turn (and the messages behind it) no longer. None: System 1's timeout
+    # plus the longer of System 1's and 2's (src/loop/thinking.py; minutes for a local model)
+    cycle_deadline_s: float | None = Field(60.0, gt=0)
     combine_max: int = Field(8, ge=1)              # waiting user messages taken as one turn
     cycle_retries: int = Field(3, ge=0)            # a failed cycle's input is retried this often
     retry_backoff_s: float = Field(0.5, gt=0)      # doubling wait after a failed cycle

@@ -1,6 +1,6 @@
 """The input spill file: typed lines held while the database is away (src/loop/input_journal.py).
 
-One JSON object a line — {"kind", "line", "session", "key"} — appended and fsynced, so a
+One JSON object a line — {"kind", "line", "session", "key", "channel"} — appended and fsynced, so a
 SIGKILL during an outage loses nothing acknowledged. It is read at the next start (or when
 the database is back) and moved into the journal.
 
@@ -30,6 +30,7 @@ from src.text import clean_text
 log = logging.getLogger(__name__)
 
 KINDS = ("message", "command")
+CHANNELS = ("terminal", "api", "page", "mcp")   # input_journal.channel (sql/161)
 _JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
@@ -40,13 +41,14 @@ class Spilled:
     kind: str
     text: str
     key: str
+    channel: str = "terminal"
 
 
-def append(path: Path, lines: Sequence[tuple[str, str, str]], session_id: str) -> None:
-    """Append (kind, text, key) lines and fsync: held input must survive a SIGKILL."""
+def append(path: Path, lines: Sequence[tuple[str, str, str, str]], session_id: str) -> None:
+    """Append (kind, text, key, channel) lines and fsync: held input must survive a SIGKILL."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps({"kind": kind, "line": text, "session": session_id, "key": key},
-                              ensure_ascii=False) + "\n" for kind, text, key in lines)
+    data = "".join(json.dumps({"kind": kind, "line": text, "session": session_id, "key": key, "channel": channel},
+                              ensure_ascii=False) + "\n" for kind, text, key, channel in lines)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, data.encode("utf-8"))
@@ -81,7 +83,10 @@ def _check(raw: bytes, max_chars: int | None) -> Spilled | str:
         key = str(uuid.UUID(key)) if isinstance(key, str) else str(uuid.uuid4())
     except ValueError:
         key = str(uuid.uuid4())   # a spill written before line keys existed: a new one
-    return Spilled(kind, text, key)
+    channel = item.get("channel", "terminal")   # a spill written before channels: the terminal's
+    if channel not in CHANNELS:
+        return "no known channel"
+    return Spilled(kind, text, key, channel)
 
 
 def read(path: Path, max_chars: int | None = None) -> list[Spilled]:

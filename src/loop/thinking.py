@@ -84,9 +84,9 @@ def cycle_deadline(configured: float | None, system1: LanguageModel, system2: La
     provider kinds' `providers.llm.timeout_s` (a cloud API: seconds; a local model: minutes)."""
     first = getattr(system1, "timeout_s", None)
     if configured is not None:
-        if first is not None and configured < first:
-            log.warning("loop.cycle_deadline_s (%g s) is shorter than System 1's timeout (%g s): a slow "
-                        "answer is cut before its provider would give up", configured, first)
+        if first is not None and configured < first:    # said, not warned: the default does it for a local model
+            log.info("loop.cycle_deadline_s (%g s) is shorter than System 1's timeout (%g s): an answer "
+                     "slower than that is cut (set it higher for a slow local model)", configured, first)
         return configured
     if first is None:
         return NO_MODEL_DEADLINE_S

@@ -69,15 +69,28 @@ def combined_texts(texts: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _age(c: Candidate) -> tuple:
+    return c.enqueued_at, c.id or 0
+
+
 def take_turn(winner: Candidate, queue: AttentionQueue, max_messages: int) -> Turn:
-    """The winner, plus (when it is a user message) up to `max_messages - 1` waiting user
-    messages taken off the queue, oldest first. Non-user winners are taken alone."""
-    if winner.source != "user" or max_messages <= 1:
+    """When a user message wins: the oldest `max_messages` waiting user messages of its
+    channel, the winner among them or put back when newer ones wait. Salience decides that
+    the user is heard now; which of the user's messages is heard is their order (a client's
+    second message answered before its first, with more than `max_messages` waiting, seen
+    under twenty API clients). One channel a turn: its one reply goes back to where its
+    messages came from (a terminal line answered together with an API message gave the API
+    client a reply to a line it never sent). Non-user winners are taken alone."""
+    if winner.source != "user":
         return Turn(winner, (winner,))
-    others = queue.take("user", max_messages - 1)
-    if not others:
-        return Turn(winner, (winner,))
-    parts = tuple(sorted((winner, *others), key=lambda c: (c.enqueued_at, c.id or 0)))
+    waiting = sorted((winner, *queue.take("user", max_messages, channel=winner.channel)), key=_age)
+    parts, later = tuple(waiting[:max_messages]), waiting[max_messages:]
+    for c in later:                       # newer than the turn: they wait, the winner too
+        queue.push(c)
+    if len(parts) == 1:
+        return Turn(parts[0], parts)
+    if winner.id not in {p.id for p in parts}:    # the oldest stands for the turn in the winner's place
+        winner = parts[0]
     # the winner's embedding stands for the turn: it is what won attention; one off-mode
     # message makes the whole turn's text a placeholder in the logs (its text holds them all)
     return Turn(replace(winner, text=combined_text(parts), unkept=any(p.unkept for p in parts)), parts)
