@@ -256,11 +256,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     except BaseException:
         await db.close()
         raise
-    editor = (LineEditor(settings.agent.history_file)
-              if interactive(out) and reads_stdin(settings.agent.stdin) else None)
-    screen = Screen(out, editor=editor)
-    if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
-        screen.take_terminal_log()
+    screen = _screen(settings, out)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -271,7 +267,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
         await providers.probe_context_windows()      # before the report says each model's window
         screen.note(f"database: {db.description}"
-                   + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
+                    + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
             screen.note(line)
         journal = InputJournal(db.pool, session_id, settings.agent.spill_dir, outage=Outage(), notify=screen.say,
@@ -280,12 +276,12 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
                                 deliver=screen.say, journal=journal)
         if mind.stale_at_start:
             screen.note(f"{mind.stale_at_start} memories need re-embedding with "
-                       f"{providers.embedder.model_name}; running in the background "
-                       "(until then only keyword search finds them)")
+                        f"{providers.embedder.model_name}; running in the background "
+                        "(until then only keyword search finds them)")
         index = await index_state(db.pool)
         if index != "valid":     # an import killed mid-rebuild: vector search is an exact scan until it is back
             screen.note(f"the vector index is {index}; rebuilding it in the background (until then vector "
-                       "search reads every row)")
+                        "search reads every row)")
             mind.background.append(asyncio.create_task(_rebuild_index(db.dsn, screen.say), name="index-rebuild"))
         web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn, journal=journal, stop=stop,
                                                 say=screen.say)
@@ -296,7 +292,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         if web_line:
             screen.note(web_line)
         screen.note(f"{settings.agent.name} session {session_id}: age {manifest.age_days:.2f} days, "
-                   f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
+                    f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
         await agent.serve()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -304,9 +300,18 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         await shut_down(db, providers, mind, web, session_id, timeout_s=settings.agent.shutdown_timeout_s)
         if db.left_running:   # after "shutting down": the server outlives us on purpose
             screen.note(db.left_running)
-        if editor is not None:
-            editor.close()
+        screen.close()
     return 0
+
+
+def _screen(settings: Settings, out: TextIO) -> Screen:
+    """The conversation's screen; a person typing at a terminal gets the line editor."""
+    editor = (LineEditor(settings.agent.history_file)
+              if interactive(out) and reads_stdin(settings.agent.stdin) else None)
+    screen = Screen(out, editor=editor)
+    if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
+        screen.take_terminal_log()
+    return screen
 
 
 def _log_note() -> str:

@@ -307,6 +307,11 @@ class Screen:
         """A line was entered: the cursor is on a fresh line."""
         self._showing = False
 
+    def close(self) -> None:
+        """The terminal as it was found (the line editor's reader may still be in readline)."""
+        if self.editor is not None:
+            self.editor.close()
+
     def last(self, text: str) -> None:
         """The last line of the session: no prompt after it."""
         self.prompt = False
