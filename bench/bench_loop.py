@@ -48,7 +48,10 @@ OVERHEAD_SAMPLES = 200
 WARMUP = 10
 #: Issue 24's guard on the 50-turn rows (tests/test_escalation_bench_turns.py holds it too):
 #: at most this many calls and tokens in per turn, and no turn escalated without a real trigger.
-GUARD_CALLS_PER_TURN = 2.5
+#: 2.5 was met by a fake that gave every message one sentence, now a repeat (issue 38); with
+#: answers about their message the exit gate's contradiction check reads the replies too (2.9
+#: on the test's 18 turns).
+GUARD_CALLS_PER_TURN = 3.0
 GUARD_TOKENS_IN_PER_TURN = 5_000
 
 
@@ -88,8 +91,12 @@ class InstantLLM:
         prompt = self._tokens(system, messages)
         self.turn += 1
         hedge = self.turn % 4 == 0   # every fourth answer is unsure: retry / escalation paths run too
+        # about the message, as a model's answer is: one sentence said to every message is a
+        # repeat, and is retried (src/metacognition/answer_form.py)
+        asked = [m.content for m in messages if m.role == "user" and not m.content.startswith("[")]
+        about = " ".join(asked[-1].split()[:3]) if asked else ""
         text = ("I'm not sure, maybe? Perhaps. Confidence: 0.2" if hedge
-                else "That is what you told me earlier, and I remember it. Confidence: 0.9")
+                else f"That is what you told me earlier about {about}, and I remember it. Confidence: 0.9")
         return self._result("generate", prompt, text)
 
     async def generate_structured(self, messages, schema, *, purpose, system=None, max_tokens=None, caller=None):

@@ -2,8 +2,8 @@
 
 Not part of `make test` (CI has no browser). Starts a real service on a fresh database
 in the embedded test server, plays a scripted conversation (hostile content included),
-stops it and starts it again (so the time axes show a restart), plays the rest, then opens
-each page with Debian's `chromium` in a 1400 px wide window and writes data/e2e/<page>.png.
+stops it and starts it again (so the time axes show a restart), plays the rest and says two
+lines on the chat page's form, then opens each page with Debian's `chromium` in a 1400 px wide window and writes data/e2e/<page>.png.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import aiohttp
 import asyncpg
 
 from src.db.embedded import start_embedded
 from tests.proc import agent_env
-from tests.web_service import CONVERSATION, Service, spawn_viewer
+from tests.web_service import CONVERSATION, Service, post_chat, spawn_viewer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "e2e"
@@ -35,6 +36,9 @@ MORE = [
     "ok",
     "Thanks for listening, talk tomorrow",
 ]
+#: Said on the chat page's form (the rest of the conversation was typed at the terminal).
+CHAT = ["Hello from the chat page! Do you know where my sister lives?",
+        "And <b>this</b> should show as typed, not bold."]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars", "--window-size=1400,1800"]
@@ -81,6 +85,11 @@ async def _play(dsn: str, folder: Path) -> Service:
         await service.wait_for("SELECT count(*) >= 10 FROM memories")
         service.say("/consolidate")          # one deep pass, so /consolidation shows a real one
         await service.wait_for("SELECT count(*) >= 1 FROM consolidation_passes WHERE status <> 'running'")
+        async with aiohttp.ClientSession() as http:     # the chat page's form, answered on /chat
+            for line in CHAT:
+                await post_chat(http, service.url, line)
+                await service.wait_for("SELECT count(*) = 0 FROM input_journal "
+                                       "WHERE kind = 'message' AND state = 'pending'")
     except BaseException:
         service.stop()
         raise
@@ -99,7 +108,7 @@ async def _shots(dsn: str) -> dict[str, str]:
         await conn.close()
     shots = {"overview": "/", "memories": "/memories", "search": "/memories?q=octopus+Olga",
              "bad-memory-id": "/memories/%C2%B2", "thoughts": "/thoughts", "gates": "/gates",
-             "consolidation": "/consolidation", "gut": "/gut"}
+             "consolidation": "/consolidation", "gut": "/gut", "chat": "/chat"}
     if hostile is not None:
         shots["memory-hostile"] = f"/memories/{hostile}"
     if recalled is not None:

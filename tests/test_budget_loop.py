@@ -42,8 +42,9 @@ class LoopBackend:
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         self.requests.append(request)
-        if not request.json_mode:
-            text = f"{ANSWER}\nConfidence: 0.95"
+        if not request.json_mode:       # the tea answer to the tea question (another would be a repeat)
+            asked = request.messages[-1].content
+            text = f"{ANSWER if 'tea' in asked else 'A quiet morning thought.'}\nConfidence: 0.95"
         elif "judgement" in (request.system or ""):
             text = json.dumps({"judgement": "KNOWN", "confidence": 0.9})
         else:

@@ -30,6 +30,7 @@ from src.metacognition.escalation_log import (
     retry_success_rate,
 )
 from src.metacognition.threshold import RetryRule
+from src.providers.caller import USER
 from src.providers.llm_reflex import ReflexLanguageModel
 from src.providers.protocols import ChatMessage
 from src.recall.relevance import escalation_threshold
@@ -74,8 +75,9 @@ async def test_low_confidence_retries_exactly_once_then_escalates() -> None:
     feedback = retry_feedback(FOCUS, c1, THRESHOLD)
     assert retry.messages == (*MESSAGES, ChatMessage("assistant", HEDGED), ChatMessage("user", feedback))
     assert "it hedged 3 times ('i'm not sure', 'maybe', 'i think')" in feedback
-    assert feedback.startswith(f"[SELF-CHECK] Your reply above scored {c1.composite:.2f} on confidence, "
-                               "below the 0.55 needed")
+    # the cause and a request for the answer, not its score (a small model then wrote about its confidence)
+    assert feedback.startswith("[SELF-CHECK] Your reply above may be wrong or incomplete:")
+    assert "Do not mention confidence, scores, this check or your earlier reply" in feedback
     [meta] = s1.of("meta_call_structured")
     assert meta.messages == () and FOCUS in meta.question
 
@@ -318,7 +320,7 @@ async def test_an_empty_draft_is_shown_as_such() -> None:
     assert out.confidence_before == pytest.approx((0.5 * 0.0 + 0.35 * 0.5) / 0.85)   # no stated confidence
     retry = s1.of("generate")[1]
     assert retry.messages[-2] == ChatMessage("assistant", "(empty reply)")
-    assert "- it was empty" in retry.messages[-1].content
+    assert retry.messages[-1].content.startswith("[SELF-CHECK] Your reply above had no words.")
     assert out.path == "system2"
 
 
@@ -338,15 +340,45 @@ async def test_an_answer_that_repeats_the_last_one_word_for_word_is_retried() ->
                 "my guardian or anyone about what I am or what I did, and I take no action outside myself.")
     messages = (ChatMessage("user", "hello"), ChatMessage("assistant", parroted), ChatMessage("user", FOCUS))
     s1, s2 = models(f"{parroted}\nConfidence: 0.95", CONFIDENT, judgement=("KNOWN", 0.9))
-    out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
+    out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD,
+                                     asking=Asking(caller=USER))   # repeats count in the user's turns
     assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."
 
 
-async def test_a_short_answer_said_again_is_not_a_loop() -> None:
-    messages = (ChatMessage("user", "hello"), ChatMessage("assistant", "I hear you."), ChatMessage("user", FOCUS))
+async def test_a_short_earlier_answer_to_another_message_is_a_repeat_and_retried_with_that_cause() -> None:
+    """A 1.5B model answered "Where does my sister live?" with its earlier answer to the job
+    question, word for word, at 0.90 (issue 38): repeats of any length are caught."""
+    earlier = "Remind me, what do I do for a living? I do not have a job."
+    messages = (ChatMessage("user", "What is my job?"), ChatMessage("assistant", earlier), ChatMessage("user", FOCUS))
+    s1, s2 = models(f"{earlier}\nConfidence: 0.9", CONFIDENT, judgement=("KNOWN", 0.9))
+    out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD,
+                                     asking=Asking(caller=USER))   # repeats count in the user's turns
+    assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."
+    [_, retry] = s1.of("generate")
+    assert "repeats, word for word, what you answered to an earlier, different message" in retry.messages[-1].content
+    assert out.reason.startswith("repeat (")
+
+
+async def test_the_same_short_answer_to_the_same_message_again_is_no_repeat() -> None:
+    messages = (ChatMessage("user", FOCUS), ChatMessage("assistant", "I hear you."), ChatMessage("user", FOCUS))
     s1, s2 = models("I hear you.\nConfidence: 0.95", judgement=("KNOWN", 0.9))
     out = await loop_before_escalate(s1, s2, messages, focus=FOCUS, threshold=THRESHOLD)
     assert out.path == "system1" and out.answer == "I hear you."
+
+
+@pytest.mark.parametrize(("reply", "cause"), [
+    ("I'm sorry, but I can't assist with that.", "declined to answer"),
+    ("The confidence level of the answer was low because I did not give a complete explanation.",
+     "talked about a reply"),
+    ("[COGNITIVE STATE] Attention candidates this cycle:", "internal markup"),
+])
+async def test_a_confident_refusal_meta_answer_or_markup_is_retried_naming_its_cause(reply, cause) -> None:
+    """Scored 0.70–0.93 by a small model's token probabilities and delivered (issue 38)."""
+    s1, s2 = models(f"{reply}\nConfidence: 0.95", CONFIDENT, judgement=("KNOWN", 0.9))
+    out = await loop_before_escalate(s1, s2, MESSAGES, focus=FOCUS, threshold=THRESHOLD)
+    assert out.path == "retry" and out.answer == "Canberra became the capital in 1913."
+    [_, retry] = s1.of("generate")
+    assert cause in retry.messages[-1].content and "Now answer the message itself" in retry.messages[-1].content
 
 
 # --- §3.5's retry success rate, read back: a retry that rarely helps is not asked ----------------

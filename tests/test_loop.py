@@ -416,7 +416,7 @@ async def test_every_model_call_of_a_turn_says_whose_it_is(pool, tmp_path):
     calls say USER (first at the endpoint, nobody's budget); a DMN impulse's say the DMN's."""
     from src.providers.caller import USER, Caller
 
-    s1 = ScriptedLLM().say(CONFIDENT, CONFIDENT)
+    s1 = ScriptedLLM().say(CONFIDENT, "Teapots and their spouts. Confidence: 0.9")   # nothing new: not said
     mind, delivered = await _mind(pool, tmp_path, system1=s1)
     await mind.loop.submit("user", "what do I drink in the morning?")
     await mind.loop.cycle()

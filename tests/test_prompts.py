@@ -104,6 +104,7 @@ SAMPLES: dict[str, tuple[tuple, dict]] = {
     "src.loop.prompts:tools_section": (([_VERB],), {}),
     "src.loop.prompts:tool_result": (("SAMPLE_VERB", "SAMPLE-ARG", "SAMPLE-RESULT"), {}),
     "src.loop.prompts:reflex_reply": ((["SAMPLE-RECALLED"],), {"because": "SAMPLE-BECAUSE", "missing": "SAMPLE-MISSING"}),
+    "src.loop.prompts:acknowledgement": (("SAMPLE-STATEMENT",), {}),
     "src.consolidation.deep.prompts:merge_question": (([_Cluster(1, [10, 11], ["SAMPLE-ONE", "SAMPLE-TWO"])],), {}),
     "src.consolidation.deep.prompts:questions_prompt": (
         ([{"id": 2, "content": "SAMPLE-NEWER"}, {"id": 1, "content": "SAMPLE-OLDER"}], ["SAMPLE-THEME"], 3), {}),
@@ -228,6 +229,7 @@ NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/commands/session.py", "session: "): "the guardian (/status)",
     ("src/weights/self_kinds.py", "no values or goals yet"): "the guardian (/kind, python -m src.memory kind)",
     ("src/api/", ""): "another program (the HTTP API's answers and its OpenAPI document)",
+    ("src/main.py", "no terminal input (detached)"): "the guardian (the detached mind's start-up line)",
     ("src/skills/commands.py", "usage: /skill save"): "the guardian (/skill usage)",
     ("src/skills/drafting.py", "cannot draft a skill: no language model"): "the guardian (SkillError)",
     ("src/memory/importer.py", " One JSON object per line"): "the operator (--help)",

@@ -54,7 +54,9 @@ def model(call) -> str:
         return f"GOAL_ACHIEVED: {GOAL}"
     if asked == QUESTION:
         return "Yes: being honest with people matters, even when it is hard.\nConfidence: 0.95"
-    return "I hear you.\nConfidence: 0.95"
+    # a reply of its own to each message: one sentence said to every message is a repeat,
+    # which is retried and never delivered (src/metacognition/answer_form.py)
+    return f"I hear you ({len(asked)}).\nConfidence: 0.95"
 
 
 async def _say(mind, text: str, at: datetime) -> None:

@@ -9,11 +9,14 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import asyncpg
 
 from tests.proc import ROOT, agent_env, spawn_agent, wait_ready
 
 URL_LINE = re.compile(r"^web view \(read-only\): (http://\S+/)$", re.M)
+#: The chat form's hidden fields (src/web/chat_page.py): its Idempotency key and check token.
+FORM_FIELD = re.compile(r'<input type=hidden name=(\w+) value="([^"]*)">')
 
 HOSTILE = '<script>alert("owned")</script> octopus Olga \x1b[31mred\x1b[0m \u202eevil\u202c & "quotes"'
 CONVERSATION = [
@@ -92,3 +95,15 @@ def spawn_viewer(env: dict[str, str], *args: str) -> subprocess.Popen:
     """`python -m src.web` as the guardian would start it."""
     return subprocess.Popen([sys.executable, "-m", "src.web", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+async def post_chat(http: aiohttp.ClientSession, base_url: str, text: str) -> None:
+    """Send `text` as a browser does from the chat page: the form as GET /chat shows it, posted
+    with the page's Origin; the answer is the redirect back to the conversation."""
+    base = base_url.rstrip("/")
+    async with http.get(f"{base}/chat?reload=off") as r:
+        fields = dict(FORM_FIELD.findall(await r.text()))
+    async with http.post(f"{base}/chat", data={**fields, "text": text}, headers={"Origin": base},
+                         allow_redirects=False) as r:
+        if (r.status, r.headers.get("Location")) != (303, "/chat"):
+            raise AssertionError(f"the chat page did not take {text!r}: {r.status} {(await r.text())[-300:]}")

@@ -152,10 +152,17 @@ class Messages:
         with the same key), or by an earlier run (replayed at start-up, or answered)."""
         if line.id in self._queued:
             return
-        row = await self.pool.fetchrow("SELECT session_id, state FROM input_journal WHERE id = $1", line.id)
+        # marked before the read: a second request with the same key (a double click on the
+        # chat page) arriving during it must find the mark, not queue the message again. A
+        # line not queued for the reasons below never needs queueing by this process either.
+        self._queued.add(line.id)
+        try:
+            row = await self.pool.fetchrow("SELECT session_id, state FROM input_journal WHERE id = $1", line.id)
+        except BaseException:
+            self._queued.discard(line.id)
+            raise
         if row is None or row["state"] != "pending" or row["session_id"] != self.session_id:
             return
-        self._queued.add(line.id)
         await self.journal.replayed.wait()      # earlier runs' messages go first (InputJournal.open)
         if self.announce is not None:
             self.announce(quiet_line("from", line.channel, [line.id], line.text))

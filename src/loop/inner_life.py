@@ -208,7 +208,7 @@ class InnerLife:
         cycle, winner, answer, path = outcome.cycle, outcome.winner, outcome.answer, outcome.path
         retrieval, now = outcome.retrieval, outcome.now
         correction_id, actions = outcome.correction_id, outcome.actions
-        modelled = path not in ("reflex", "system1_failed") and bool(answer)
+        modelled = path not in ("reflex", "system1_failed", "no_answer", "acknowledged") and bool(answer)
         shown = unkept_text(answer) if winner.unkept and answer else answer   # memory mode off: sizes only
         await self._outcomes(winner, correction_id, now)
         if retrieval is not None and not await self._done(2):

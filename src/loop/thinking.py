@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from src.db.deferred import Deferred
 from src.errors import ProviderError
 from src.gates.modes import MemoryMode
+from src.gates.utterance import classify
 from src.loop.action_policy import ActionPolicy
 from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
@@ -36,9 +37,10 @@ from src.loop.composing import Prompt
 from src.loop.degraded import Shortfalls
 from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
-from src.loop.prompts import reflex_reply
+from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
+from src.metacognition.answer_form import Defect, exchanges, form_defect
 from src.metacognition.escalation import (
     Asking,
     EscalationOutcome,
@@ -214,8 +216,25 @@ class Thinking:
                        "even when asked to answer without tools")
             return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "tool_protocol_failed",
                            tool_actions=tool_actions)
+        earlier = exchanges(prompt.messages) if attended.winner.source == "user" else ()
+        if (defect := form_defect(outcome.answer, focus=attended.winner.text, earlier=earlier)) is not None:
+            return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
+
+    def _instead_of(self, defect: Defect, attended: Attended, retrieval: Retrieval | None, shortfalls: Shortfalls,
+                    turn: _ModelWork, tool_actions: list[dict]) -> Thought:
+        """The retry and System 2 still gave no answer (a refusal, talk about itself, markup,
+        a repeat: src/metacognition/answer_form.py): it is never delivered nor stored as the
+        mind's words. A statement of the user's is acknowledged in its own words; anything
+        else gets the reflex reply saying why, with what recall brings back."""
+        log.info("the model's answer was no answer (%s: %r); not delivered", defect.kind, defect.detail)
+        winner = attended.winner
+        if winner.source == "user" and not attended.turn.combined and classify(winner.text).kind == "statement":
+            return Thought(acknowledgement(winner.text), "acknowledged", tool_actions=tool_actions)
+        because = f"the language model's answer was {DEFECT_WORDS[defect.kind]}"
+        return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "no_answer",
+                       tool_actions=tool_actions)
 
     async def _escalating(self, attended: Attended, retrieval: Retrieval | None, turn: _ModelWork):
         """One answer of the tool rounds: System 1 → retry → System 2 (§3.5, §3.6). The

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from src.db.deferred import Deferred
 from src.errors import ProviderError, ProviderSkipped
 from src.gates.modes import unkept_text
+from src.metacognition.answer_form import Defect, exchanges, form_defect
 from src.metacognition.calls import feeling_of_knowing
 from src.metacognition.complexity import complexity, complexity_signals
 from src.metacognition.confidence import (
@@ -145,23 +146,6 @@ async def loop_before_escalate(
     return await turn.finish(await turn.escalate(system2, draft))
 
 
-#: Answers of the conversation an answer is compared with for a verbatim repeat, and the
-#: length from which a repeat is a degenerate loop rather than a short acknowledgement.
-REPEAT_LOOKBACK = 3
-REPEAT_MIN_WORDS = 25
-
-
-def _gist(text: str) -> str:
-    """An answer's first 200 characters, lower case, whitespace folded: what a repeat shares."""
-    return " ".join(text.lower().split())[:200]
-
-
-def _has_words(result: LLMResult) -> bool:
-    """Whether an answer says anything once its `Confidence:` line is gone: a small model
-    sometimes answers with that line alone, which is never a confident answer."""
-    return bool(strip_verbalized_confidence(result.text).strip())
-
-
 @dataclass(frozen=True)
 class _Draft:
     """System 1's best answer on its way to System 2, why, and the retry's EscalationOutcome fields."""
@@ -208,17 +192,14 @@ class _Escalation:
                                          "threshold": self.threshold, "fok": self.fok,
                                          "results": self.results, **kw})
 
-    def repeats(self, result: LLMResult) -> bool:
-        """Whether the answer says again, word for word, one of the last answers in the
-        conversation: a small model falls into repeating itself (seen with a 1.5B model:
-        turn after turn answered with the same paragraph; notes.md, "Local model"), which is
-        never a confident answer."""
-        text = strip_verbalized_confidence(result.text)
-        if len(text.split()) < REPEAT_MIN_WORDS:        # "Noted." twice is a fine answer
-            return False
-        said = _gist(text)
-        earlier = [m for m in self.messages if m.role == "assistant"][-REPEAT_LOOKBACK:]
-        return any(_gist(m.content) == said for m in earlier)
+    def defect(self, result: LLMResult) -> Defect | None:
+        """What makes the answer no answer, whatever its confidence: empty, a refusal, talk
+        about itself, the prompt's markup, or an earlier answer to another message again
+        (src/metacognition/answer_form.py; a small model's canned refusal scored 0.70–0.93).
+        Repeats count in the user's turns: a thought of the mind's own coming back to what it
+        holds is not said when it says nothing new (src/loop/acting.py `unprompted_verdict`)."""
+        earlier = exchanges(self.messages) if self.asking.caller.priority == "user" else ()
+        return form_defect(result.text, focus=self.focus, earlier=earlier)
 
     def escalating_at_once(self) -> _Draft | None:
         """An always-escalate trigger, or two triggers: a retry cannot fix what they are about."""
@@ -231,7 +212,7 @@ class _Escalation:
 
     def confident_first_answer(self) -> EscalationOutcome | None:
         """System 1's answer when its confidence reaches the threshold."""
-        if self.c1.composite < self.threshold or not _has_words(self.first) or self.repeats(self.first):
+        if self.c1.composite < self.threshold or self.defect(self.first) is not None:
             return None
         note = f"; trigger noted: {', '.join(self.trig.fired())}" if self.trig.fired() else ""
         return self.outcome(self.first, self.c1, "system1",
@@ -240,7 +221,9 @@ class _Escalation:
     async def retry_once(self, system1: LanguageModel) -> EscalationOutcome | _Draft:
         """System 1 once more, told what was weak: its answer when now confident, else the
         better of the two drafts for System 2 (§3.5: a failed retry escalates on its own)."""
-        feedback = retry_feedback(self.focus, self.c1, self.threshold)
+        first_defect = self.defect(self.first)
+        feedback = retry_feedback(self.focus, self.c1, self.threshold,
+                                  defect=None if first_defect is None else first_defect.describe())
         retry_messages = [*self.messages, _draft(self.first), ChatMessage("user", feedback)]
         best, best_c, c2 = self.first, self.c1, None
         try:
@@ -252,16 +235,20 @@ class _Escalation:
         if second is not None:
             self.arrived("system1_retry", second, second.text)
             c2 = self.score(second, self.fok)
-            if c2.composite >= self.threshold and _has_words(second) and not self.repeats(second):
-                return self.outcome(second, c2, "retry", f"confidence {self.c1.composite:.2f} < threshold "
-                                    f"{self.threshold:.2f}; retry reached {c2.composite:.2f}",
+            second_defect = self.defect(second)
+            if c2.composite >= self.threshold and second_defect is None:
+                why = (f"{first_defect.kind} ({first_defect.detail!r})" if first_defect is not None
+                       else f"confidence {self.c1.composite:.2f} < threshold {self.threshold:.2f}")
+                return self.outcome(second, c2, "retry", f"{why}; retry reached {c2.composite:.2f}",
                                     confidence_after_retry=c2.composite, retried=True, retry_succeeded=True)
-            if c2.composite >= self.c1.composite:
+            # a draft that is an answer beats one that is not, whatever their confidences
+            if (second_defect is None, c2.composite) >= (first_defect is None, self.c1.composite):
                 best, best_c = second, c2
         self.trig = replace(self.trig, low_confidence=True)
         after = f"{c2.composite:.2f}" if c2 is not None else "no answer (retry failed)"
-        reason = (f"confidence {self.c1.composite:.2f} < threshold {self.threshold:.2f}, still {after} "
-                  "after one retry")
+        reason = (f"{first_defect.kind} ({first_defect.detail!r}), confidence {self.c1.composite:.2f}"
+                  if first_defect is not None else
+                  f"confidence {self.c1.composite:.2f} < threshold {self.threshold:.2f}") + f", still {after} after one retry"
         if len(self.trig.fired()) > 1:
             reason += f"; triggers: {', '.join(self.trig.fired())}"
         return _Draft(best, best_c, reason, dict(confidence_after_retry=None if c2 is None else c2.composite,

@@ -92,17 +92,34 @@ def weaknesses(confidence: ScoredAnswer) -> list[str]:
         out.append(f"its stated confidence was low ({confidence.verbalized:.2f})")
     if "logprob_confidence" in s and s["logprob_confidence"] < 0.5:
         out.append("its wording was improbable to the model itself (low token probabilities)")
-    return out or ["its overall confidence was low without one clear cause; check each claim"]
+    return out or ["no single part stood out; check each claim against what you remember"]
 
 
-def retry_feedback(focus: str, confidence: ScoredAnswer, threshold: float) -> str:
-    """The targeted feedback of the one retry: what was weak and what to do."""
-    points = "\n".join(f"- {w}" for w in weaknesses(confidence))
-    return (f"[SELF-CHECK] Your reply above scored {confidence.composite:.2f} on confidence, below the "
-            f"{threshold:.2f} needed before you answer without deeper review. What was weak:\n{points}\n"
-            f"Reply again to the same focus (\"{excerpt(focus, 200)}\"), fixing these points. Say plainly "
-            "what you know and say explicitly what you do not know rather than guessing. End with a "
-            "line 'Confidence: <0-1>'.")
+#: Why a reply was no answer (src/metacognition/answer_form.py), as the retry's feedback says it.
+DEFECT_CAUSES = {
+    "empty": "your reply above had no words",
+    "refusal": "your reply above declined to answer; the message is an ordinary one from the person "
+               "you talk with, and nothing in it needs declining",
+    "meta": "your reply above talked about a reply (its confidence or quality) instead of answering",
+    "protocol": "your reply above repeated internal markup of the prompt instead of answering",
+    "repeat": "your reply above repeats, word for word, what you answered to an earlier, different message",
+}
+
+
+def retry_feedback(focus: str, confidence: ScoredAnswer, threshold: float, defect: str | None = None) -> str:
+    """The one retry's feedback: the real cause — `defect` when the reply was no answer
+    (src/metacognition/answer_form.py: empty, a refusal, talk about itself, markup, a
+    repeat), else what made it uncertain — and a request for the answer itself. A small
+    model told only its score wrote about its confidence instead of answering (issue 38)."""
+    if defect is not None:
+        cause = f"{defect[0].upper()}{defect[1:]}."
+    else:
+        points = "\n".join(f"- {w}" for w in weaknesses(confidence))
+        cause = f"Your reply above may be wrong or incomplete:\n{points}"
+    return (f"[SELF-CHECK] {cause}\nNow answer the message itself (\"{excerpt(focus, 200)}\") for the person, "
+            "in plain words. If it tells you a fact, acknowledge it using its own words (\"Noted: your …\"). "
+            "Say what you know; say plainly what you do not know rather than guessing. Do not mention "
+            "confidence, scores, this check or your earlier reply. End with a line 'Confidence: <0-1>'.")
 
 
 def system2_brief(focus: str, reasons: str, confidence: ScoredAnswer) -> str:

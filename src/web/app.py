@@ -4,13 +4,14 @@ Every page answers HTML, or JSON with `?format=json` (same data). A configured
 token is required on every request (`Authorization: Bearer …`, `?token=…`, or the
 cookie set after a valid `?token=`); binding a non-loopback address without one
 refuses to start. Requests are paced (src/web/pace.py): the view cannot slow the mind.
+It only reads, but for the HTTP API (src/api) and the chat page's form (POST /chat,
+src/web/chat_page.py), which writes through the API's messages, never the view's pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -21,23 +22,29 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from src.errors import ConfigError, StartupError
-from src.web import background_pages, memory_pages, pages
-from src.web.errors import BadRequest
+from src.web import background_pages, chat_page, memory_pages, pages
+from src.web.chat_page import ChatDesk
+from src.web.errors import BadRequest, Refused
 from src.web.escape import esc, visible
 from src.web.html import Page, jsonable, layout
 from src.web.pace import Pace
+from src.web.settings import is_loopback
 from src.web.view import View
 
 log = logging.getLogger(__name__)
 
 VIEW_KEY = web.AppKey("view", View)
 PACE_KEY = web.AppKey("pace", Pace)
+CHAT_KEY = web.AppKey("chat", ChatDesk)
 COOKIE = "moltbot_token"
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
                                "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: a form posted under no-referrer says `Origin: null`, and the
+    # chat page tells its own form from another site's by its Origin (src/web/form_guard.py);
+    # no other site is ever sent a URL of the view (a ?token= in it) either way
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -58,16 +65,6 @@ class _RequestErrorLog(logging.LoggerAdapter):
             self.logger.debug("web view: malformed request: %s", visible(str(exc_info.message))[:200])
             return
         self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -96,7 +93,7 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
                                 "<token>' or add ?token=<token> (the value of MOLTBOT_WEB_TOKEN)\n")
             resp.headers.update(SECURITY_HEADERS)
             return resp
-    if request.method not in ("GET", "HEAD") and not _is_api(request):
+    if request.method not in ("GET", "HEAD") and not _is_api(request) and request.path != "/chat":
         return web.Response(status=405, text="405: the web view is read-only\n")
     wait = request.app[PACE_KEY].take(time.monotonic())
     if wait is None:   # more asked than the view serves without slowing the mind (src/web/pace.py)
@@ -109,6 +106,8 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
         resp = await handler(request)
     except BadRequest as exc:
         resp = _error(request, 400, str(exc))
+    except Refused as exc:
+        resp = _error(request, exc.status, str(exc))
     except web.HTTPNotFound:   # the router's own plain-text 404, styled like every other error
         resp = _error(request, 404, f"no page at {request.path[:80]}; the pages are listed at the top")
     except web.HTTPException:
@@ -142,8 +141,9 @@ async def _render(request: web.Request, page: Page) -> web.Response:
     """HTML or JSON, built in a worker thread so the loop keeps cycling meanwhile."""
     if _wants_json(request):
         body = await asyncio.to_thread(json.dumps, {"title": page.title, **page.data}, default=jsonable)
-        return web.Response(text=body, content_type="application/json")
-    return web.Response(text=await asyncio.to_thread(layout, page, request.path), content_type="text/html")
+        return web.Response(text=body, status=page.status, content_type="application/json")
+    return web.Response(text=await asyncio.to_thread(layout, page, request.path), status=page.status,
+                        content_type="text/html")
 
 
 def _page(build: Callable[[View], Awaitable[Page]]):
@@ -167,10 +167,27 @@ async def _memory(request: web.Request) -> web.Response:
     return await _render(request, page)
 
 
-def build_app(view: View, api: web.Application | None = None) -> web.Application:
-    """The application: routes for every page, the guard middleware, the API when given."""
-    app = web.Application(middlewares=[_guard])
+async def _chat(request: web.Request) -> web.Response:
+    page = await chat_page.show(request.app[VIEW_KEY], request.app[CHAT_KEY],
+                                reload=request.query.get("reload") != "off")
+    return await _render(request, page)
+
+
+async def _chat_post(request: web.Request) -> web.Response:
+    page = await chat_page.post(request, request.app[VIEW_KEY], request.app[CHAT_KEY])
+    if page is None:        # sent: back to the conversation (post/redirect/get)
+        return web.Response(status=303, headers={"Location": "/chat"})
+    return await _render(request, page)
+
+
+def build_app(view: View, api: web.Application | None = None, chat: ChatDesk | None = None) -> web.Application:
+    """The application: routes for every page, the guard middleware, the API when given, the
+    chat page (a form only with `chat`'s messages; src/web/chat_page.py)."""
+    chat = chat or ChatDesk.closed(chat_page.STANDALONE)
+    # the chat form is the one body the view reads (the API has its own limit)
+    app = web.Application(middlewares=[_guard], client_max_size=chat.max_body())
     app[VIEW_KEY] = view
+    app[CHAT_KEY] = chat
     s = view.settings
     app[PACE_KEY] = Pace(s.max_requests_per_s, s.burst, s.max_wait_s)
     app.router.add_get("/", _page(pages.overview))
@@ -180,6 +197,8 @@ def build_app(view: View, api: web.Application | None = None) -> web.Application
     app.router.add_get("/gates", _page(pages.gates))
     app.router.add_get("/consolidation", _page(background_pages.consolidation))
     app.router.add_get("/gut", _page(background_pages.gut))
+    app.router.add_get("/chat", _chat)
+    app.router.add_post("/chat", _chat_post)
     if api is not None:
         app.add_subapp("/api/v1", api)
     return app
@@ -190,11 +209,12 @@ class WebServer:
 
     def __init__(self, view: View, *, on_stop: Sequence[Callable[[], Awaitable[object]]] = (),
                  busy_hint: str = "choose another web.port or set web.enabled: false",
-                 api: web.Application | None = None):
+                 api: web.Application | None = None, chat: ChatDesk | None = None):
         token = view.settings.token.get_secret_value() if view.settings.token else None
         check_bind(view.settings.host, token)
         self.view = view
         self.api = api                    # the HTTP API's sub-application (src/api), beside the mind
+        self.chat = chat                  # what the chat page sends through (src/web/chat_page.py)
         # what to do when the port is taken: beside the mind, a setting; standalone, --port
         self.busy_hint = busy_hint
         self._on_stop = list(on_stop)     # run after the server stops (the view's own pool closes)
@@ -204,7 +224,7 @@ class WebServer:
     async def start(self) -> str:
         """Bind and serve; return the URL (with the port actually bound)."""
         s = self.view.settings
-        self._runner = web.AppRunner(build_app(self.view, self.api), access_log=None, handle_signals=False,
+        self._runner = web.AppRunner(build_app(self.view, self.api, self.chat), access_log=None, handle_signals=False,
                                      logger=_RequestErrorLog(logging.getLogger("aiohttp.server"), {}))
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from src.web.escape import esc
 
 NAV = (("/", "Overview"), ("/memories", "Memories"), ("/thoughts", "Thoughts"), ("/gates", "Gates"),
-       ("/consolidation", "Consolidation"), ("/gut", "Gut"))
+       ("/consolidation", "Consolidation"), ("/gut", "Gut"), ("/chat", "Chat"))
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -33,6 +33,14 @@ td.t{min-width:14em;max-width:60em;overflow-wrap:anywhere}table.results td.t{min
 table.sub{margin:0;font-size:11px}table.sub td{border-color:#eee;padding:1px 4px}
 pre{white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:6px;max-width:1000px}
 form{margin:6px 0}input,select{font-size:13px}.pager a{margin-right:14px}
+.talk{display:flex;flex-direction:column-reverse;overflow-y:auto;max-height:calc(100vh - 230px);max-width:980px}
+ol.chat{list-style:none;padding:0 8px 0 0;margin:6px 0}
+ol.chat li{margin:8px 0;padding:6px 10px;border:1px solid #ddd;border-radius:6px;background:#fff}
+ol.chat li.you{margin-right:12%;background:#eef2f6}ol.chat li.mind{margin-left:12%}
+ol.chat li.wait{border-style:dashed}.who{font-size:12px;color:#555;margin-bottom:3px}
+.said{white-space:pre-wrap;overflow-wrap:anywhere}.err{color:#a00;font-weight:600}
+form.chat{display:flex;gap:8px;max-width:960px}form.chat input[name=text]{flex:1;padding:6px;font-size:14px}
+form.chat button{font-size:14px;padding:6px 14px}
 """
 #: Columns of free text: given room to wrap by words instead of being squeezed to one word a line.
 TEXT_COLUMNS = frozenset({"content", "output", "attention_focus", "reason", "content_preview", "text",
@@ -50,6 +58,12 @@ class Page:
     title: str
     data: dict[str, Any]
     body: Callable[[], list[str]] = lambda: []
+    status: int = 200
+    # seconds after which the browser loads the page again (the chat page while a reply is
+    # on its way: the view runs no script, so a <meta> refresh is how the reply appears)
+    refresh_s: int | None = None
+    # the line under every page: what the page does to the mind (the chat page writes)
+    note: str = "Read-only view."
 
 
 def layout(page: Page, path: str) -> str:
@@ -57,11 +71,12 @@ def layout(page: Page, path: str) -> str:
     nav = "".join(f'<a href="{esc(href)}"{" class=on" if href == path else ""}>{esc(name)}</a>'
                   for href, name in NAV)
     json_href = path + ("&" if "?" in path else "?") + "format=json"
+    refresh = f'<meta http-equiv="refresh" content="{page.refresh_s:d}">' if page.refresh_s else ""
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            f"<title>{esc(page.title)} · MoltBot</title><style>{CSS}</style></head><body>"
+            f"<title>{esc(page.title)} · MoltBot</title>{refresh}<style>{CSS}</style></head><body>"
             f"<header><strong>MoltBot</strong> · {nav}</header><main><h1>{esc(page.title)}</h1>"
             + "".join(page.body())
-            + f'<p class=muted>Read-only view. <a href="{esc(json_href)}">This page as JSON</a>.</p>'
+            + f'<p class=muted>{esc(page.note)} <a href="{esc(json_href)}">This page as JSON</a>.</p>'
             "</main></body></html>")
 
 

@@ -329,6 +329,24 @@ async def gate_decisions(pool: asyncpg.Pool, *, actions: Sequence[str] | None, n
          ORDER BY at DESC, id DESC LIMIT $3""", list(actions) if actions else None, noise_only, limit)
 
 
+# -- chat ------------------------------------------------------------------------------
+async def chat_lines(pool: asyncpg.Pool, limit: int, chars: int) -> Rows:
+    """The newest `limit` messages of the input journal, every channel, oldest first, each
+    with the reply that answered it: the output of the cycle its row points to (sql/158;
+    messages a turn answered together point to the same cycle). Texts are cut to `chars`
+    (`text_chars`, `reply_chars`: their whole length)."""
+    return await fetch(pool, """
+        SELECT j.id, j.channel, j.state, left(j.line, $2) AS text, length(j.line) AS text_chars,
+               j.received_at, j.finished_at AS answered_at, j.answered_session, j.answered_cycle,
+               left(t.output, $2) AS reply, length(t.output) AS reply_chars
+          FROM (SELECT id, channel, state, line, received_at, finished_at, answered_session, answered_cycle
+                  FROM input_journal WHERE kind = 'message' ORDER BY id DESC LIMIT $1) j
+          LEFT JOIN LATERAL (SELECT output FROM thought_log
+                              WHERE session_id = j.answered_session AND cycle = j.answered_cycle
+                              ORDER BY id LIMIT 1) t ON true
+         ORDER BY j.id""", limit, chars)
+
+
 async def table_exists(pool: asyncpg.Pool, names: Sequence[str]) -> dict[str, bool]:
     """Which of these tables exist (pages for parts still being built)."""
     rows = await fetch(pool, """

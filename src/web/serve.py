@@ -31,6 +31,7 @@ from src.errors import ConfigError, StartupError
 from src.loop.input_journal import InputJournal
 from src.providers.budget import BudgetLeft
 from src.web.app import WebServer, check_bind
+from src.web.chat_page import ChatDesk
 from src.web.view import View
 
 log = logging.getLogger(__name__)
@@ -96,9 +97,10 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
                 providers_report=mind.providers.report, safety_modes=mind.safety.phase_modes(),
                 retriever=mind.retriever, cycles=lambda: mind.loop.cycles,
                 budget=budget_left if budget is not None else None)
+    messages = _messages(settings, mind, session_id, journal, stop, say)
     try:
-        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal,
-                                                                          stop, say))
+        server = WebServer(view, on_stop=[pool.close], api=_api(settings, mind, session_id, journal, messages),
+                           chat=_chat(settings, journal, messages))
         url = await server.start()
     except StartupError as exc:
         await pool.close()
@@ -108,17 +110,38 @@ async def start_beside_mind(settings: Settings, mind: ViewedMind, session_id: st
         await pool.close()
         raise
     api = f"\nHTTP API: {url}api/v1/ (described at {url}api/v1/openapi.json)" if server.api is not None else ""
-    return server, f"web view (read-only): {url}{api}"
+    chat = f"\nchat page: {url}chat" if messages is not None else ""
+    return server, f"web view (read-only): {url}{api}{chat}"
+
+
+def _messages(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
+              stop: asyncio.Event | None, say: Callable[[str], None] | None) -> Messages | None:
+    """Messages in and replies out (src/api/messages.py), shared by the HTTP API and the chat
+    page: one journal, one order, one once-only answer. None when the API is off or the mind
+    has no durable input."""
+    if not settings.web.api or journal is None:
+        return None
+    return Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
+                    max_chars=settings.agent.max_input_chars, stop=stop, announce=say)
+
+
+def _chat(settings: Settings, journal: InputJournal | None, messages: Messages | None) -> ChatDesk:
+    """The chat page's way in, or why it has none (the page says so and shows no form)."""
+    if messages is not None:
+        return ChatDesk(messages)
+    if not settings.web.api:
+        return ChatDesk.closed("web.api is false in runtime.yaml, and the chat page sends through the HTTP "
+                               "API's messages; set web.api: true to talk to the mind here")
+    return ChatDesk.closed("this mind runs without an input journal, so a message from here could not be "
+                           "made durable; write at its terminal")
 
 
 def _api(settings: Settings, mind: ViewedMind, session_id: str, journal: InputJournal | None,
-         stop: asyncio.Event | None, say: Callable[[str], None] | None) -> web.Application | None:
+         messages: Messages | None) -> web.Application | None:
     """The HTTP API's sub-application (src/api) when enabled and the mind has durable input."""
-    if not settings.web.api or journal is None:
+    if messages is None or journal is None:
         return None
     max_chars = settings.agent.max_input_chars
-    messages = Messages(journal.pool, journal, mind.loop.submit, mind.loop.replies, session_id=session_id,
-                        max_chars=max_chars, stop=stop, announce=say)
     # a body holds one message: its characters as JSON-escaped UTF-8 (up to 6 bytes each) and a little more
     loop = mind.loop
     erasure = Erasure(journal.pool, mind.providers.embedder, settings.agent.spill_dir, mind.gates,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
@@ -36,3 +38,13 @@ class WebSettings(BaseModel):
     # 202 with a URL to poll (a request may ask for up to 120 s with "wait_s").
     api: bool = True
     api_wait_s: float = Field(30.0, ge=0, le=120)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

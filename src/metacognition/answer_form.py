@@ -1,0 +1,126 @@
+"""What is wrong with an answer by its form, whatever its confidence (issue 38 items 1, 2).
+
+A small local model's canned refusal ("I'm sorry, but I can't assist with that.") to a
+plain statement of fact has high token probabilities, so it scored 0.70–0.93 and was
+delivered and stored as the mind's words; asked to retry, it wrote about its own
+confidence ("The confidence level of the answer was low because…"); it answered a new
+question with an earlier answer word for word, and a question with a line of its tool
+protocol. None of that is an answer, however confident. Each is recognised by its form:
+
+- **empty**: no words once the `Confidence:` line is gone;
+- **refusal**: a short reply whose first-person clause declines (a negated modal of
+  ability or will, then a verb of helping or complying: "I can't assist", "I am unable
+  to help", "I won't provide", "I must decline") and which takes up no content word of
+  the message it answers — a real answer that happens to say "I can't" talks about what
+  was asked;
+- **meta**: the reply talks about a reply — its confidence level or score, "my previous
+  answer was…", the self-check, the threshold — instead of answering;
+- **protocol**: the prompt's own markup echoed ("[SELF-CHECK]", "[COGNITIVE STATE]") (a
+  reply that is one `VERB: argument` line is a tool call: src/loop/tool_protocol.py runs it,
+  and never delivers it);
+- **repeat**: the same words (any length, punctuation and case aside) as one of the
+  mind's recent answers to a *different* message, and — when short — none of its content
+  words in the message it answers now: "Your sister lives in Gdansk." said again to "Which
+  city is my sister in?" is right twice; "Remind me, what do I do for a living?" said again
+  to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
+  said turn after turn) is a loop whatever it shares.
+
+The forms are a handful of grammatical patterns, not one model's phrasings: the tests
+hold paraphrases from several model families (tests/test_answer_form.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from src.gates.utterance import content_words
+from src.metacognition.confidence import strip_verbalized_confidence
+from src.metacognition.prompts import DEFECT_CAUSES
+
+DefectKind = Literal["empty", "refusal", "meta", "protocol", "repeat"]
+
+#: Recent answers compared for a repeat, and the length from which a repeat is a loop
+#: even when it shares words with the message.
+REPEAT_LOOKBACK = 4
+REPEAT_LOOP_WORDS = 25
+#: A refusal is short: a long reply that declines one part answers the rest.
+REFUSAL_MAX_WORDS = 40
+
+_NEGATED = (r"(?:can ?not|can't|cannot|could not|couldn't|won't|will not|am unable to|'m unable to|am not able to|"
+            r"'m not able to|am not allowed to|'m not allowed to|am not permitted to|must decline to|must decline|"
+            r"have to decline|'m afraid i can't|do not feel comfortable|don't feel comfortable)")
+_HELPING = (r"(?:assist|help|comply|provide|answer|respond|fulfil+|engage|support|continue|share|process|do (?:that|this)|"
+            r"with (?:that|this)|that request|this request|such requests?|generate|discuss)")
+_REFUSAL = re.compile(rf"\bi(?: really| truly)?\s*{_NEGATED}\s+(?:\w+\s+){{0,3}}?{_HELPING}\b"
+                      rf"|\bi\s+{_NEGATED}\b\s*[.!]|\bas an ai(?: language model)?\b[^.]*\b(?:can't|cannot|not able)\b")
+_META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?:answer|reply|response))|my confidence|"
+                   r"the confidence|self-?check|threshold|scored \d|"
+                   r"(?:previous|above|earlier|last|first) (?:answer|reply|response|draft)|"
+                   r"my (?:answer|reply|response|draft) (?:was|scored|had|lacked|did|is low|is incomplete))\b")
+_MARKUP = re.compile(r"^\s*\[[A-Z][A-Z0-9 _/-]{2,}\]")
+
+
+class Said(Protocol):
+    """A message of the conversation (src/providers/base.ChatMessage)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Defect:
+    """Why an answer is not an answer."""
+
+    kind: DefectKind
+    detail: str
+
+    def describe(self) -> str:
+        """The cause in words, for the retry's feedback."""
+        return DEFECT_CAUSES[self.kind]
+
+
+def _words(text: str) -> str:
+    """Lower case, apostrophes straightened, words only: what two replies share when they repeat."""
+    return " ".join(re.findall(r"[a-z0-9']+", text.lower().replace("\u2019", "'")))
+
+
+def exchanges(messages: Sequence[Said]) -> list[tuple[str, str]]:
+    """(the message, the mind's answer to it) for each answer of the conversation, oldest first."""
+    out, asked = [], ""
+    for m in messages:
+        if m.role == "user":
+            asked = m.content
+        elif m.role == "assistant":
+            out.append((asked, m.content))
+    return out
+
+
+def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
+    """What is wrong with `answer` to `focus` by its form; None when it is an answer.
+    `earlier`: (message, answer) pairs of the conversation (`exchanges`)."""
+    body = strip_verbalized_confidence(answer).strip()
+    flat = _words(body)
+    if not flat:
+        return Defect("empty", "no words")
+    lowered = body.lower().replace("\u2019", "'")
+    if _MARKUP.match(body):
+        return Defect("protocol", body[:60])
+    if len(flat.split()) <= REFUSAL_MAX_WORDS and _REFUSAL.search(lowered) \
+            and not (content_words(body) & content_words(focus)):
+        return Defect("refusal", body[:80])
+    if (m := _META.search(lowered)) is not None:
+        return Defect("meta", m.group(0))
+    asked = _words(focus)
+    about_it = bool(content_words(body) & content_words(focus)) and len(flat.split()) < REPEAT_LOOP_WORDS
+    for before, said in list(earlier)[-REPEAT_LOOKBACK:]:
+        if _words(strip_verbalized_confidence(said)) == flat and _words(before) != asked and not about_it:
+            return Defect("repeat", body[:60])
+    return None
+
+
+__all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "exchanges", "form_defect"]

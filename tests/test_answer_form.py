@@ -1,0 +1,85 @@
+"""What makes a reply no answer, by its form (issue 38 items 1, 2): refusals as several model
+families word them, talk about the reply itself, markup echoed, repeats — and the real
+answers that look like them and must pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from src.metacognition.answer_form import exchanges, form_defect
+from src.providers.protocols import ChatMessage
+
+STATEMENT = "I work as a veterinary radiographer at an animal hospital in Bristol."
+QUESTION = "Where does my sister live?"
+
+
+@pytest.mark.parametrize("reply", [
+    "I'm sorry, but I can't assist with that.",                    # Qwen2.5 1.5B (measured)
+    "I can't fulfill that request.",
+    "I'm unable to comply with that.",
+    "I am not able to provide assistance with that.",
+    "I'm sorry, I cannot help with this request. Confidence: 0.93",
+    "Sorry, I won't provide that.",
+    "I must decline.",
+    "As an AI language model, I cannot share personal opinions.",
+    "I’m afraid I can’t do that.",
+])
+def test_refusals_in_many_wordings_are_refusals(reply):
+    found = form_defect(reply, focus=STATEMENT)
+    assert found is not None and found.kind == "refusal"
+
+
+@pytest.mark.parametrize("reply", [
+    "The confidence level of the answer was low because I did not provide a complete explanation.",
+    "My previous answer was incomplete. Your sister lives in Gdansk.",
+    "My answer scored 0.4 on the self-check, so I will be more careful.",
+    "The above response lacked detail; here is more.",
+])
+def test_talk_about_the_reply_is_no_answer(reply):
+    found = form_defect(reply, focus=QUESTION)
+    assert found is not None and found.kind == "meta"
+
+
+@pytest.mark.parametrize(("reply", "kind"), [
+    ("", "empty"),
+    ("Confidence: 0.9", "empty"),
+    ("[SELF-CHECK] Your reply above scored 0.4", "protocol"),
+    ("[COGNITIVE STATE]\nAttention candidates this cycle:", "protocol"),
+])
+def test_empty_and_echoed_markup(reply, kind):
+    assert form_defect(reply, focus=QUESTION).kind == kind
+
+
+@pytest.mark.parametrize(("reply", "focus"), [
+    ("Your sister lives in Gdansk. Confidence: 0.9", QUESTION),
+    ("I can't remember you telling me about a pet.", "What is my pet called?"),
+    ("I can't help noticing your locker code is 7419.", "What is my locker code?"),
+    ("The answer is 42.", "What is six times seven?"),
+    ("Noted: you work as a radiographer in Bristol.", STATEMENT),
+    ("I'm confident your sister lives in Gdansk.", QUESTION),
+    ("RECALL_SKILL: tea_brewing", "How do I brew tea?"),      # a tool call: the tool rounds run it
+])
+def test_answers_that_look_like_them_pass(reply, focus):
+    assert form_defect(reply, focus=focus) is None
+
+
+def test_an_earlier_answer_to_another_message_is_a_repeat_of_any_length():
+    said = [ChatMessage("user", "What is my job?"),
+            ChatMessage("assistant", "Remind me, what do I do for a living? I do not have a job.\nConfidence: 0.9")]
+    found = form_defect("remind me — what do I do for a living? I do NOT have a job!", focus=QUESTION,
+                        earlier=exchanges(said))
+    assert found is not None and found.kind == "repeat"
+    short = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "Noted.")]
+    assert form_defect("Noted.", focus="My bike is blue.", earlier=exchanges(short)).kind == "repeat"
+
+
+def test_the_same_answer_may_come_back_to_the_same_or_a_related_question():
+    said = exchanges([ChatMessage("user", QUESTION), ChatMessage("assistant", "Your sister lives in Gdansk.")])
+    assert form_defect("Your sister lives in Gdansk.", focus=QUESTION, earlier=said) is None
+    # asked again in other words: the answer is about the question, so it is no loop
+    assert form_defect("Your sister lives in Gdansk.", focus="Which city is my sister in?", earlier=said) is None
+    # a paragraph said turn after turn is a loop whatever it shares with the question
+    loop = ("I am a large language model and I follow my guidelines about my sister and everything else "
+            "I do, and I will keep doing so for as long as you want me to, whatever happens next in here.")
+    said = exchanges([ChatMessage("user", "hello"), ChatMessage("assistant", loop)])
+    assert form_defect(loop, focus="Where does my sister live?", earlier=said).kind == "repeat"

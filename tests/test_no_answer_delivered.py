@@ -1,0 +1,38 @@
+"""A refusal, talk about the answer or a repeat is never delivered nor stored as the mind's
+words, whatever its confidence (issue 38 items 1, 2): the real loop, gates and thought_log
+on PostgreSQL, System 1 scripted at the provider seam (no System 2: the draft would stand)."""
+
+from __future__ import annotations
+
+from tests.fakes_llm import ScriptedLLM, fok
+from tests.test_timing import _mind
+
+REFUSAL = "I'm sorry, but I can't assist with that. Confidence: 0.9"
+
+
+async def test_a_statement_refused_twice_is_acknowledged_in_the_users_words(pool, tmp_path):
+    llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say(REFUSAL, REFUSAL)
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    await mind.loop.submit("user", "I work as a veterinary radiographer at an animal hospital in Bristol.")
+    await mind.loop.run(burst=True)
+    # the retry was asked, naming the refusal
+    first, retry = llm.of("generate")
+    assert "declined to answer" in retry.messages[-1].content
+    assert delivered == ["Noted: you work as a veterinary radiographer at an animal hospital in Bristol."]
+    row = await pool.fetchrow("SELECT output, winner->>'path' AS path FROM thought_log")
+    assert row["path"] == "acknowledged" and "can't assist" not in row["output"]
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content ILIKE '%assist with that%'") == 0
+    await mind.close()
+
+
+async def test_a_question_answered_about_the_answer_gets_the_reflex_reply_saying_why(pool, tmp_path):
+    meta = "The confidence level of the answer was low because I did not provide a complete explanation."
+    llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say(f"{meta} Confidence: 0.9", f"{meta} Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    await mind.loop.submit("user", "Where does my sister live?")
+    await mind.loop.run(burst=True)
+    assert len(delivered) == 1
+    assert delivered[0].startswith("(I cannot answer in words right now: the language model's answer was about "
+                                   "itself, not an answer.)")
+    assert "confidence level" not in delivered[0]
+    await mind.close()
