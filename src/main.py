@@ -142,7 +142,7 @@ class Agent:
         and the command says what it can now. Not past a stop, nor without a running loop."""
         if self.mind is None or self.thinking is None:
             return
-        answered = asyncio.create_task(self.mind.loop.intake.until_answered())
+        answered = asyncio.create_task(self.mind.loop.intake.until_answered("terminal"))
         try:
             while not (answered.done() or self.stop.is_set() or self.thinking.done()
                        or self.mind.loop.outage.active):

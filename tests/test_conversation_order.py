@@ -6,9 +6,11 @@ said once; and in-process, the reflex reply showing the statement a question's o
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
+from src.loop.intake import Origin
 from src.loop.just_said import bearing_on
 from src.loop.turns import REFERENCE, quote
 from src.recall.when import said_when
@@ -60,3 +62,21 @@ def test_only_statements_sharing_a_word_with_the_question_bear_on_it():
 def test_a_reference_quotes_one_line_cut():
     assert REFERENCE.format(quoted=quote("What is\nmy name?")) == '[re: "What is my name?"]'
     assert quote("x" * 80) == f'"{"x" * 39}…"'
+
+
+async def test_a_command_waits_for_the_terminals_messages_only(pool, tmp_path):
+    """What a command typed at the terminal waits for (src/main.py `after_earlier_messages`):
+    the terminal's unanswered messages, not another channel's queue."""
+    mind, delivered = await _mind(pool, tmp_path)
+    intake = mind.loop.intake
+    await mind.loop.submit("user", "my sister lives in Porto", origin=Origin(channel="terminal"))
+    await mind.loop.submit("user", "what is the weather like", origin=Origin(channel="api"))
+    await mind.loop.submit("dmn", "a stray thought about rivers")
+    assert (intake.waiting_from("terminal"), intake.waiting_from("api")) == (1, 1)
+    waiting = asyncio.create_task(intake.until_answered("terminal", recheck_s=0.05))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    while intake.waiting_from("terminal"):
+        await mind.loop.cycle()
+    await asyncio.wait_for(waiting, 1)
+    assert intake.waiting_from("terminal") == 0 and len(delivered) >= 1

@@ -222,12 +222,19 @@ class Intake:
         return (self.queue.counts()["user"] + sum(c.source == "user" for c in self.held)
                 + sum(p.source == "user" for p in in_flight))
 
-    async def until_answered(self, recheck_s: float = 1.0) -> None:
-        """Return once no user message submitted so far waits (`user_messages_waiting`).
+    def waiting_from(self, channel: str) -> int:
+        """User messages of `channel` not answered yet: queued, held, or in flight."""
+        in_flight = self.in_flight.parts if self.in_flight is not None else ()
+        return sum(c.source == "user" and c.channel == channel
+                   for c in (*self.queue.pending(), *self.held, *in_flight))
+
+    async def until_answered(self, channel: str, recheck_s: float = 1.0) -> None:
+        """Return once no user message of `channel` submitted so far waits: a command typed
+        at the terminal waits for the terminal's messages, not for twenty API clients'.
 
         Woken by each settled turn; re-checked every `recheck_s` as well, because a
         queued message can also leave without a turn (a forget scrubs it from attention)."""
-        while self.user_messages_waiting():
+        while self.waiting_from(channel):
             self._settled.clear()
             try:
                 await asyncio.wait_for(self._settled.wait(), recheck_s)
