@@ -36,3 +36,17 @@ async def test_a_question_answered_about_the_answer_gets_the_reflex_reply_saying
                                    "itself, not an answer.)")
     assert "confidence level" not in delivered[0]
     await mind.close()
+
+
+async def test_the_users_fact_said_in_the_first_person_is_said_back_as_theirs(pool, tmp_path):
+    """A 1.5B model answered with the user's fact as its own ("My favourite tea is …", issue 38)."""
+    llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say("Noted: your favourite tea is lapsang souchong. Confidence: 0.9",
+                                                  "My favourite tea is lapsang souchong. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    await mind.loop.submit("user", "My favourite tea is lapsang souchong.")
+    await mind.loop.run(burst=True)
+    await mind.loop.submit("user", "What tea do I like?")
+    await mind.loop.run(burst=True)
+    assert delivered[-1] == "Your favourite tea is lapsang souchong."
+    assert await pool.fetchval("SELECT output FROM thought_log ORDER BY id DESC LIMIT 1") == delivered[-1]
+    await mind.close()

@@ -13,11 +13,11 @@ the memory sections, skills, gut and reflection lines are rendered by their pack
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from src.metacognition.prompts import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.providers.llm_reflex import NO_LANGUAGE_MODEL
+from src.recall.speakers import to_second_person
 from src.text import excerpt
 from src.tools.verbs import ToolVerb
 
@@ -110,26 +110,15 @@ def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None 
 DEFECT_WORDS = {"empty": "empty", "refusal": "a refusal", "meta": "about itself, not an answer",
                 "protocol": "internal markup", "repeat": "a repeat of an earlier answer"}
 
-# first person → second, for an acknowledgement in the user's own words ("I" is the user)
-_SECOND_PERSON = {"i": "you", "i'm": "you're", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
-                  "am": "are", "i've": "you've", "i'd": "you'd", "i'll": "you'll"}
-_TOKEN = re.compile(r"[A-Za-z']+|[^A-Za-z']+")
+
+_YOU = {"You", "Your", "You're", "Yours", "Yourself", "You've", "You'd", "You'll"}
 
 
 def acknowledgement(statement: str) -> str:
     """A reply to a statement of fact that uses it, when the model gave none worth saying
     (issue 38: "I'm sorry, but I can't assist with that." to "I work as a radiographer."):
     "Noted: you work as a radiographer." The user's words, turned to the second person."""
-    out: list[str] = []
-    previous = ""
-    for token in _TOKEN.findall(" ".join(statement.split()).rstrip(".!")):
-        low = token.lower().replace("\u2019", "'")
-        if low in _SECOND_PERSON:
-            token = _SECOND_PERSON[low]
-        elif low == "was" and previous == "i":
-            token = "were"
-        if token.strip():
-            previous = low
-        out.append(token)
-    text = "".join(out)
+    text = to_second_person(" ".join(statement.split()).rstrip(".!"))
+    if text.split(" ", 1)[0] in _YOU:
+        text = text[0].lower() + text[1:]
     return f"Noted: {text}."

@@ -38,6 +38,7 @@ from src.loop.degraded import Shortfalls
 from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
 from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
+from src.loop.speaker_check import said_as_users, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
 from src.metacognition.answer_form import Defect, exchanges, form_defect
@@ -219,6 +220,11 @@ class Thinking:
         earlier = exchanges(prompt.messages) if attended.winner.source == "user" else ()
         if (defect := form_defect(outcome.answer, focus=attended.winner.text, earlier=earlier)) is not None:
             return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
+        # in a reply to the user; a thought of its own may take up what the user holds (a value it forms)
+        if attended.winner.source == "user" and (
+                theirs := said_as_users(outcome.answer, users_lines(prompt.messages, retrieval))) is not None:
+            log.info("the answer said the user's facts in the first person; said back as the user's")
+            outcome = replace(outcome, answer=theirs)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 

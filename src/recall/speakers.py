@@ -149,6 +149,31 @@ def first_person(text: str) -> bool:
     return _FIRST_PERSON.search(_QUOTED.sub(" ", text)) is not None
 
 
+# first person → second: the user's "I" as the mind says it back
+_SECOND_PERSON = {"i": "you", "i'm": "you're", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
+                  "am": "are", "i've": "you've", "i'd": "you'd", "i'll": "you'll"}
+_TOKEN = re.compile(r"[A-Za-z'’]+|[^A-Za-z'’]+")
+
+
+def to_second_person(text: str) -> str:
+    """`text` with its first person singular turned to the second ("My sister lives in Gdansk"
+    → "your sister lives in Gdansk"; "I was" → "you were"), words and punctuation otherwise kept."""
+    out: list[str] = []
+    previous = "."                   # the text starts a sentence
+    for token in _TOKEN.findall(text):
+        low = token.lower().replace("’", "'")
+        if low in _SECOND_PERSON:
+            token = _SECOND_PERSON[low]
+            if previous.rstrip()[-1:] in ".!?":        # a sentence's first word
+                token = token.capitalize()
+        elif low == "was" and previous == "i":
+            token = "were"
+        if token.strip():
+            previous = low
+        out.append(token)
+    return "".join(out)
+
+
 def claims_as_own(text: str, sources: Iterable[Speaker | None]) -> bool:
     """Whether `text`, written by the mind, states in the first person what only others said:
     it speaks as "I" and rests on the words of the user or another person, none of the mind's
@@ -159,4 +184,4 @@ def claims_as_own(text: str, sources: Iterable[Speaker | None]) -> bool:
 
 __all__ = ["CONCLUSION", "CORRECTION", "SAID_AS", "SAID_TAG", "SELF", "TAG_SPEAKERS", "THOUGHT", "THOUGHT_TAG",
            "USER", "Speaker", "attributed", "claims_as_own", "common_speaker", "first_person", "from_label",
-           "speaker_of"]
+           "speaker_of", "to_second_person"]

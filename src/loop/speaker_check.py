@@ -1,0 +1,61 @@
+"""The user's facts said back as the user's, not as the mind's own (issue 38 item 3).
+
+A 1.5B model answered "What tea do I like?" with "My favourite tea is lapsang souchong." and
+"Tell me about my plans" with "Next month I'm going to walk the West Highland Way." — the
+user's facts in the mind's mouth, then stored as what the mind said about itself
+(`internal_self`). Insights get the same check (src/recall/speakers.py `claims_as_own`);
+an answer gets it here, before delivery: each sentence that speaks in the first person and
+restates one of the user's own first-person lines (most of its content words are in it) is
+turned to the second person ("Your favourite tea is lapsang souchong."). What the mind says
+of itself in words the user never used, and a sentence that already says "you", are left alone.
+
+The user's lines: the user's messages in the prompt and what recall brought back of theirs
+(memories and working memory whose speaker is the user). Only replies to the user are
+checked: a thought of the mind's own may take up what the user holds — that is how a value
+of its own forms from the user's (readiness milestone 10).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from src.gates.utterance import content_words
+from src.providers.protocols import ChatMessage
+from src.recall.retrieval import Retrieval
+from src.recall.speakers import USER, first_person, speaker_of, to_second_person
+
+#: The share of a sentence's content words one of the user's lines must hold for the
+#: sentence to be a restatement of it.
+RESTATES = 0.6
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|you're|yourself)\b", re.IGNORECASE)
+
+
+def users_lines(messages: Sequence[ChatMessage], retrieval: Retrieval | None) -> list[str]:
+    """What the user said in the first person: the prompt's messages (not the mind's framing
+    lines, which start with "[") and the user's recalled memories and working memory."""
+    lines = [m.content for m in messages if m.role == "user" and not m.content.startswith("[")]
+    if retrieval is not None:
+        lines += [r.hit.content for r in retrieval.memories if speaker_of(r.hit.source_tag, r.hit.metadata) == USER]
+        lines += [w.content for w in retrieval.working if w.speaker == USER]
+    return [line for line in lines if first_person(line)]
+
+
+def said_as_users(answer: str, user_lines: Iterable[str]) -> str | None:
+    """`answer` with each first-person sentence that restates a line of the user's turned to
+    the second person; None when no sentence does."""
+    theirs = [content_words(line) for line in user_lines]
+    if not theirs or not first_person(answer):
+        return None
+    out, changed = [], False
+    for sentence in _SENTENCE.split(answer):
+        words = content_words(sentence)
+        # a sentence that already says "you" is about the user ("I think you like lapsang souchong")
+        if words and first_person(sentence) and not _ADDRESSED.search(sentence) and any(len(words & t) / len(words) >= RESTATES for t in theirs):
+            sentence, changed = to_second_person(sentence), True
+        out.append(sentence)
+    return " ".join(out) if changed else None
+
+
+__all__ = ["RESTATES", "said_as_users", "users_lines"]

@@ -1,0 +1,40 @@
+"""The user's facts said back as the user's (issue 38 item 3): which sentences are turned to
+the second person, and which are left alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from src.loop.speaker_check import said_as_users
+from src.recall.speakers import to_second_person
+
+USER_SAID = ["My favourite tea is lapsang souchong.", "Next month I'm going to walk the West Highland Way.",
+             "I was born in Leeds."]
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("My favourite tea is lapsang souchong.", "Your favourite tea is lapsang souchong."),
+    ("Next month I'm going to walk the West Highland Way. I hope the weather holds!",
+     "Next month you're going to walk the West Highland Way. I hope the weather holds!"),
+    ("I was born in Leeds.", "You were born in Leeds."),
+])
+def test_a_restated_first_person_fact_becomes_the_users(answer, expected):
+    assert said_as_users(answer, USER_SAID) == expected
+
+
+@pytest.mark.parametrize("answer", [
+    "I think you like lapsang souchong.",           # already says "you"
+    "I remember that well.",                        # the mind about itself, in its own words
+    "Your favourite tea is lapsang souchong.",      # second person already
+    "I like green tea myself.",                     # shares too little
+])
+def test_what_the_mind_says_of_itself_is_left_alone(answer):
+    assert said_as_users(answer, USER_SAID) is None
+
+
+def test_nothing_of_the_users_nothing_changes():
+    assert said_as_users("My favourite tea is lapsang souchong.", []) is None
+
+
+def test_second_person_keeps_the_rest_of_the_words():
+    assert to_second_person("I was sure my mind was made up. Mine!") == "You were sure your mind was made up. Yours!"
