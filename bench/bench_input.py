@@ -60,8 +60,9 @@ def _env(dsn: str) -> dict[str, str]:
 
 def _spawn(dsn: str, config: Path | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", "src.main", *(["--config", str(config)] if config else [])]
+    # stderr joins stdout: the ready line is a start-up line, on stderr when stdout is a pipe
     return subprocess.Popen(args, cwd=ROOT, env=_env(dsn), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def _wait_line(proc: subprocess.Popen, needle: str, timeout: float = 120) -> float:

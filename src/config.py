@@ -89,6 +89,8 @@ class AgentSettings(_Section):
     stdin: Literal["auto", "read", "ignore"] = "auto"
     # input held while the database is away (one file per database; see input_journal)
     spill_dir: Path = Path("./data/input-spill")
+    # the prompt's history at a terminal: slash commands without arguments (src/line_editor.py); null: none
+    history_file: Path | None = Path("./data/history")
     # The mind's one notion of age (plan §3.5): maturity = min(1, memories / this). Recall's
     # Dirichlet blend, the exit gate's bootstrap floor and the escalation threshold use it.
     maturity_memories: int = Field(MATURITY_MEMORIES, ge=1)

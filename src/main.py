@@ -30,6 +30,7 @@ from src.erasure.matches import previous_line
 from src.erasure.question import ForgetQuestion
 from src.gates.forget_request import USER as USER_SOURCE
 from src.gates.forget_request import forget_request
+from src.line_editor import LineEditor
 from src.logging_setup import log_file
 from src.loop.input_journal import InputJournal, Line
 from src.loop.intake import TYPED, Origin
@@ -37,7 +38,7 @@ from src.loop.outage import DB_ERRORS, Outage, describe
 from src.mind import Mind, Stoppable, build_mind, shut_down
 from src.providers.factory import Providers, build_providers
 from src.recall.hnsw import index_state, rebuild_concurrently
-from src.repl import EOF_MARK, Screen, start_stdin_reader
+from src.repl import EOF_MARK, Screen, interactive, start_stdin_reader, start_terminal_reader
 from src.web.app import is_loopback
 from src.web.serve import start_beside_mind
 
@@ -73,6 +74,7 @@ class Agent:
         self.stop = stop if stop is not None else asyncio.Event()   # SIGTERM/SIGINT set it
         self.quitting = asyncio.Event()   # /quit or end of input: answer what was said, then stop
         self.inputs: asyncio.Queue = asyncio.Queue()
+        self.thinking: asyncio.Task | None = None   # the cognitive loop, while `serve` runs it
         # forgetting (src/erasure): /forget, /correct and a request in conversation open its question
         self.erasure = (ForgetQuestion(db.pool, providers.embedder, settings.agent.spill_dir,
                                        on_forgotten=self.mind.loop.forgetting.apply,
@@ -113,6 +115,8 @@ class Agent:
             return None   # stopping while the database is away: the line stays in the spill file
         try:
             if line.kind == "command":
+                if self.commands.in_order(line.text.strip()):
+                    await self.after_earlier_messages()
                 reply = await self.commands.dispatch(line.text.strip())
                 if line.id is not None and self.journal is not None:
                     await self.journal.done(line.id)
@@ -130,6 +134,22 @@ class Agent:
             self.mind.loop.outage.down("command", exc)
             reply = f"error: the database is unavailable ({describe(exc)}); try again when it is back"
         return (prefix + reply) if reply else (prefix.rstrip() or None)
+
+    async def after_earlier_messages(self, recheck_s: float = 1.0) -> None:
+        """Before a command: the messages typed before it are answered, so its output comes
+        after their answers, as they were typed (issue 41: `/cost` printed before the answer to
+        the line above it). Not while the database is away: the loop waits for it without end,
+        and the command says what it can now. Not past a stop, nor without a running loop."""
+        if self.mind is None or self.thinking is None:
+            return
+        answered = asyncio.create_task(self.mind.loop.intake.until_answered("terminal"))
+        try:
+            while not (answered.done() or self.stop.is_set() or self.thinking.done()
+                       or self.mind.loop.outage.active):
+                await asyncio.wait({answered, self.thinking}, timeout=recheck_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            answered.cancel()
 
     async def forget_line(self, line: Line) -> str | None:
         """The answer to an open "Forget these N?", or the listing for a forget request typed
@@ -150,14 +170,18 @@ class Agent:
     async def serve(self) -> None:
         """Read the prompt while the loop thinks; at end of input, finish what is queued."""
         loop = asyncio.get_running_loop()
-        if reads_stdin(self.settings.agent.stdin):
+        if not reads_stdin(self.settings.agent.stdin):   # detached (src/detached.py): no end of input; SIGTERM ends it
+            self.screen.note("no terminal input (detached): running until stopped (SIGTERM, `docker compose "
+                            "stop`); talk to the mind on the web view's chat page, the HTTP API or MCP")
+        elif self.screen.editor is not None:     # a person at a terminal: editing keys, history
+            start_terminal_reader(loop, self.inputs, self.screen.editor,
+                                  max_chars=self.settings.agent.max_input_chars, persist=self.journal_lines)
+        else:
             start_stdin_reader(loop, self.inputs, max_chars=self.settings.agent.max_input_chars,
                                persist=self.journal_lines)
-        else:       # detached (src/detached.py): no end of input; SIGTERM ends it
-            self.screen.say("no terminal input (detached): running until stopped (SIGTERM, `docker compose "
-                            "stop`); talk to the mind on the web view's chat page, the HTTP API or MCP")
         drain = asyncio.Event()
         thinking = asyncio.create_task(self.mind.loop.run(stop=self.stop, drain=drain), name="cognitive-loop")
+        self.thinking = thinking
         dmn = (asyncio.create_task(self.mind.dmn.run(self.stop), name="dmn")
                if self.mind.dmn is not None else None)
         self.mind.consolidation.start()
@@ -232,7 +256,7 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     except BaseException:
         await db.close()
         raise
-    screen = Screen(out)
+    screen = _screen(settings, out)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -242,22 +266,22 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
     try:
         manifest = await record_start(db.pool, session_id, providers.embedder.model_name)
         await providers.probe_context_windows()      # before the report says each model's window
-        screen.say(f"database: {db.description}"
-                   + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
+        screen.note(f"database: {db.description}"
+                    + (f"; applied {', '.join(db.applied_migrations)}" if db.applied_migrations else ""))
         for line in providers.report:
-            screen.say(line)
+            screen.note(line)
         journal = InputJournal(db.pool, session_id, settings.agent.spill_dir, outage=Outage(), notify=screen.say,
                            max_chars=settings.agent.max_input_chars)
         mind = await build_mind(settings, db.pool, providers, session_id=session_id, manifest=manifest,
                                 deliver=screen.say, journal=journal)
         if mind.stale_at_start:
-            screen.say(f"{mind.stale_at_start} memories need re-embedding with "
-                       f"{providers.embedder.model_name}; running in the background "
-                       "(until then only keyword search finds them)")
+            screen.note(f"{mind.stale_at_start} memories need re-embedding with "
+                        f"{providers.embedder.model_name}; running in the background "
+                        "(until then only keyword search finds them)")
         index = await index_state(db.pool)
         if index != "valid":     # an import killed mid-rebuild: vector search is an exact scan until it is back
-            screen.say(f"the vector index is {index}; rebuilding it in the background (until then vector "
-                       "search reads every row)")
+            screen.note(f"the vector index is {index}; rebuilding it in the background (until then vector "
+                        "search reads every row)")
             mind.background.append(asyncio.create_task(_rebuild_index(db.dsn, screen.say), name="index-rebuild"))
         web, web_line = await start_beside_mind(settings, mind, session_id, dsn=db.dsn, journal=journal, stop=stop,
                                                 say=screen.say)
@@ -266,17 +290,28 @@ async def run(settings: Settings, out: TextIO | None = None) -> int:
         await _recover_scratch(agent, screen)
         await _open_journal(agent, screen)
         if web_line:
-            screen.say(web_line)
-        screen.say(f"{settings.agent.name} session {session_id}: age {manifest.age_days:.2f} days, "
-                   f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
+            screen.note(web_line)
+        screen.note(f"{settings.agent.name} session {session_id}: age {manifest.age_days:.2f} days, "
+                    f"restart #{manifest.times_restarted}{_log_note()}. Type /help for commands.")
         await agent.serve()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await shut_down(db, providers, mind, web, session_id, timeout_s=settings.agent.shutdown_timeout_s)
         if db.left_running:   # after "shutting down": the server outlives us on purpose
-            screen.say(db.left_running)
+            screen.note(db.left_running)
+        screen.close()
     return 0
+
+
+def _screen(settings: Settings, out: TextIO) -> Screen:
+    """The conversation's screen; a person typing at a terminal gets the line editor."""
+    editor = (LineEditor(settings.agent.history_file)
+              if interactive(out) and reads_stdin(settings.agent.stdin) else None)
+    screen = Screen(out, editor=editor)
+    if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
+        screen.take_terminal_log()
+    return screen
 
 
 def _log_note() -> str:
@@ -297,9 +332,9 @@ async def _recover_scratch(agent: Agent, screen: Screen) -> None:
         log.exception("scratch recovery failed; buffered items stay for the next flush")
         report = None
     if report is not None and report.evaluated:
-        screen.say(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}")
+        screen.note(f"recovered {report.evaluated} buffered item(s) from the last run: {report.summary()}")
     if (notice := agent.mind.gates.held_notice()) is not None:
-        screen.say(notice)
+        screen.note(notice)
 
 
 async def _open_journal(agent: Agent, screen: Screen) -> None:
@@ -310,7 +345,7 @@ async def _open_journal(agent: Agent, screen: Screen) -> None:
                                    unkept=line.unkept)
     agent.journal.replay_submitted()
     if replay:
-        screen.say(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
+        screen.note(f"{len(replay)} message(s) from an earlier run were never answered; answering them now")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = "Type /help for commands."
+
+
+_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+def start_up_lines(err: str) -> list[str]:
+    """The start-up lines in a run's stderr (a piped stdout holds only the conversation),
+    without the log lines between them (MOLTBOT_LOG_FILE=-)."""
+    return [line for line in err.splitlines() if not _LOG_LINE.match(line)]
 
 
 def agent_env(**extra: str) -> dict[str, str]:
@@ -72,14 +82,17 @@ def spawn_agent(env: dict[str, str], args: tuple[str, ...] = ()) -> subprocess.P
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def read_until(proc: subprocess.Popen, done, timeout: float = 60) -> list[str]:
-    """stdout lines up to and including the first for which `done(line)` holds."""
+def read_until(proc: subprocess.Popen, done, timeout: float = 60, *, stream: str = "stdout") -> list[str]:
+    """Lines of `stream` (the conversation's stdout, or stderr) up to and including the first
+    for which `done(line)` holds."""
     lines: list[str] = []
     deadline = time.monotonic() + timeout
+    source = getattr(proc, stream)
     while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
+        line = source.readline().decode()
         if not line:
-            raise AssertionError(f"agent exited: {lines} / {proc.stderr.read().decode()[-2000:]}")
+            rest = "" if stream == "stderr" else proc.stderr.read().decode()[-2000:]
+            raise AssertionError(f"agent exited: {lines} / {rest}")
         lines.append(line.rstrip("\n"))
         if done(lines[-1]):
             return lines
@@ -87,8 +100,10 @@ def read_until(proc: subprocess.Popen, done, timeout: float = 60) -> list[str]:
 
 
 def wait_ready(proc: subprocess.Popen, timeout: float = 60) -> list[str]:
-    """Read stdout lines until the ready line; return them."""
-    return read_until(proc, lambda line: READY in line, timeout)
+    """Read the start-up lines until the ready line; return them. They are on stderr: a
+    piped stdout holds only the conversation (src/repl.py `Screen.note`). Log lines there
+    too (MOLTBOT_LOG_FILE=-) come along."""
+    return read_until(proc, lambda line: READY in line, timeout, stream="stderr")
 
 
 async def set_outage(admin_dsn: str, db: str, on: bool) -> None:

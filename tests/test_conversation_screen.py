@@ -137,9 +137,12 @@ def _read_pty(fd: int, until: str, timeout: float = 60) -> str:
     return seen.decode(errors="replace")
 
 
-def test_a_terminal_gets_a_prompt(db_dsn):
+def test_a_terminal_gets_a_prompt(db_dsn, tmp_path):
     master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "src.main"], cwd=ROOT, env=agent_env(DATABASE_URL=db_dsn),
+    history = tmp_path / "runtime.yaml"         # the prompt's history: not the developer's data/history
+    history.write_text(f"agent: {{history_file: {tmp_path / 'history'}}}\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "src.main"], cwd=ROOT,
+                            env=agent_env(DATABASE_URL=db_dsn, MOLTBOT_CONFIG=str(history)),
                             stdin=slave, stdout=slave, stderr=subprocess.PIPE)
     os.close(slave)
     try:

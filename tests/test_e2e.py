@@ -61,7 +61,7 @@ async def test_twenty_message_conversation_leaves_an_inspectable_mind(db_dsn, tm
         focus = "\n".join(r["attention_focus"] for r in cycles)
         assert [m for m in CONVERSATION if m not in focus] == []
         combined = [r for r in cycles if r["attention_focus"].startswith("[")]
-        assert out.count("messages together)") == len(combined)
+        assert out.count(" messages together: ") == len(combined)
         assert sum(r["attention_focus"].count("\n") for r in combined) + len(cycles) - len(combined) == 20
         kept = await conn.fetchval("SELECT count(*) FROM memories WHERE source_tag = 'external_user'")
         assert kept >= 15                       # the permissive newborn gate keeps what the user says

@@ -19,7 +19,7 @@ async def test_a_missing_index_is_said_and_rebuilt(db_dsn):
     result = run_agent(b"My sister lives in Porto.\n/status\n/quit\n", agent_env(DATABASE_URL=db_dsn), timeout=120)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    assert "the vector index is missing; rebuilding it in the background" in out
+    assert "the vector index is missing; rebuilding it in the background" in result.stderr.decode()   # start-up
     assert "vector index: " in out
     conn = await asyncpg.connect(db_dsn)
     try:

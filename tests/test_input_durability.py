@@ -58,7 +58,7 @@ async def test_quit_answers_everything_said_before_it_and_commands_keep_their_pl
     turns = await _fetch(db_dsn, "SELECT attention_focus FROM thought_log")
     assert replies == len(turns)
     combined = [r["attention_focus"] for r in turns if r["attention_focus"].startswith("[")]
-    assert out.count("messages together)") == len(combined)
+    assert out.count(" messages together: ") == len(combined)
     scratch = await _fetch(db_dsn, "SELECT content FROM scratch_buffer WHERE content LIKE '%/cost%'")
     assert scratch == []
 
@@ -170,7 +170,7 @@ async def test_sigkill_during_an_outage_keeps_the_held_input(db_dsn, pg_server):
         proc.kill()
     result = run_agent(b"", agent_env(DATABASE_URL=db_dsn), timeout=180)
     assert result.returncode == 0, result.stderr.decode()
-    assert "20 message(s) from an earlier run were never answered; answering them now" in result.stdout.decode()
+    assert "20 message(s) from an earlier run were never answered; answering them now" in result.stderr.decode()
     journal = await _journal(db_dsn)
     assert [(line, state) for _, line, state in journal] == [(m, "answered") for m in during]
     covered = await _covered(db_dsn)

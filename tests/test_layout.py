@@ -28,7 +28,7 @@ KNOWN_LONG: set[str] = set()
 #: is in exactly one layer, so a new one has to be placed here.
 LAYERS: list[tuple[str, frozenset[str]]] = [
     # what everything stands on: text and vectors, errors, the database, the model providers
-    ("foundation", frozenset({"text", "vectors", "tokens", "errors", "terminal", "db", "providers"})),
+    ("foundation", frozenset({"text", "vectors", "tokens", "errors", "terminal", "line_editor", "db", "providers"})),
     # the memory mechanisms: weights, recall, the gates, context assembly, seeding and milestones
     ("memory", frozenset({"weights", "recall", "gates", "context", "bootstrap"})),
     # processes that run on the memory: consolidation, DMN, gut, metacognition, skills,

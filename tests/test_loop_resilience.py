@@ -78,7 +78,8 @@ async def test_user_messages_waiting_together_are_one_turn_and_impulses_are_drop
     await mind.loop.submit("dmn", "a stray association about rivers and bridges")
     assert mind.loop.queue.counts()["user"] == 3 and mind.loop.queue.dropped["dmn"] == 1
     assert await mind.loop.run(burst=True) == 1
-    assert delivered[0].startswith("(answering 3 messages together)\n(reflex mode — ")
+    assert delivered[0].startswith('(answering 3 messages together: "I moved to Porto in March for work" to '
+                                   '"we plan to walk along the Douro river")\n(reflex mode — ')
     focus = await pool.fetchval("SELECT attention_focus FROM thought_log")
     assert focus == "[3 messages from the user, taken together as one turn]\n" + "\n".join(
         f"{i}. {t}" for i, t in enumerate(said, 1))

@@ -7,14 +7,22 @@ import time
 
 import asyncpg
 
-from tests.proc import READY, agent_env, noiseless_config, run_agent, spawn_agent, wait_ready
+from tests.proc import (
+    READY,
+    agent_env,
+    noiseless_config,
+    run_agent,
+    spawn_agent,
+    start_up_lines,
+    wait_ready,
+)
 
 
 async def test_help_and_quit(db_dsn):
     result = run_agent(b"/help\n/quit\n", agent_env(DATABASE_URL=db_dsn))
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    lines = out.splitlines()
+    lines = start_up_lines(result.stderr.decode())      # a piped stdout is only the conversation
     assert lines[0].startswith("database: PostgreSQL at postgresql://postgres:***@/")
     assert lines[1] == ("embeddings: minilm minilm-l6-v2-int8 "
                         "(GEMINI_API_KEY not set; offline, 384-d zero-padded to 768)")
@@ -22,7 +30,7 @@ async def test_help_and_quit(db_dsn):
     assert lines[3] == ("system1: reflex (no language model is configured: "
                         "GEMINI_API_KEY not set, llm.base_url not set)")
     assert lines[4].startswith("system2: reflex (")
-    assert READY in out
+    assert READY in lines[-1] and READY not in out
     assert "  /help " in out and "  /quit " in out and "  /status " in out
     assert out.rstrip().endswith("shutting down")
     assert "Traceback" not in result.stderr.decode()
@@ -139,7 +147,7 @@ def test_second_instance_on_the_same_data_dir_is_refused(tmp_path):
     config.write_text(f"database:\n  data_dir: {tmp_path / 'pg'}\n  stop_embedded_on_exit: true\n")
     first = spawn_agent(agent_env(), ("--config", str(config)))
     try:
-        lines = wait_ready(first)
+        lines = start_up_lines("\n".join(wait_ready(first)))
         assert lines[0].startswith(f"database: embedded PostgreSQL in {tmp_path / 'pg'} (started in ")
         second = run_agent(b"", agent_env(), ("--config", str(config)))
         err = second.stderr.decode().strip()

@@ -64,7 +64,7 @@ async def test_sigkill_before_a_flush_loses_nothing_and_persists_nothing_twice(d
 
         restart = run_agent(b"/quit\n", env)
         assert restart.returncode == 0, restart.stderr.decode()
-        [line] = [x for x in restart.stdout.decode().splitlines() if x.startswith("recovered ")]
+        [line] = [x for x in restart.stderr.decode().splitlines() if x.startswith("recovered ")]
         assert line.startswith(f"recovered {unflushed} buffered item(s) from the last run: "
                                f"{unflushed} evaluated: "), line
 

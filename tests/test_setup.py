@@ -18,7 +18,7 @@ from src.providers.rerank_fetch import fetch_flashrank
 from src.providers.rerank_flashrank import FlashRankReranker, flashrank_missing
 from src.providers.selection import describe_providers
 from src.providers.settings import ProvidersSettings, Secrets
-from tests.proc import ROOT, agent_env, run_agent, spawn_agent, wait_ready
+from tests.proc import ROOT, agent_env, run_agent, spawn_agent, start_up_lines, wait_ready
 from tests.providers.tiny_cross_encoder import build_tiny_cross_encoder
 
 MODEL = "ms-marco-MiniLM-L-12-v2"
@@ -46,7 +46,8 @@ def test_quit_says_the_server_keeps_running_and_stop_ends_it_unless_a_mind_uses_
     try:
         first = run_agent(b"/quit\n", env, timeout=120)
         assert first.returncode == 0, first.stderr.decode()
-        assert first.stdout.decode().splitlines()[-1] == (
+        assert first.stdout.decode().splitlines()[-1] == "shutting down"     # the conversation's last line
+        assert start_up_lines(first.stderr.decode())[-1] == (                 # the process's, on stderr
             f"the embedded PostgreSQL in {data_dir} keeps running, so the next start is instant; "
             "`make stop` stops it")
         pid = embedded_pid(data_dir)

@@ -349,5 +349,6 @@ def test_beside_the_mind_a_public_bind_without_token_leaves_the_view_off_not_the
                        agent_env(DATABASE_URL=db_dsn, MOLTBOT_WEB_HOST="0.0.0.0"), timeout=120)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
-    assert "web view not started: web.host '0.0.0.0' is not a loopback address and no token is set" in out
+    assert ("web view not started: web.host '0.0.0.0' is not a loopback address and no token is set"
+            in result.stderr.decode())     # a start-up line: on stderr when stdout is a pipe
     assert "(reflex mode" in out

@@ -16,7 +16,7 @@ from src.repl import CommandRegistry
 
 def register(registry: CommandRegistry, ctx: CommandContext) -> None:
     registry.add("help", "this list", partial(help_text, registry))
-    registry.add("quit", "save what is buffered and stop", partial(quit_session, ctx))
+    registry.add("quit", "save what is buffered and stop", partial(quit_session, ctx), in_order=False)
     registry.add("status", "database, providers, safety, attention, session", partial(status, ctx))
     registry.add("cost", "what thinking has cost: this session, 24 h, lifetime", partial(cost, ctx))
     registry.add("readiness", "the ten bootstrap achievements (plan §5.2)", partial(readiness_text, ctx))

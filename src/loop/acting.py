@@ -3,7 +3,9 @@
 Processing never looks at where an input came from; this step does: the answer is
 spoken only when the action check allows it (src/loop/action_policy.py), and every tool call
 of the cycle carries the check's verdict into thought_log. A combined turn's reply
-says how many messages it answers.
+says how many messages it answers; a reply to a message that other lines followed
+quotes it (`typed_after`, src/loop/turns.py), on the terminal only: the API's caller asked
+about that one message (the reply board gets it without the reference).
 
 The check (`check`) and the printing (`deliver`) are two calls because the cycle's
 row goes between them: the input journal's "answered" mark is committed with it
@@ -80,8 +82,11 @@ class Acting:
 
     def __init__(self, policy: ActionPolicy, tools: ToolProtocol, intake: Intake, say: Say, *,
                  conversation: Conversation | None = None, unprompted: UnpromptedSettings | None = None,
-                 replies: ReplyBoard | None = None):
+                 replies: ReplyBoard | None = None, newest_line: Callable[[], int | None] | None = None):
         self.policy = policy
+        # the journal id of the newest line typed (src/loop/input_journal.py): a reply to an
+        # older message names the message it answers
+        self.newest_line = newest_line
         # the delivered replies by the journal ids they answer (src/loop/replies.py): the API's
         self.replies = replies
         self.tools = tools
@@ -116,10 +121,16 @@ class Acting:
                 reply = attended.turn.frame_reply(action.answer)
                 channel = attended.turn.candidate.channel
                 if channel == "terminal" or not attended.inputs.refs:
-                    await self.say(reply)
+                    await self.say(attended.turn.frame_reply(
+                        action.answer, typed_after=self._typed_after(attended.inputs.refs)))
                 else:       # its reply goes back to the channel that asked; the terminal gets a quiet line
                     await self.say(quiet_line("answered on", channel, attended.inputs.refs, reply))
                 if self.replies is not None and attended.inputs.refs:
                     self.replies.post(attended.inputs.refs, reply, datetime.now(UTC))
         finally:
             self.intake.settle(attended.turn)
+
+    def _typed_after(self, refs: Sequence[int]) -> bool:
+        """Lines were stored after the turn's last message (a turn without one: no)."""
+        newest = self.newest_line() if self.newest_line is not None else None
+        return bool(refs) and newest is not None and newest > max(refs)

@@ -113,7 +113,8 @@ class CognitiveLoop:
         # every delivered reply by the journal ids it answers: another channel waits on it (src/api)
         self.replies = ReplyBoard()
         self.acting = Acting(self.actions, self.tools, self.intake, self._say, conversation=self.conversation,
-                             unprompted=settings.loop.unprompted, replies=self.replies)
+                             unprompted=settings.loop.unprompted, replies=self.replies,
+                             newest_line=(lambda: journal.newest) if journal is not None else None)
         self.aftermath = Aftermath(parts.gates, self.conversation, settings.context.fifo, say=self._say,
                                    skills=parts.skills, inner=parts.inner, submit_inner=self.submit_inner)
         self.cycle_log = CycleLog(parts.pool, session_id, inner=parts.inner,

@@ -122,6 +122,8 @@ class InputJournal:
         self.replayed = asyncio.Event()
         self._lock = asyncio.Lock()
         self._told = False
+        # the id of the newest line typed at the terminal: a reply to an older one says which it answers
+        self.newest: int | None = None
 
     async def open(self) -> list[Line]:
         """Name the spill file after this database, store what a crashed run spilled,
@@ -159,8 +161,7 @@ class InputJournal:
                 except DB_ERRORS as exc:
                     self.outage.down("input journal", exc)
                 else:
-                    for line, i in zip(lines, ids, strict=True):
-                        line.id = i
+                    self._stored(lines, ids)
                     return
             await asyncio.to_thread(_append_spill, self.spill_path, lines, self.session_id)
             self._held.extend(lines)
@@ -168,6 +169,12 @@ class InputJournal:
                 self._told = True
                 self.notify("database unavailable: your input is held (saved to "
                             f"{self.spill_path}) and will be stored and answered when it is back")
+
+    def _stored(self, lines: Sequence[Line], ids: Sequence[int]) -> None:
+        for line, i in zip(lines, ids, strict=True):
+            line.id = i
+        typed = [i for line, i in zip(lines, ids, strict=True) if getattr(line, "channel", "terminal") == "terminal"]
+        self.newest = max([*typed, self.newest or 0]) or None
 
     def held(self) -> list[Line]:
         """The lines in the spill file now, oldest first (the database is away)."""
@@ -200,8 +207,7 @@ class InputJournal:
             # fails (a closed stdout under the notice, seen) made the next start offer
             # the same lines again (their keys now make that store nothing)
             await asyncio.to_thread(self.spill_path.unlink, missing_ok=True)
-            for line, i in zip(self._held, ids, strict=True):
-                line.id = i
+            self._stored(self._held, ids)
             held, self._held, self._told = len(self._held), [], False
             self.outage.up("input journal")
             self.notify(f"database is back: {held} held input line(s) stored")

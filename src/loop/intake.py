@@ -19,6 +19,7 @@ An input's life here, until its turn is answered:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -86,6 +87,8 @@ class Intake:
         self.admissions: dict[int, Admission] = {}  # candidate id -> what it brought
         self.attempts: dict[int, int] = {}          # candidate id -> failed cycles so far
         self.in_flight: Turn | None = None          # the turn of the running cycle, until delivered
+        # set when a turn settles or a part is given up: what `until_answered` waits on
+        self._settled = asyncio.Event()
 
     async def submit(self, source: Source, text: str, *, now: datetime | None = None,
                      emotional_charge: float = 0.0, urgency: float | None = None,
@@ -188,6 +191,7 @@ class Intake:
         for part in turn.parts:
             self.attempts.pop(part.id, None)
             self.admissions.pop(part.id, None)
+        self._settled.set()
 
     def release(self) -> Turn | None:
         """The cycle failed: the turn in flight (None: it failed before attention took one)."""
@@ -209,6 +213,7 @@ class Intake:
     def forget(self, part: Candidate) -> bool:
         """Give `part` up (retry budget spent); True when the input journal kept it."""
         self.attempts.pop(part.id, None)
+        self._settled.set()
         return self.admissions.pop(part.id, Admission()).ref is not None
 
     def user_messages_waiting(self) -> int:
@@ -216,3 +221,22 @@ class Intake:
         in_flight = self.in_flight.parts if self.in_flight is not None else ()
         return (self.queue.counts()["user"] + sum(c.source == "user" for c in self.held)
                 + sum(p.source == "user" for p in in_flight))
+
+    def waiting_from(self, channel: str) -> int:
+        """User messages of `channel` not answered yet: queued, held, or in flight."""
+        in_flight = self.in_flight.parts if self.in_flight is not None else ()
+        return sum(c.source == "user" and c.channel == channel
+                   for c in (*self.queue.pending(), *self.held, *in_flight))
+
+    async def until_answered(self, channel: str, recheck_s: float = 1.0) -> None:
+        """Return once no user message of `channel` submitted so far waits: a command typed
+        at the terminal waits for the terminal's messages, not for twenty API clients'.
+
+        Woken by each settled turn; re-checked every `recheck_s` as well, because a
+        queued message can also leave without a turn (a forget scrubs it from attention)."""
+        while self.waiting_from(channel):
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), recheck_s)
+            except TimeoutError:
+                pass

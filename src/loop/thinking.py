@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from src.loop.arrivals import Arrivals, TurnFok, late_outcome
 from src.loop.attending import Attended
 from src.loop.composing import Prompt
 from src.loop.degraded import Shortfalls
+from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
 from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
 from src.loop.speaker_check import said_as_users, users_lines
@@ -189,7 +190,8 @@ class Thinking:
         if not self.providers.system1.configured:
             # the reason once a session, to the user; after that the reply only names the mode
             to_user = attended.winner.source == "user"
-            reply = self.reflex_answer(retrieval, shortfalls, now=turn.now, brief=to_user and self._reflex_told)
+            reply = self.reflex_answer(retrieval, shortfalls, now=turn.now, brief=to_user and self._reflex_told,
+                                       just_said=just_said(attended, prompt) if to_user else ())
             self._reflex_told = self._reflex_told or to_user
             return Thought(reply, "reflex")
         answer = await self._escalating(attended, retrieval, turn)
@@ -276,9 +278,10 @@ class Thinking:
         return permit
 
     def reflex_answer(self, retrieval: Retrieval | None, shortfalls: Shortfalls, because: str | None = None,
-                      now: datetime | None = None, brief: bool = False) -> str:
+                      now: datetime | None = None, brief: bool = False, just_said: Sequence[Said] = ()) -> str:
         """The reply without a model: why, what is missing, and what recall brings back, each
-        with when it was said (relative to `now`, the cycle's)."""
+        with when it was said (relative to `now`, the cycle's). When recall brings nothing,
+        the `just_said` lines stand in (src/loop/just_said.py)."""
         # the immutable boundaries are in every context anyway: they are not "brought back".
         # The content, not the one-line `compressed` ("Hello!" says nothing); the same text
         # recalled twice (two memories of one sentence) is shown once.
@@ -287,6 +290,8 @@ class Thinking:
         learned = ([(w.content, w.created_at, None) for w in retrieval.working]
                    + [(r.hit.content, memory_time(r.hit.event_time, r.hit.created_at), r.hit.superseded_at)
                       for r in retrieval.memories if not r.hit.immutable]) if retrieval else []
+        if not learned:      # the question's answer may be in the turn itself or the window
+            learned = [(text, at, None) for text, at in just_said]
         first: dict[str, tuple[datetime | None, datetime | None]] = {}
         for text, at, until in learned:
             first.setdefault(" ".join(text.split()), (at, until))
@@ -295,3 +300,13 @@ class Thinking:
                     for text, (at, until) in first.items()][: self.cfg.reflex_recall_lines]
         return reflex_reply(recalled, said=getattr(self.providers.system1, "reason", None), because=because,
                             missing=shortfalls.line(), brief=brief)
+
+
+def just_said(attended: Attended, prompt: Prompt) -> list[Said]:
+    """The user's statements in this turn and the window that bear on the turn's last
+    message (src/loop/just_said.py): the turn's other messages, then the window's, newest first."""
+    turn = attended.turn
+    question = turn.parts[-1].text
+    in_turn = [(p.text, p.enqueued_at) for p in reversed(turn.parts[:-1])]
+    window = [(m.content, None) for m in reversed(prompt.messages[:-1]) if m.role == "user"]
+    return bearing_on(question, in_turn + window)
