@@ -69,11 +69,11 @@ def test_an_earlier_answer_to_another_message_is_a_repeat_of_any_length():
     found = form_defect("remind me — what do I do for a living? I do NOT have a job!", focus=QUESTION,
                         earlier=exchanges(said))
     assert found is not None and found.kind == "repeat"
-    short = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "Earl grey, then.")]
-    assert form_defect("Earl grey, then.", focus="My bike is blue.", earlier=exchanges(short)).kind == "repeat"
-    # an acknowledgement that carries nothing says nothing wrong again
-    acked = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "Noted.")]
-    assert form_defect("Noted.", focus="My bike is blue.", earlier=exchanges(acked)) is None
+    short = [ChatMessage("user", "What tea do I like?"), ChatMessage("assistant", "Earl grey, then.")]
+    assert form_defect("Earl grey, then.", focus="What colour is my bike?", earlier=exchanges(short)).kind == "repeat"
+    # an acknowledgement said again to a statement answers it, if blandly
+    acked = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "I will remember that, it matters.")]
+    assert form_defect("I will remember that, it matters.", focus="My bike is blue.", earlier=exchanges(acked)) is None
 
 
 def test_the_same_answer_may_come_back_to_the_same_or_a_related_question():

@@ -148,7 +148,9 @@ async def test_a_reflex_reply_is_said_but_never_kept_nor_in_the_window(pool, tmp
 
 
 async def test_a_model_copy_of_a_failure_notice_is_neither_said_kept_nor_windowed(pool, tmp_path):
+    # the copy reads as a refusal (src/metacognition/answer_form.py): asked once more, copied again
     s1 = ScriptedLLM().say("Nice to meet you, Priya. What do you study? Confidence: 0.95",
+                           f"(I cannot answer in words right now: {DEADLINE}.) Confidence: 0.95",
                            f"(I cannot answer in words right now: {DEADLINE}.) Confidence: 0.95")
     mind, delivered = await _mind(pool, tmp_path, s1)
     await _turn(mind, "user", PRIYA, 0)
@@ -156,7 +158,9 @@ async def test_a_model_copy_of_a_failure_notice_is_neither_said_kept_nor_windowe
     assert record.winner.source == "dmn" and not record.delivered
     assert delivered == ["Nice to meet you, Priya. What do you study?"]
     [action] = json.loads(await pool.fetchval("SELECT actions FROM thought_log WHERE cycle = 2"))[:1]
-    assert action["allowed"] is False and "a failure notice is never said unprompted" in action["reason"]
+    # no answer: the reflex notice stands in (src/loop/thinking.py `_instead_of`), never said unprompted
+    assert action["allowed"] is False and "kept internal" in action["reason"]
+    assert await pool.fetchval("SELECT winner->>'path' FROM thought_log WHERE cycle = 2") == "no_answer"
     window = mind.loop.fifo.messages
     assert [m.content for m in window] == [PRIYA, "Nice to meet you, Priya. What do you study?"]
     await mind.gates.lifecycle.shutdown()

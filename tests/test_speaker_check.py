@@ -27,6 +27,7 @@ def test_a_restated_first_person_fact_becomes_the_users(answer, expected):
     "I remember that well.",                        # the mind about itself, in its own words
     "Your favourite tea is lapsang souchong.",      # second person already
     "I like green tea myself.",                     # shares too little
+    "Glad I got the lapsang right.",                # one shared word restates nothing
 ])
 def test_what_the_mind_says_of_itself_is_left_alone(answer):
     assert said_as_users(answer, USER_SAID) is None

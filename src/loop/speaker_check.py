@@ -26,8 +26,10 @@ from src.recall.retrieval import Retrieval
 from src.recall.speakers import USER, first_person, speaker_of, to_second_person
 
 #: The share of a sentence's content words one of the user's lines must hold for the
-#: sentence to be a restatement of it.
+#: sentence to be a restatement of it, and how many at least ("Glad I got the quokkas
+#: right." shares one word with the user's line about quokkas and restates nothing).
 RESTATES = 0.6
+MIN_SHARED = 2
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _ADDRESSED = re.compile(r"\b(?:you|your|yours|you're|yourself)\b", re.IGNORECASE)
 
@@ -52,10 +54,11 @@ def said_as_users(answer: str, user_lines: Iterable[str]) -> str | None:
     for sentence in _SENTENCE.split(answer):
         words = content_words(sentence)
         # a sentence that already says "you" is about the user ("I think you like lapsang souchong")
-        if words and first_person(sentence) and not _ADDRESSED.search(sentence) and any(len(words & t) / len(words) >= RESTATES for t in theirs):
+        if words and first_person(sentence) and not _ADDRESSED.search(sentence) and any(
+                len(words & t) >= MIN_SHARED and len(words & t) / len(words) >= RESTATES for t in theirs):
             sentence, changed = to_second_person(sentence), True
         out.append(sentence)
     return " ".join(out) if changed else None
 
 
-__all__ = ["RESTATES", "said_as_users", "users_lines"]
+__all__ = ["MIN_SHARED", "RESTATES", "said_as_users", "users_lines"]

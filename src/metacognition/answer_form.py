@@ -19,12 +19,12 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   reply that is one `VERB: argument` line is a tool call: src/loop/tool_protocol.py runs it,
   and never delivers it);
 - **repeat**: the same words (any length, punctuation and case aside) as one of the
-  mind's recent answers to a *different* message, and — when short — none of its content
-  words in the message it answers now: "Your sister lives in Gdansk." said again to "Which
+  mind's recent answers to a *different* message, and — when short — given to a question,
+  with none of its content words in it: "Your sister lives in Gdansk." said again to "Which
   city is my sister in?" is right twice; "Remind me, what do I do for a living?" said again
   to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
-  said turn after turn) is a loop whatever it shares. An acknowledgement that carries no
-  content word ("Noted.", "I hear you.") says nothing wrong when said again.
+  said turn after turn) is a loop whatever it shares. A short acknowledgement said again to
+  a statement ("I will remember that, it sounds important.") answers it, if blandly.
 
 The forms are a handful of grammatical patterns, not one model's phrasings: the tests
 hold paraphrases from several model families (tests/test_answer_form.py).
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from src.gates.utterance import content_words
+from src.gates.utterance import classify, content_words
 from src.metacognition.confidence import strip_verbalized_confidence
 from src.metacognition.prompts import DEFECT_CAUSES
 
@@ -116,13 +116,13 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
         return Defect("refusal", body[:80])
     if (m := _META.search(lowered)) is not None:
         return Defect("meta", m.group(0))
-    said_words = content_words(body)
-    if not said_words:             # "Noted." again: nothing in it can be an answer to another question
+    loop = len(flat.split()) >= REPEAT_LOOP_WORDS
+    wrong_answer = classify(focus).kind == "question" and not content_words(body) & content_words(focus)
+    if not (loop or wrong_answer):
         return None
     asked = _words(focus)
-    about_it = bool(said_words & content_words(focus)) and len(flat.split()) < REPEAT_LOOP_WORDS
     for before, said in list(earlier)[-REPEAT_LOOKBACK:]:
-        if _words(strip_verbalized_confidence(said)) == flat and _words(before) != asked and not about_it:
+        if _words(strip_verbalized_confidence(said)) == flat and _words(before) != asked:
             return Defect("repeat", body[:60])
     return None
 
