@@ -74,6 +74,10 @@ def test_an_earlier_answer_to_another_message_is_a_repeat_of_any_length():
     # an acknowledgement said again to a statement answers it, if blandly
     acked = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "I will remember that, it matters.")]
     assert form_defect("I will remember that, it matters.", focus="My bike is blue.", earlier=exchanges(acked)) is None
+    # not knowing is an honest answer to any number of questions
+    unsure = [ChatMessage("user", "What tea do I like?"), ChatMessage("assistant", "I could not say much about that.")]
+    assert form_defect("I could not say much about that.", focus="What colour is my bike?",
+                       earlier=exchanges(unsure)) is None
 
 
 def test_the_same_answer_may_come_back_to_the_same_or_a_related_question():

@@ -14,9 +14,12 @@ from tests.fakes import HashEmbedder
 from tests.fakes_llm import ScriptedLLM
 from tests.test_loop import CONFIDENT, _mind
 
+#: the second answer is about the keeper (the same answer to another question is a repeat)
+KEEPER = "The keeper rows to the village on sundays. Confidence: 0.95"
+
 
 async def _seeded(pool, tmp_path):
-    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT, CONFIDENT))
+    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT, KEEPER))
     await MemoryStore(pool, HashEmbedder()).store_many([
         NewMemory("The lighthouse lamp is lit every evening at dusk."),
         NewMemory("The lighthouse keeper rows to the village on sundays.")])

@@ -36,7 +36,7 @@ PROMPT_MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for 
 #: A `{name}`, `{name!r}` or `{name:.2f}` left in a rendered text: a variable never filled.
 UNFILLED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?:![rsa])?(?::[^{}\s]*)?\}")
 #: The fields of the module-level templates (`BOOTSTRAP_PROMPT`, `FOK_PROMPT`, `INTERNAL_FRAMES`).
-TEMPLATE_FIELDS = {"name": "SAMPLE-NAME", "question": "SAMPLE-QUESTION", "text": "SAMPLE-TEXT"}
+TEMPLATE_FIELDS = {"name": "SAMPLE-NAME", "question": "SAMPLE-QUESTION", "text": "SAMPLE-TEXT", "key": "SAMPLE-KEY"}
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def _renderings(module: str) -> list[tuple[str, str, list[str]]]:
 def test_every_stage_that_talks_to_a_model_has_its_prompts_module():
     assert PROMPT_MODULES == sorted([
         "src.consolidation.deep.prompts", "src.context.prompts", "src.dmn.prompts", "src.gates.prompts",
-        "src.gut.prompts", "src.loop.prompts", "src.metacognition.prompts", "src.outcomes.prompts",
+        "src.gut.prompts", "src.loop.prompts", "src.mcp.prompts", "src.metacognition.prompts", "src.outcomes.prompts",
         "src.providers.prompts", "src.skills.prompts", "src.tools.prompts"])
 
 

@@ -172,13 +172,16 @@ async def test_start_after_waits_for_the_read_and_spawned_tasks_are_collected():
     assert order == ["read", "write"] and not tasks.pending and tasks.failures() == []
 
 
+#: the second answer is about the keeper (the same answer to another question is a repeat)
+KEEPER = "The keeper rows to the village on sundays. Confidence: 0.95"
+
 #: Tasks that outlive a turn on purpose: the mind's named workers (each owned by its part).
 NAMED_WORKERS = ("scratch-flush", "reembed", "rate-limited-embed", "light-consolidation",
                  "deep-consolidation", "layer-", "threshold-refresh", "report-cancelled-call")
 
 
 async def test_every_task_a_turn_starts_is_collected_by_the_end_of_its_cycle(pool, tmp_path):
-    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT).say(CONFIDENT))
+    mind, delivered = await _mind(pool, tmp_path, system1=ScriptedLLM().say(CONFIDENT).say(KEEPER))
     await MemoryStore(pool, HashEmbedder()).store_many([
         NewMemory("The lighthouse lamp is lit every evening at dusk."),
         NewMemory("The lighthouse keeper rows to the village on sundays."),

@@ -26,41 +26,10 @@ from src.api.erasure import MAX_IDS
 from src.api.messages import MessageError
 from src.api.routes import MAX_K, MAX_WAIT_S
 from src.mcp.access import MindAccess
+from src.mcp.prompts import ASK, FORGET, HELD, INSTRUCTIONS, RECALL, REMEMBER, REPLY, STATUS
 
 T = TypeVar("T")
 
-INSTRUCTIONS = (
-    "MoltBot is a running mind with a long-term memory. `ask` talks to it (it answers as in a "
-    "conversation and may remember what you say); `remember` stores a statement without a reply; "
-    "`recall` searches its memories without changing anything; `forget` removes memories (it lists "
-    "first and changes nothing unless confirm is true); `status` says how it is.")
-
-REMEMBER = (
-    "Store a statement in the mind's memory as something the user said, without starting a "
-    "conversation turn and without calling any model. It passes the entry gate now (a short or "
-    "machine-like line may be dropped: the answer says 'buffered' or 'dropped'); the exit gate "
-    "decides at its next flush whether it is kept as a memory. Write one plain, self-contained "
-    "statement, e.g. 'My sister Maren lives in Lisbon.'")
-RECALL = (
-    "Search the mind's memories, read-only: nothing is changed, no model is called. Returns the "
-    "best `k` memories with their content, when each was said, and every score of the ranking "
-    "(`results`), plus what is in working memory (`working`). Phrase the query as a question or "
-    "the words the memory would contain.")
-ASK = (
-    "Send a message to the mind and get its reply, as if the user typed it: it goes through the "
-    "mind's input journal, is answered exactly once, and may be remembered. Waits up to `wait_s` "
-    "seconds; if the reply is not ready by then the answer has state 'pending' and the message's "
-    "`id`: call `reply` with that id to get the answer later (do not send the message again). A "
-    "line starting with '/' is refused: use the other tools instead of commands.")
-REPLY = (
-    "Get the reply to an earlier `ask` that came back 'pending', by its message id, waiting up to "
-    "`wait_s` seconds. State 'answered' carries the reply; 'pending' means not yet (call again).")
-FORGET = (
-    "Forget memories, by memory ids (`ids`, e.g. from `recall`) or every trace of some words "
-    "(`match`); give exactly one of the two. Without confirm=true it only lists what would go and "
-    "counts it, changing nothing: show that to the user and ask before confirming. With "
-    "confirm=true the forgetting is done and cannot be undone; the answer holds its receipt.")
-STATUS = "The mind's session id, how many memories it holds, messages waiting for an answer, the memory mode."
 
 
 def build_server(mind: MindAccess, *, max_chars: int) -> MCPServer:
@@ -124,9 +93,8 @@ def _how_to_get_the_reply(sent: dict[str, Any]) -> dict[str, Any]:
     if out.get("state") == "pending" and out.get("id") is not None:
         out["note"] = f"not answered yet: call `reply` with message_id={out['id']} to get the answer"
     elif out.get("state") == "held":
-        out["note"] = ("the mind's database is away: the message is held, and answered once it is back "
-                       f"(its reply is then at GET /api/v1/messages?key={out.get('key')}); do not send it again")
+        out["note"] = HELD.format(key=out.get("key"))
     return out
 
 
-__all__ = ["INSTRUCTIONS", "build_server"]
+__all__ = ["build_server"]

@@ -24,7 +24,8 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   city is my sister in?" is right twice; "Remind me, what do I do for a living?" said again
   to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
   said turn after turn) is a loop whatever it shares. A short acknowledgement said again to
-  a statement ("I will remember that, it sounds important.") answers it, if blandly.
+  a statement ("I will remember that, it sounds important.") answers it, if blandly, and
+  "I could not say much about that." is an honest answer to any number of questions.
 
 The forms are a handful of grammatical patterns, not one model's phrasings: the tests
 hold paraphrases from several model families (tests/test_answer_form.py).
@@ -61,6 +62,8 @@ _META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?
                    r"the confidence|self-?check|threshold|scored \d|"
                    r"(?:previous|above|earlier|last|first) (?:answer|reply|response|draft)|"
                    r"my (?:answer|reply|response|draft) (?:was|scored|had|lacked|did|is low|is incomplete))\b")
+_NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|can not) (?:\w+ )?(?:know|say|tell|"
+                          r"remember|recall|find)\b|\bnot sure\b|\bno idea\b")
 _MARKUP = re.compile(r"^\s*\[[A-Z][A-Z0-9 _/-]{2,}\]")
 
 
@@ -117,7 +120,8 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     if (m := _META.search(lowered)) is not None:
         return Defect("meta", m.group(0))
     loop = len(flat.split()) >= REPEAT_LOOP_WORDS
-    wrong_answer = classify(focus).kind == "question" and not content_words(body) & content_words(focus)
+    wrong_answer = (classify(focus).kind == "question" and not content_words(body) & content_words(focus)
+                    and not _NOT_KNOWING.search(lowered))
     if not (loop or wrong_answer):
         return None
     asked = _words(focus)
