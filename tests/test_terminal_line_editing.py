@@ -100,10 +100,12 @@ def test_a_warning_while_a_line_is_typed_is_drawn_above_it_too():
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     log = logging.getLogger("tests.terminal")
-    logging.getLogger().addHandler(handler)
+    root = logging.getLogger()
+    # this handler alone: a handler an earlier test in the process left on the root draws too
+    kept, root.handlers = root.handlers, [handler]
     try:
         Screen(out, prompt=True, editor=_Typing("what is")).take_terminal_log()
         log.warning("database unavailable")
     finally:
-        logging.getLogger().removeHandler(handler)
+        root.handlers = kept
     assert out.getvalue() == "\r\x1b[KWARNING database unavailable\n> what is"
