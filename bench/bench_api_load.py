@@ -12,37 +12,19 @@ embedded test server (bench/common.py), dropped at the end.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
-import asyncpg
-
-from bench.common import ROOT, dsn_for
-from src.db.embedded import start_embedded
-from src.db.migrations import apply_migrations
+from bench.common import bench_database
 from tests.api_load import run_load
 
 CLIENTS, PER_CLIENT, TERMINAL = 20, 45, 100       # 1,000 messages
 
 
 async def run() -> list[dict]:
-    uri, _ = start_embedded(ROOT / "data" / "test-pg", shared_buffers="auto")
-    name = f"bench_api_load_{os.getpid()}"
-    admin = await asyncpg.connect(uri)
-    await admin.execute(f'CREATE DATABASE "{name}"')      # a constant and our pid, not input
-    try:
-        conn = await asyncpg.connect(dsn_for(uri, name))
-        try:
-            await apply_migrations(conn)
-        finally:
-            await conn.close()
+    async with bench_database("bench_api_load") as dsn:
         with tempfile.TemporaryDirectory() as folder:
-            result = await run_load(dsn_for(uri, name), Path(folder), clients=CLIENTS, per_client=PER_CLIENT,
-                                    terminal=TERMINAL)
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+            result = await run_load(dsn, Path(folder), clients=CLIENTS, per_client=PER_CLIENT, terminal=TERMINAL)
     return [
         {"name": f"messages ({CLIENTS} API clients + the terminal, SIGKILL, restart)", "value": result.messages,
          "unit": "messages"},

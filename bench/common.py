@@ -33,27 +33,33 @@ def dsn_for(base_uri: str, dbname: str) -> str:
 
 
 @asynccontextmanager
-async def bench_pool(prefix: str, *, min_size: int = 1, max_size: int = 4) -> AsyncIterator[asyncpg.Pool]:
-    """A migrated database named `<prefix>_<pid>` (fsync off server), dropped afterwards."""
+async def bench_database(prefix: str) -> AsyncIterator[str]:
+    """The DSN of a migrated database named `<prefix>_<pid>` (fsync off server), dropped afterwards."""
     uri, _ = start_embedded(ROOT / "data" / "test-pg", shared_buffers="auto")   # as the service's
     name = f"{prefix}_{os.getpid()}"
     admin = await asyncpg.connect(uri)
     await admin.execute(f'CREATE DATABASE "{name}"')  # name from a constant and our pid, not input
-    pool = None
     try:
         conn = await asyncpg.connect(dsn_for(uri, name))
         try:
             await apply_migrations(conn)
         finally:
             await conn.close()
-        pool = await create_pool(dsn_for(uri, name), min_size=min_size, max_size=max_size,
-                                 command_timeout=None)
-        yield pool
+        yield dsn_for(uri, name)
     finally:
-        if pool is not None:
-            await pool.close()
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+@asynccontextmanager
+async def bench_pool(prefix: str, *, min_size: int = 1, max_size: int = 4) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a migrated database of its own (`bench_database`), dropped afterwards."""
+    async with bench_database(prefix) as dsn:
+        pool = await create_pool(dsn, min_size=min_size, max_size=max_size, command_timeout=None)
+        try:
+            yield pool
+        finally:
+            await pool.close()
 
 
 async def build_hnsw(pool: asyncpg.Pool) -> float:

@@ -7,9 +7,6 @@ its two timeouts (300 + 300 s): a healthy message behind a hung one waited 67 s.
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import yaml
@@ -18,58 +15,14 @@ from src.config import load_settings
 from src.loop.thinking import cycle_deadline
 from src.providers.settings import DEFAULT_LLM_TIMEOUT_S
 from tests.proc import agent_env, noiseless_config, read_until, set_key, spawn_agent, wait_ready
+from tests.test_timing_shutdown import LocalModel
 
 HUNG = "tide"
-REPLY = "Nice to meet you, Priya. Confidence: 0.95"
-META = {"judgement": "KNOWN", "confidence": 0.9, "contradicts": False, "summary_a": "a statement"}
 
 
-class HangsOnTheTide:
-    """A chat server in a thread: a request whose last user message names the tide is read
-    and never answered (until `close`); every other request is answered at once."""
-
-    def __init__(self) -> None:
-        self.released = threading.Event()
-        self.hanging = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                return
-
-            def do_GET(self) -> None:
-                self.send_error(404)
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path != "/v1/chat/completions":
-                    self.send_error(404)
-                    return
-                last = body["messages"][-1]
-                assert last["role"] == "user" and body["model"] == "fake-local"
-                if HUNG in str(last["content"]).lower() and "response_format" not in body:
-                    owner.hanging += 1
-                    owner.released.wait(300)
-                    return
-                text = json.dumps(META) if "response_format" in body else REPLY
-                data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": text}}],
-                                   "usage": {"prompt_tokens": 50, "completion_tokens": 9}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+def _about_the_tide(body: dict) -> bool:
+    """A chat request whose last user message names the tide (structured checks are answered)."""
+    return HUNG in str(body["messages"][-1]["content"]).lower() and "response_format" not in body
 
 
 def test_by_default_a_local_model_holds_a_turn_for_tens_of_seconds_not_minutes(tmp_path):
@@ -85,7 +38,7 @@ def test_by_default_a_local_model_holds_a_turn_for_tens_of_seconds_not_minutes(t
 
 
 async def test_a_hung_turn_ends_at_the_deadline_and_the_next_message_is_answered_at_once(db_dsn, tmp_path):
-    model = HangsOnTheTide()
+    model = LocalModel(hangs_on=_about_the_tide)
     runtime = yaml.safe_load(noiseless_config(tmp_path).read_text())
     runtime["providers"]["llm"] |= {"provider": "openai_compat", "base_url": f"http://127.0.0.1:{model.port}/v1",
                                     "openai_model": "fake-local", "request_logprobs": False,

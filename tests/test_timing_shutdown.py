@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import asyncpg
@@ -23,9 +24,10 @@ META = {"judgement": "KNOWN", "confidence": 0.9, "contradicts": False, "summary_
 
 class LocalModel:
     """A one-model chat server in a thread. Answers until `hang` is set; from then on every
-    request is read and never answered (until `close`). Checks the requests' shape."""
+    request is read and never answered (until `close`), as is each request for which
+    `hangs_on(body)` holds. Checks the requests' shape."""
 
-    def __init__(self) -> None:
+    def __init__(self, hangs_on: Callable[[dict], bool] | None = None) -> None:
         self.hang = threading.Event()
         self.released = threading.Event()
         self.answered = 0
@@ -46,7 +48,7 @@ class LocalModel:
                     return
                 assert body["model"] == "fake-local"
                 assert body["messages"][-1]["role"] == "user"
-                if owner.hang.is_set():
+                if owner.hang.is_set() or (hangs_on is not None and hangs_on(body)):
                     owner.hanging += 1
                     owner.released.wait(120)
                     return
