@@ -26,6 +26,8 @@ import httpx2
 import wordllama
 from tokenizers import Tokenizer
 
+from src.loop.prompts import CONTEXT_CLOSE
+
 _TOKENIZER_FILE = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
 _SCHEMA_IN_SYSTEM = re.compile(r"It must match this JSON Schema: (\{.*\})\s*$", re.DOTALL)
 
@@ -119,5 +121,6 @@ class FakeLlamaServer:
         found = _SCHEMA_IN_SYSTEM.search(system)
         if declared is not None or found is not None:
             return json.dumps(sample(declared if declared is not None else json.loads(found.group(1))))
-        last = " ".join(body["messages"][-1]["content"].split())
+        # the message itself, after the context the mind sends ahead of it (src/loop/turn_context.py)
+        last = " ".join(body["messages"][-1]["content"].rsplit(CONTEXT_CLOSE, 1)[-1].split())
         return f"Noted ({last[:48]}). Confidence: 0.9"

@@ -106,7 +106,7 @@ async def test_fill_to_90_percent_then_prune_hands_exactly_the_pruned_messages_t
 
     assert result.target_tokens == 1300
     assert result.tokens_before == before
-    goal = int(1300 * 0.9)                          # low water: 1170
+    goal = int(1300 * FifoSettings().low_water)     # low water: 650 (0.5: a prune changes the cached start seldom)
     # the oldest messages, and no more than needed to get under the low-water mark
     k = len(result.pruned)
     assert result.pruned == added[:k]
@@ -198,3 +198,20 @@ async def test_the_newest_message_is_never_pruned_and_the_window_still_fits():
     small = fifo.append("assistant", "ok")
     assert fifo.window() == [small]
     assert fifo.window(10_000) == [huge, small]
+
+
+def test_a_message_keeps_its_context_apart_from_its_words_and_a_forget_strips_it():
+    """The context an input was answered with rides with it (src/loop/turn_context.py): the
+    FIFO measures the words (plan §3.3), the request sends both; forgetting words a context
+    lists takes the context, not the user's message."""
+    fifo = AdaptiveFifo(2000, Gate())
+    bare = fifo.append("user", "where does my sister live?")
+    held = fifo.append("user", "where does my sister live?", context="- [episodic] My sister lives in Porto.",
+                       shown_ids=[7])
+    assert held.tokens == bare.tokens and held.context_tokens > 0 and held.shown == frozenset({7})
+    assert held.chat.text == "- [episodic] My sister lives in Porto.\n\nwhere does my sister live?"
+    assert held.bare.text == "where does my sister live?" and held.chat.content == held.bare.content
+    assert fifo.drop(lambda text: "porto" in text.lower()) == 0      # the words stay
+    [_, kept] = fifo.messages
+    assert (kept.context, kept.shown, kept.context_tokens, kept.content) == ("", frozenset(), 0, held.content)
+    assert fifo.drop(lambda text: "sister" in text) == 2

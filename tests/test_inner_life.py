@@ -20,7 +20,7 @@ async def test_gut_line_in_system1_context_and_every_delta_logged(pool, tmp_path
     await mind.loop.cycle(t0)
     [call] = s1.of("generate")
     reading = mind.gut.reading
-    line = next(ln for ln in call.system.splitlines() if ln.startswith("[GUT] "))
+    line = next(ln for ln in call.messages[-1].context.splitlines() if ln.startswith("[GUT] "))   # with the input
     assert line == mind.gut.summary() and f"(intensity {reading.intensity:.2f})" in line
     row = await pool.fetchrow("SELECT cycle, magnitude, context, action, source_tag, delta FROM gut_deltas")
     assert (row["cycle"], row["context"], row["source_tag"]) == (

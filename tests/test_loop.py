@@ -19,6 +19,7 @@ import pytest
 
 from src.config import load_settings
 from src.db.manifest import record_start
+from src.loop.prompts import CONTEXT_CLOSE, CONTEXT_OPEN
 from src.loop.tool_protocol import NO_TOOLS_NOTE
 from src.metacognition.confidence import VERBALIZED_CONFIDENCE_INSTRUCTION
 from src.mind import build_mind
@@ -105,14 +106,19 @@ async def test_state_report_and_memories_reach_system1(pool, tmp_path):
     record = await mind.loop.cycle()
     assert record.winner.source == "user"
     [call] = s1.of("generate")
-    assert "[COGNITIVE STATE]" in call.system
-    assert '  - User message: "what do I drink every morning?" (salience: ' in call.system
-    assert "Winner: User message" in call.system
-    assert "I drink earl grey tea every morning" in call.system       # recalled, injected
-    assert "Session cost: $" in call.system
+    # what changes every turn goes with the input, after the conversation (issue 38: a
+    # server's prompt cache keeps what comes before it); the system prompt holds none of it
+    context = call.messages[-1].context
+    assert "[COGNITIVE STATE]" in context
+    assert '  - User message: "what do I drink every morning?" (salience: ' in context
+    assert "Winner: User message" in context
+    assert "I drink earl grey tea every morning" in context       # recalled, injected
+    assert context.startswith(CONTEXT_OPEN) and context.endswith("Session cost: $0.00 | 24h: $0.00\n\n" + CONTEXT_CLOSE)
+    assert "earl grey" not in call.system and "[COGNITIVE STATE]" not in call.system
     # §2.11's verbalized signal is asked for; no tool line: the question is not about the mind
-    assert call.system.endswith("Session cost: $0.00 | 24h: $0.00\n\n" + VERBALIZED_CONFIDENCE_INSTRUCTION)
+    assert call.system.endswith("\n\n" + VERBALIZED_CONFIDENCE_INSTRUCTION)
     assert call.messages[-1].content == "what do I drink every morning?"
+    assert call.messages[-1].text == f"{context}\n\nwhat do I drink every morning?"
     assert delivered == ["Earl grey, every morning."]
     # the winner is embedded once per cycle (for salience) and that vector is reused by
     # recall and the reflection bank: a paid embedding is not bought twice
@@ -143,7 +149,7 @@ async def test_low_confidence_retries_once_then_escalates_and_the_correction_sur
     s1.say(CONFIDENT)
     await mind.loop.submit("user", "which tea do I drink in the morning?")
     await mind.loop.cycle()
-    assert "In similar past situations, you made these errors" in s1.of("generate")[-1].system
+    assert "In similar past situations, you made these errors" in s1.of("generate")[-1].messages[-1].context
 
 
 async def test_pruning_gives_the_exit_gate_only_what_the_entry_gate_skipped(pool, tmp_path):

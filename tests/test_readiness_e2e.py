@@ -37,7 +37,8 @@ REFLECTION = "It took patience and feeding the starter every day; steady care pa
 
 def model(call) -> str:
     """System 1: answers from what it is asked (checks it was given a system prompt)."""
-    assert call.system and "[COGNITIVE STATE]" in call.system
+    # the state report goes with the input (src/loop/turn_context.py)
+    assert call.system and any("[COGNITIVE STATE]" in m.context for m in call.messages)
     asked = call.messages[-1].content
     if "[internal thought — default mode] I achieved my goal" in asked:
         return f"{REFLECTION}\nConfidence: 0.95"

@@ -54,7 +54,7 @@ async def test_every_prompt_carries_the_skills_section_and_the_memory_mode(pool,
     mind, delivered = await _mind(pool, tmp_path, system1)
     await mind.loop.submit("user", "please summarise sales.csv for me")
     await mind.loop.run(burst=True)
-    system = system1.of("generate")[0].system
+    system = system1.of("generate")[0].messages[-1].context    # with the input (src/loop/turn_context.py)
     assert ("[PROCEDURAL MEMORY — skills available]\nProcedures you have learned, one per line: label — when "
             "to use it. Recall one (RECALL_SKILL) only when it fits the task at hand.\n"
             f"- csv_summary — {CSV['when_to_use']}") in system
@@ -67,7 +67,7 @@ async def test_no_skills_no_section(pool, tmp_path):
     mind, _ = await _mind(pool, tmp_path, system1)
     await mind.loop.submit("user", "hello there, how are you today")
     await mind.loop.run(burst=True)
-    assert "PROCEDURAL MEMORY" not in system1.of("generate")[0].system
+    assert "PROCEDURAL MEMORY" not in system1.of("generate")[0].messages[-1].text
 
 
 async def test_recall_skill_with_a_misspelt_label_through_the_loop(pool, tmp_path):

@@ -146,7 +146,7 @@ async def test_the_mind_never_takes_the_users_statements_as_its_own(pool, tmp_pa
     await mind.gates.lifecycle.shutdown()                  # the scratch buffer into memories
 
     # the model saw the user's words as the user's (in full, or the first sentence), never bare
-    prompts = [c.system for c in s1.of("generate")]
+    prompts = [c.messages[-1].context for c in s1.of("generate")]
     assert any("The user said: Hi!" in p for p in prompts), prompts[-1]
     assert not any(re.search(r"\] Hi! My name", p) for p in prompts)
 

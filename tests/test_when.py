@@ -38,8 +38,9 @@ async def test_the_prompt_for_a_question_carries_now_and_every_recalled_lines_da
     await mind.loop.submit("user", "tell me about the lighthouse keeper and the lamp")
     record = await mind.loop.cycle(now=NOW)
     assert record.retrieval.ids
-    system = s1.of("generate")[0].system
-    assert now_line(NOW) in system
+    # what changes every turn goes with the input (src/loop/turn_context.py)
+    system = s1.of("generate")[0].messages[-1].context
+    assert now_line(NOW) in system and now_line(NOW) not in s1.of("generate")[0].system
     lines = [line for line in system.splitlines() if "lighthouse" in line and line.startswith("- [")]
     assert lines, system
     assert all(re.search(r"\((today, \d\d:\d\d|\w{3} \d{1,2} \w{3} \d{4}, [^)]+)\)$", line) for line in lines), lines

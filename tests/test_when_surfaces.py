@@ -53,8 +53,8 @@ async def test_each_correction_in_the_prompt_says_when_it_was_recorded(pool, tmp
     await _at(pool, correction, NOW - timedelta(days=3))
     await mind.loop.submit("user", "which tea do I drink in the morning?")
     await mind.loop.cycle(now=NOW)
-    system = s1.of("generate")[0].system
-    [line] = [line for line in system.splitlines() if line.startswith("1. ")]
+    context = s1.of("generate")[0].messages[-1].context     # with the input (src/loop/turn_context.py)
+    [line] = [line for line in context.splitlines() if line.startswith("1. ")]
     assert line.startswith("1. [hedged on a known fact] Situation: what tea do I drink in the morning?")
     assert line.endswith("| Do instead: state remembered preferences plainly (Wed 25 Nov 2026, 3 days ago)")
 

@@ -98,6 +98,7 @@ class ContextSection:
     tokens: int
     budget: int
     entries: tuple[tracks.Placed, ...]
+    extra: tuple[str, ...] = ()     # lines without a memory (session stats, working memory)
 
     @property
     def ids(self) -> list[int]:
@@ -223,7 +224,7 @@ def _section(name: tracks.Track, header: str, placed: Sequence[tracks.Placed], b
              extra: Sequence[str] = ()) -> ContextSection:
     tokens = tracks.section_tokens(header, [*extra, *(p.text for p in placed)])
     return ContextSection(name, tracks.render_section(header, placed, extra), tokens, budget,
-                          tuple(placed))
+                          tuple(placed), tuple(extra))
 
 
 def _candidate(row: asyncpg.Record, now: datetime) -> tracks.ContextCandidate:

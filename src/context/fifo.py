@@ -19,8 +19,9 @@ linear in intensity so a small change never halves the buffer at once:
     intensity > 0.7      90%         (deep focus, expensive)
 
 `prune()` acts when the buffer holds more than the target. It removes the
-oldest messages until the buffer is at or below `low_water` (0.9) of the target
-(a margin, so the next message does not prune again at once), always keeping
+oldest messages until the buffer is at or below `low_water` (0.5) of the target
+(a margin, so the next messages do not prune again at once: each prune changes the
+conversation's start, which a server's prompt cache re-reads), always keeping
 the newest `min_keep` (1) — the input being answered. Before anything leaves,
 the pruned messages are handed to `on_pruned` (the exit gate, plan §2.8: last
 chance to persist; rate-limited where it is implemented). Only when it returns
@@ -47,8 +48,8 @@ import functools
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +61,7 @@ from src.tokens import (
     REPLY_PRIMING_TOKENS,
     count_message_tokens,
     count_message_tokens_off_loop,
+    count_tokens,
 )
 
 log = logging.getLogger(__name__)
@@ -124,13 +126,26 @@ class Message:
     at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     words: str | None = None
+    # What the model read beside this input when it answered it (the turn's memories and
+    # state), kept so later requests send it again unchanged: a prompt cache keeps the
+    # conversation only while every earlier message reads the same (issue 38). `tokens`
+    # counts the words (the FIFO's measure, plan §3.3), `context_tokens` the context; `shown`
+    # are the memories it lists (not listed again while it is sent).
+    context: str = ""
+    shown: frozenset[int] = frozenset()
+    context_tokens: int = 0
 
     def as_chat(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+        return {"role": self.role, "content": self.chat.text}
 
     @functools.cached_property
     def chat(self) -> ChatMessage:
         """The message as a model is sent it (made once: the window sends it every cycle)."""
+        return ChatMessage("user" if self.role == "user" else "assistant", self.content, context=self.context)
+
+    @functools.cached_property
+    def bare(self) -> ChatMessage:
+        """The message without its context (when the request has no room for it)."""
         return ChatMessage("user" if self.role == "user" else "assistant", self.content)
 
     @property
@@ -141,6 +156,16 @@ class Message:
     @property
     def speaker(self) -> Speaker | None:
         return speaker_of(self.source_tag, self.metadata)
+
+
+def _context_tokens(context: str) -> int:
+    """What `context` adds to its message: its tokens and the blank line after it (counted
+    alone: the words may be a pasted megabyte, counted off the event loop by `add`)."""
+    return count_tokens(f"{context}\n\n") if context else 0
+
+
+def _without_context(message: Message) -> Message:
+    return replace(message, context="", shown=frozenset(), context_tokens=0)
 
 
 def shown(role: str, content: str, source_tag: str, words: str | None = None) -> tuple[str, str | None]:
@@ -187,15 +212,18 @@ class AdaptiveFifo:
 
     def append(self, role: str, content: str, *, source_tag: str = "external_user",
                at: datetime | None = None, metadata: Mapping[str, Any] | None = None,
-               tokens: int | None = None, words: str | None = None, marked: bool = False) -> Message:
+               tokens: int | None = None, words: str | None = None, marked: bool = False,
+               context: str = "", shown_ids: Iterable[int] = ()) -> Message:
         """Add a message at the new end; its token count is taken once, here (or by `add`).
         `words`: the words themselves when `content` is framed; `marked`: `content` is
-        already as `shown` makes it (`add` did it)."""
+        already as `shown` makes it (`add` did it); `context`, `shown_ids`: what the model
+        read beside it (`Message.context`)."""
         if not marked:
             content, words = shown(role, content, source_tag, words)
         if tokens is None:
             tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
-        message = Message(role, content, tokens, source_tag, at, dict(metadata or {}), words)
+        message = Message(role, content, tokens, source_tag, at, dict(metadata or {}), words, context,
+                          frozenset(shown_ids), _context_tokens(context))
         self._messages.append(message)
         self._content_tokens += tokens
         return message
@@ -240,12 +268,15 @@ class AdaptiveFifo:
 
     def drop(self, holds: Callable[[str], bool]) -> int:
         """Remove every message whose text `holds` says must go (the guardian forgot its
-        words, src/erasure/): gone at once, never pruned into a memory. How many."""
+        words, src/erasure/): gone at once, never pruned into a memory. How many.
+        A message whose words stay but whose context lists forgotten words keeps its
+        words without that context (a prompt cache re-reads the window once)."""
         kept = [m for m in self._messages if not holds(m.content)]
         dropped = len(self._messages) - len(kept)
-        if dropped:
-            self._messages = deque(kept)
-            self._content_tokens = sum(m.tokens for m in kept)
+        bare = [_without_context(m) if m.context and holds(m.context) else m for m in kept]
+        if dropped or any(a is not b for a, b in zip(bare, kept, strict=True)):
+            self._messages = deque(bare)
+            self._content_tokens = sum(m.tokens for m in bare)
         return dropped
 
     def clear(self) -> int:

@@ -56,38 +56,67 @@ class Request:
     messages: list[ChatMessage]
     history: int          # messages of the conversation window sent
     cut: bool             # the input was cut to fit
+    context_from: int = 0  # index in the window of the first message sent with its context
 
 
 def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], user_text: str,
              *, limit: int, parts: Sequence[str] = (),
-             render: Callable[[Sequence[str]], str] | None = None) -> Request:
+             render: Callable[[Sequence[str]], str] | None = None, context: str = "",
+             context_from: int = 0) -> Request:
     """The turn's messages within the window of `llm` (else the budget's), the history at
     most `limit` of our tokens (the conversation's share this cycle).
 
     `parts` and `render`: the messages of a combined turn and how they make `user_text`.
     When it does not fit, the longest messages are cut first, each keeping its beginning, so
     a long paste never hides the short messages sent with it (issue 41 item 8: a 21,405-
-    character paste cut at the end took the two questions after it with it)."""
+    character paste cut at the end took the two questions after it with it). `context`:
+    what the model reads ahead of the input (src/loop/turn_context.py), never cut; the input
+    is cut to the room it leaves.
+
+    The history's own contexts (`Message.context`) use the room its words leave (they are
+    not the conversation's share): sent from window index `context_from` on while they fit;
+    when they do not, from a later index where they take at most a quarter of that room, the older
+    messages sent bare. So the request changes ahead of its end only every few turns (a
+    server's prompt cache re-reads from the first token that differs)."""
     window = window_of(llm) or ContextWindow(budget.resolve().context_window or 1, "the context budget", 1.0)
     reply = budget.resolve().output_reserve or 0
     room = window.prompt_limit(reply) - count_request(system, ())
+    beside = message_tokens(ChatMessage("user", "", context=context)) - message_tokens(ChatMessage("user", ""))
     text, cut = user_text, False
-    if message_tokens(ChatMessage("user", text)) > room:
-        fitted = fit_parts(parts, room, render) if render is not None and len(parts) > 1 else None
-        text, cut = (fitted, True) if fitted is not None else _cut_input(user_text, room)
+    if message_tokens(ChatMessage("user", text)) > room - beside:
+        fitted = fit_parts(parts, room - beside, render) if render is not None and len(parts) > 1 else None
+        text, cut = (fitted, True) if fitted is not None else _cut_input(user_text, room - beside)
         log.warning("the input (%d characters) does not fit the context window of %s; sent cut to %d "
                     "characters, with a note saying so", len(user_text), window.describe(), len(text))
-    left = min(limit, room - message_tokens(ChatMessage("user", text)))
+    spare = room - message_tokens(ChatMessage("user", text, context=context))
+    left = min(limit, spare)
     kept: list[Message] = []
     for message in reversed(history):       # newest first, as AdaptiveFifo.window
         if message.tokens > left:
             break
         left -= message.tokens
         kept.append(message)
-    sent = [m.chat for m in reversed(kept)]
-    while sent and sent[0].role == "assistant":   # a conversation opens with a user turn
-        sent.pop(0)
-    return Request([*sent, ChatMessage("user", text, pinned=True)], len(sent), cut)
+    kept.reverse()
+    while kept and kept[0].role == "assistant":   # a conversation opens with a user turn
+        kept.pop(0)
+    first = len(history) - len(kept)
+    start = _contexts_from(kept, max(0, context_from - first), spare - sum(m.tokens for m in kept))
+    sent = [m.chat if k >= start else m.bare for k, m in enumerate(kept)]
+    return Request([*sent, ChatMessage("user", text, pinned=True, context=context)], len(sent), cut, first + start)
+
+
+def _contexts_from(kept: Sequence[Message], start: int, room: int) -> int:
+    """The first of `kept` sent with its context: `start` while the contexts from there fit
+    in `room`, else the first from which they take at most a quarter of it (so the next
+    such step is several turns away)."""
+    tail = [m.context_tokens for m in kept]
+    if sum(tail[start:]) <= room:
+        return start
+    total = sum(tail[start:])
+    while start < len(kept) and total > room // 4:
+        total -= tail[start]
+        start += 1
+    return start
 
 
 #: A message of a combined turn keeps at least this many tokens of its beginning.

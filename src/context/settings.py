@@ -131,7 +131,10 @@ class FifoSettings(BaseModel):
     relaxed_min_fraction: float = Field(0.3, gt=0, le=1)
     relaxed_max_fraction: float = Field(0.4, gt=0, le=1)
     deep_fraction: float = Field(0.9, gt=0, le=1)
-    low_water: float = Field(0.9, gt=0, le=1)
+    # a prune goes down to this share of the target: the conversation's start moves, and a
+    # server's prompt cache re-reads everything after the system prompt, at most every few
+    # turns (0.9 pruned nearly every turn of a long conversation; issue 38)
+    low_water: float = Field(0.5, gt=0, le=1)
     min_keep: int = Field(1, ge=0)
 
     @model_validator(mode="after")

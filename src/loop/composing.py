@@ -3,11 +3,13 @@
 (The texts themselves are src/loop/prompts.py, as every package's prompts.py holds its
 model texts; this module puts a cycle's prompt together from them.)
 
-Context assembly (identity tracks and situational memories, §3.2), the reflection
-bank's corrections (§3.7), the skills section, the cognitive state report, the gut line
-(§5.1) and the cost line (§4.8) go into the system prompt; the conversation window
-gives the rest of the budget. Any part that fails is left out and named in the prompt
-(issue 11: a failing part degrades the cycle, it does not stop it).
+The system prompt holds what stays the same from turn to turn (the bootstrap prompt, the
+immutable boundaries, the ask for a confidence); context assembly (identity tracks and
+situational memories, §3.2), the reflection bank's corrections (§3.7), the skills section,
+the cognitive state report, the gut line (§5.1) and the cost line (§4.8) go with the input,
+after the conversation (src/loop/turn_context.py: the layout a server's prompt cache
+keeps). Any part that fails is left out and named in the prompt (issue 11: a failing part
+degrades the cycle, it does not stop it).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import asyncpg
 import numpy as np
 
 from src.context.assembly import AssembledContext, ContextAssembler, IdentityRows
-from src.context.request import fit_turn
+from src.context.fifo import Message
+from src.context.request import Request, fit_turn
 from src.context.settings import ContextBudget
 from src.db.deferred import Deferred
 from src.errors import ProviderError
@@ -32,6 +35,7 @@ from src.loop.conversation import Conversation
 from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
+from src.loop.turn_context import TurnContext, listed_in, turn_context
 from src.loop.turn_tasks import TurnTasks
 from src.loop.turns import combined_texts
 from src.metacognition.reflection import PastCorrection, corrections_for, reflection_block
@@ -40,7 +44,6 @@ from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
 from src.recall.when import now_line
 from src.skills.recall_skill import SkillRecall
-from src.tokens import count_tokens
 
 if TYPE_CHECKING:
     from src.db.manifest import Manifest
@@ -56,6 +59,7 @@ class Prompt:
     system: str
     user_text: str                            # the input as framed for the model (and the window)
     messages: list[ChatMessage]
+    context: TurnContext = TurnContext("", frozenset())   # what the model read ahead of the input
 
     @property
     def writes(self) -> tuple[Deferred, ...]:
@@ -106,6 +110,8 @@ class Composing:
         self.settings = settings
         self.rng = rng
         self._cost: tuple[float, str] | None = None    # (monotonic time, line)
+        # the first window message last sent with its context (src/context/request.py)
+        self._context_anchor: Message | None = None
 
     def start_reads(self, attended: Attended, shortfalls: Shortfalls, tasks: TurnTasks) -> PromptReads:
         """Start the prompt's three independent reads (identity rows, corrections, skills),
@@ -119,7 +125,9 @@ class Composing:
 
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
                     shortfalls: Shortfalls, reads: PromptReads | None = None) -> Prompt:
-        """The whole prompt for this cycle's winner (its reads started by `start_reads`, or here)."""
+        """The whole prompt for this cycle's winner (its reads started by `start_reads`, or here):
+        the stable system prompt, the conversation, then this input after its context
+        (src/loop/turn_context.py)."""
         winner, window = attended.winner, self.conversation.window
         assembled, corrections, skills = await asyncio.gather(
             self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
@@ -127,19 +135,30 @@ class Composing:
             reads.skills if reads else self.skills_section())
         block = reflection_block(corrections, field_chars=self.settings.reflection.block_field_chars, now=now)
         cost = await self.cost_line(shortfalls)
-        memories = "\n\n".join(x for x in (assembled.text, shortfalls.line()) if x)
         inner = self.sources.inner
         gut = inner.gut_summary() if inner is not None else ""
-        system = system_prompt(self.settings.agent_name, memories, attended.report, block, cost, gut=gut,
-                               skills=skills, now=now_line(now))
+        boundaries = next((s.text for s in assembled.sections if s.name == "immutable"), "")
+        system = system_prompt(self.settings.agent_name, boundaries)
         user_text = frame_input(winner.source, winner.text)
-        # the skills section lives inside the context budget: the conversation gives way; then the
-        # whole prompt is measured against System 1's window (issue 27, src/context/request.py)
+        beside = [shortfalls.line(), skills, attended.report, gut, block, cost]
+        # the whole prompt is measured against System 1's window (issue 27, src/context/request.py)
         parts = [p.text for p in attended.turn.parts] if attended.turn.combined else []
-        turn = fit_turn(self.sources.providers.system1, assembled.budget, system, window.messages, user_text,
-                        limit=assembled.conversation_budget - count_tokens(skills), parts=parts,
-                        render=lambda texts: frame_input(winner.source, combined_texts(texts)))
-        return Prompt(assembled, system, user_text, turn.messages)
+        history = window.messages
+        anchor = next((k for k, m in enumerate(history) if m is self._context_anchor), 0)
+
+        def fit(context: TurnContext, start: int) -> Request:
+            return fit_turn(self.sources.providers.system1, assembled.budget, system, history, user_text,
+                            limit=assembled.conversation_budget, parts=parts, context=context.text,
+                            context_from=start, render=lambda texts: frame_input(winner.source, combined_texts(texts)))
+
+        context = turn_context(assembled.sections, listed_in(history[anchor:]), beside, now=now_line(now))
+        turn = fit(context, anchor)
+        if turn.context_from != anchor:   # older contexts are not sent: what they listed may be listed here
+            context = turn_context(assembled.sections, listed_in(history[turn.context_from:]), beside,
+                                   now=now_line(now))
+            turn = fit(context, turn.context_from)
+        self._context_anchor = history[turn.context_from] if turn.context_from < len(history) else None
+        return Prompt(assembled, system, user_text, turn.messages, context)
 
     async def assemble(self, retrieval: Retrieval | None, now: datetime, shortfalls: Shortfalls,
                        identity: Awaitable[IdentityRows] | None = None) -> AssembledContext | NoContext:

@@ -71,6 +71,7 @@ class NoContext:
     ids_by_track: dict[str, list[int]] = field(default_factory=dict)
     text: str = ""
     writes: tuple = ()          # no memories placed: no co-access to write
+    sections: tuple = ()        # no memory sections
 
     @property
     def conversation_budget(self) -> int:

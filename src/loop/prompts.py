@@ -46,16 +46,25 @@ def frame_input(source: str, text: str) -> str:
     return INTERNAL_FRAMES.get(source, "{text}").format(text=text)
 
 
-def system_prompt(agent_name: str, memories: str, report: str, reflection: str, cost_line: str, *,
-                  gut: str = "", skills: str = "", now: str = "") -> str:
-    """Bootstrap prompt + what "now" is (issue 37: the memory lines are dated) + memory
-    sections + skills available + state report + the gut line (§5.1) + reflection block +
-    cost line + the ask for a stated confidence (§2.11's verbalized signal; the line is
-    stripped before delivery); empty parts are left out (tool lines are the tool protocol's)."""
-    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), now, memories, skills, report, gut]
-    if reflection:
-        parts.append(reflection)
-    parts += [cost_line, VERBALIZED_CONFIDENCE_INSTRUCTION]
+#: Around what the model reads beside an input (src/loop/turn_context.py): its memories and
+#: state come first, the message after. In the prompt's markup (an answer that starts with
+#: either is no answer: src/metacognition/answer_form.py).
+CONTEXT_OPEN = "[MEMORY AND STATE] (mine, not the user's words)"
+CONTEXT_CLOSE = "[MESSAGE]"
+
+
+def earlier_listed(count: int) -> str:
+    """The line for memories a context further up the conversation lists already."""
+    return f"(and {count} more, listed earlier in this conversation)"
+
+
+def system_prompt(agent_name: str, boundaries: str) -> str:
+    """What stays the same from turn to turn (src/loop/turn_context.py): the bootstrap prompt,
+    the immutable boundaries and the ask for a stated confidence (§2.11's verbalized signal;
+    the line is stripped before delivery). What changes every turn (the date, memories, skills,
+    state report, gut line, reflection block, cost line) goes with the input; tool lines are
+    the tool protocol's."""
+    parts = [BOOTSTRAP_PROMPT.format(name=agent_name), boundaries, VERBALIZED_CONFIDENCE_INSTRUCTION]
     return "\n\n".join(p for p in parts if p)
 
 

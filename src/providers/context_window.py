@@ -130,7 +130,7 @@ def _framed(role: str, content: str) -> int:
 
 def message_tokens(message: ChatMessage) -> int:
     """Our count of one message with its chat framing (no reply priming)."""
-    return _framed(message.role, message.content)
+    return _framed(message.role, message.text)
 
 
 def count_request(system: str | None, messages: Sequence[ChatMessage]) -> int:

@@ -234,7 +234,7 @@ class ResilientLanguageModel:
         if request.max_tokens > (cap := self.window.reply_cap(request.max_tokens)):
             request = replace(request, max_tokens=cap)   # a reply takes at most a quarter of the window
         args = (self.window, request.system, request.messages, request.max_tokens)
-        size = len(request.system or "") + sum(len(m.content) for m in request.messages)
+        size = len(request.system or "") + sum(len(m.text) for m in request.messages)
         try:   # counting a pasted megabyte would stall the event loop: in a thread
             fitted = (await asyncio.to_thread(fit, *args, what=what) if size > OFF_LOOP_CHARS
                       else fit(*args, what=what))

@@ -32,7 +32,7 @@ class AnthropicBackend:
         kwargs: dict = {
             "model": self.model,
             "max_tokens": request.max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [{"role": m.role, "content": m.text} for m in request.messages],
         }
         if request.system:
             kwargs["system"] = request.system

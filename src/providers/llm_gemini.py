@@ -46,7 +46,7 @@ class GeminiBackend:
         )
         contents = [
             genai_types.Content(role="user" if m.role == "user" else "model",
-                                parts=[genai_types.Part(text=m.content)])
+                                parts=[genai_types.Part(text=m.text)])
             for m in request.messages
         ]
         try:

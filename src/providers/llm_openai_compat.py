@@ -57,7 +57,7 @@ class OpenAICompatBackend:
 
     async def complete(self, request: LLMRequest) -> LLMResult:
         messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        messages += [{"role": m.role, "content": m.text} for m in request.messages]
         body: dict = {"model": self.model, "messages": messages, "max_tokens": request.max_tokens}
         if request.temperature is not None:
             body["temperature"] = request.temperature

@@ -75,6 +75,16 @@ class ChatMessage:
     # before the first pinned one, never it or what follows (src/providers/context_window.py).
     # Not part of equality: a pinned message says the same as an unpinned one.
     pinned: bool = field(default=False, compare=False)
+    # What the mind read beside this message when it answered it (the turn's memories and
+    # state, src/loop/turn_context.py), sent ahead of `content` in the same message: after
+    # the conversation, so a server's prompt cache keeps everything before it (issue 38).
+    # `content` stays the words said: what checks of the reply compare with.
+    context: str = field(default="", compare=False)
+
+    @property
+    def text(self) -> str:
+        """What the model is sent for this message: the context, then the words."""
+        return f"{self.context}\n\n{self.content}" if self.context else self.content
 
 
 @dataclass(frozen=True)
