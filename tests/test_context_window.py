@@ -17,7 +17,7 @@ import pytest
 
 from src.context.fifo import Message
 from src.context.prompts import INPUT_CUT
-from src.context.request import budget_for, fit_turn
+from src.context.request import TurnInput, budget_for, fit_turn
 from src.context.settings import ContextBudget
 from src.errors import ContextOverflow
 from src.providers.context_probe import (
@@ -306,8 +306,8 @@ def test_a_long_paste_never_hides_the_messages_sent_with_it():
     system = "You are MoltBot.\n\n" + PROSE * 10
     paste, question, move = PROSE * 400, "what is my sister's name?", "I moved to Lisbon last week"
     parts = [paste, question, move]
-    turn = fit_turn(llm, budget, system, [], combined_texts(parts), limit=budget.conversation_tokens,
-                    parts=parts, render=combined_texts)
+    turn = fit_turn(llm, budget, system, [], TurnInput(combined_texts(parts), parts=parts, render=combined_texts),
+                    limit=budget.conversation_tokens)
     sent = turn.messages[-1].content
     assert turn.cut and sent.endswith(f"2. {question}\n3. {move}")        # both short messages whole
     assert f"{INPUT_CUT}\n2. " in sent and sent.startswith(f"[3 messages from the user, taken together as one "

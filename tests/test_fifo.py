@@ -10,6 +10,7 @@ import pytest
 from src.context.fifo import (
     AdaptiveFifo,
     IntensitySignals,
+    TurnContext,
     intensity,
     system2_recency,
     target_fraction,
@@ -206,8 +207,8 @@ def test_a_message_keeps_its_context_apart_from_its_words_and_a_forget_strips_it
     lists takes the context, not the user's message."""
     fifo = AdaptiveFifo(2000, Gate())
     bare = fifo.append("user", "where does my sister live?")
-    held = fifo.append("user", "where does my sister live?", context="- [episodic] My sister lives in Porto.",
-                       shown_ids=[7])
+    held = fifo.append("user", "where does my sister live?",
+                       context=TurnContext("- [episodic] My sister lives in Porto.", frozenset({7})))
     assert held.tokens == bare.tokens and held.context_tokens > 0 and held.shown == frozenset({7})
     assert held.chat.text == "- [episodic] My sister lives in Porto.\n\nwhere does my sister live?"
     assert held.bare.text == "where does my sister live?" and held.chat.content == held.bare.content

@@ -48,7 +48,7 @@ import functools
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -112,6 +112,15 @@ def target_fraction(level: float, settings: FifoSettings | None = None) -> float
     span = cfg.deep_fraction - cfg.relaxed_max_fraction
     return cfg.relaxed_max_fraction + span * (level - cfg.relaxed_below) / (
         cfg.deep_above - cfg.relaxed_below)
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the model reads ahead of an input (src/loop/turn_context.py): the text, and the
+    memories it lists."""
+
+    text: str = ""
+    shown: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -212,29 +221,29 @@ class AdaptiveFifo:
 
     def append(self, role: str, content: str, *, source_tag: str = "external_user",
                at: datetime | None = None, metadata: Mapping[str, Any] | None = None,
-               tokens: int | None = None, words: str | None = None, marked: bool = False,
-               context: str = "", shown_ids: Iterable[int] = ()) -> Message:
+               words: str | None = None, context: TurnContext | None = None) -> Message:
         """Add a message at the new end; its token count is taken once, here (or by `add`).
-        `words`: the words themselves when `content` is framed; `marked`: `content` is
-        already as `shown` makes it (`add` did it); `context`, `shown_ids`: what the model
+        `words`: the words themselves when `content` is framed; `context`: what the model
         read beside it (`Message.context`)."""
-        if not marked:
-            content, words = shown(role, content, source_tag, words)
-        if tokens is None:
-            tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
-        message = Message(role, content, tokens, source_tag, at, dict(metadata or {}), words, context,
-                          frozenset(shown_ids), _context_tokens(context))
-        self._messages.append(message)
-        self._content_tokens += tokens
-        return message
+        content, words = shown(role, content, source_tag, words)
+        tokens = count_message_tokens([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
+        return self._push(Message(role, content, tokens, source_tag, at, dict(metadata or {}), words), context)
 
     async def add(self, role: str, content: str, *, source_tag: str = "external_user",
-                  words: str | None = None, **kw: Any) -> Message:
+                  at: datetime | None = None, metadata: Mapping[str, Any] | None = None,
+                  words: str | None = None, context: TurnContext | None = None) -> Message:
         """`append`, counting a large message's tokens off the event loop."""
         content, words = shown(role, content, source_tag, words)
-        tokens = await count_message_tokens_off_loop([{"role": role, "content": content}])
-        return self.append(role, content, source_tag=source_tag, tokens=tokens - REPLY_PRIMING_TOKENS,
-                           words=words, marked=True, **kw)
+        tokens = await count_message_tokens_off_loop([{"role": role, "content": content}]) - REPLY_PRIMING_TOKENS
+        return self._push(Message(role, content, tokens, source_tag, at, dict(metadata or {}), words), context)
+
+    def _push(self, message: Message, context: TurnContext | None) -> Message:
+        if context is not None and context.text:
+            message = replace(message, context=context.text, shown=context.shown,
+                              context_tokens=_context_tokens(context.text))
+        self._messages.append(message)
+        self._content_tokens += message.tokens
+        return message
 
     @property
     def messages(self) -> list[Message]:
@@ -323,5 +332,5 @@ class AdaptiveFifo:
             return PruneResult(level, target, before, self.tokens, chosen)
 
 
-__all__ = ["AdaptiveFifo", "FifoSettings", "IntensitySignals", "Message", "PruneResult",
+__all__ = ["AdaptiveFifo", "FifoSettings", "IntensitySignals", "Message", "PruneResult", "TurnContext",
            "intensity", "system2_recency", "target_fraction"]

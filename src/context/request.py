@@ -59,17 +59,26 @@ class Request:
     context_from: int = 0  # index in the window of the first message sent with its context
 
 
-def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], user_text: str,
-             *, limit: int, parts: Sequence[str] = (),
-             render: Callable[[Sequence[str]], str] | None = None, context: str = "",
-             context_from: int = 0) -> Request:
+@dataclass(frozen=True)
+class TurnInput:
+    """The input as the model reads it (`text`), what it reads ahead of it (`context`), and
+    for a combined turn its messages (`parts`) and how they make `text` (`render`)."""
+
+    text: str
+    context: str = ""
+    parts: Sequence[str] = ()
+    render: Callable[[Sequence[str]], str] | None = None
+
+
+def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[Message], turn: TurnInput | str,
+             *, limit: int, context_from: int = 0) -> Request:
     """The turn's messages within the window of `llm` (else the budget's), the history at
     most `limit` of our tokens (the conversation's share this cycle).
 
-    `parts` and `render`: the messages of a combined turn and how they make `user_text`.
+    `turn.parts` and `turn.render`: the messages of a combined turn and how they make its text.
     When it does not fit, the longest messages are cut first, each keeping its beginning, so
     a long paste never hides the short messages sent with it (issue 41 item 8: a 21,405-
-    character paste cut at the end took the two questions after it with it). `context`:
+    character paste cut at the end took the two questions after it with it). `turn.context`:
     what the model reads ahead of the input (src/loop/turn_context.py), never cut; the input
     is cut to the room it leaves.
 
@@ -78,6 +87,8 @@ def fit_turn(llm: object, budget: ContextBudget, system: str, history: Sequence[
     when they do not, from a later index where they take at most a quarter of that room, the older
     messages sent bare. So the request changes ahead of its end only every few turns (a
     server's prompt cache re-reads from the first token that differs)."""
+    turn = turn if isinstance(turn, TurnInput) else TurnInput(turn)
+    user_text, context, parts, render = turn.text, turn.context, turn.parts, turn.render
     window = window_of(llm) or ContextWindow(budget.resolve().context_window or 1, "the context budget", 1.0)
     reply = budget.resolve().output_reserve or 0
     room = window.prompt_limit(reply) - count_request(system, ())
@@ -147,4 +158,4 @@ def _cut_input(text: str, room: int) -> tuple[str, bool]:
     return f"{head}{INPUT_CUT}", True
 
 
-__all__ = ["Request", "budget_for", "fit_turn"]
+__all__ = ["Request", "TurnInput", "budget_for", "fit_turn"]

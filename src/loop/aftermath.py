@@ -129,7 +129,7 @@ class Aftermath:
             await window.add("user", prompt.user_text, source_tag=winner.source_tag, at=now,
                              words=winner.text if prompt.user_text != winner.text else None,
                              metadata={"gated": attended.inputs.buffered or winner.unkept},
-                             context=prompt.context.text, shown_ids=prompt.context.shown)
+                             context=prompt.context)
         if answered:
             await window.add("assistant", record.output, source_tag=answer_tag(record), at=now,
                              metadata={"gated": answer_kept or winner.unkept})

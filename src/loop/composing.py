@@ -26,7 +26,7 @@ import numpy as np
 
 from src.context.assembly import AssembledContext, ContextAssembler, IdentityRows
 from src.context.fifo import Message
-from src.context.request import Request, fit_turn
+from src.context.request import Request, TurnInput, fit_turn
 from src.context.settings import ContextBudget
 from src.db.deferred import Deferred
 from src.errors import ProviderError
@@ -147,9 +147,9 @@ class Composing:
         anchor = next((k for k, m in enumerate(history) if m is self._context_anchor), 0)
 
         def fit(context: TurnContext, start: int) -> Request:
-            return fit_turn(self.sources.providers.system1, assembled.budget, system, history, user_text,
-                            limit=assembled.conversation_budget, parts=parts, context=context.text,
-                            context_from=start, render=lambda texts: frame_input(winner.source, combined_texts(texts)))
+            said = TurnInput(user_text, context.text, parts, lambda texts: frame_input(winner.source, combined_texts(texts)))
+            return fit_turn(self.sources.providers.system1, assembled.budget, system, history, said,
+                            limit=assembled.conversation_budget, context_from=start)
 
         context = turn_context(assembled.sections, listed_in(history[anchor:]), beside, now=now_line(now))
         turn = fit(context, anchor)

@@ -23,9 +23,8 @@ in steps (`context.fifo.low_water`), so the conversation's start moves seldom.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from src.context.fifo import Message
+from src.context.fifo import Message, TurnContext
 from src.context.tracks import render_section
 from src.loop.prompts import CONTEXT_CLOSE, CONTEXT_OPEN, earlier_listed
 
@@ -38,14 +37,6 @@ REPEAT_TOP = 1
 #: 4,096-token window's situational share held ~25 lines, ~850 tokens a turn with the state
 #: report; a small model uses the first few).
 NEW_TOP = 4
-
-
-@dataclass(frozen=True)
-class TurnContext:
-    """The context sent ahead of this input, and the memories it lists."""
-
-    text: str
-    shown: frozenset[int]
 
 
 def listed_in(messages: Iterable[Message]) -> frozenset[int]:
