@@ -39,10 +39,11 @@ from src.dmn import channels as ch
 from src.dmn import repository as repo
 from src.dmn.entropy_guard import EntropyGuard
 from src.dmn.pacing import Pacing
-from src.dmn.sampling import PoolFeatures, about_self, bias_weights, draw
+from src.dmn.sampling import PoolFeatures, about_self, bias_weights, draw, imported_stranger
 from src.dmn.settings import DmnSettings
 from src.dmn.suppression import activity
 from src.providers.budget import BackgroundBudget
+from src.recall.speakers import Speaker, speaker_of
 from src.vectors import unit_rows
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 
@@ -75,6 +76,16 @@ class DmnLimits:
 
     budget: BackgroundBudget | None = None
     safety: Safety | None = None
+
+
+def row_speaker(row: Mapping[str, Any]) -> Speaker | None:
+    """Who said a pool row (src/recall/speakers.py): its `metadata.speaker`, else its source tag's."""
+    return speaker_of(row["source_tag"], {"speaker": row["speaker"]} if row["speaker"] else None)
+
+
+def pool_strangers(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Which pool rows are imported strangers' memories (src/dmn/sampling.imported_stranger)."""
+    return np.array([imported_stranger(row_speaker(r), bool(r["imported"]), r["kind"]) for r in rows], bool)
 
 
 def pool_features(rows: Sequence[Mapping[str, Any]]) -> PoolFeatures:
@@ -148,7 +159,7 @@ class DmnGenerator:
         rows = await repo.pool_rows(self.pool, self.rng, cfg.pool_size, now, self.embed_model)
         if not rows:
             return TickReport(False, "no memories to wander through yet")
-        samples = self._draw(rows)
+        samples = self._draw(rows, pool_strangers(rows))
         if not samples:
             if self._events:
                 events, self._events = self._events, []
@@ -164,7 +175,8 @@ class DmnGenerator:
         outputs += ch.identity_signals(samples, values, cfg.identity_link, chars)
         return await self._deliver(now, outputs, prompt, samples)
 
-    def _draw(self, rows) -> list[ch.Sampled]:
+    def _draw(self, rows, strangers: np.ndarray) -> list[ch.Sampled]:
+        """The tick's samples: a biased draw from the pool."""
         cfg = self.settings
         vecs = np.stack([r["embedding"].to_numpy().astype(np.float64) for r in rows])
         units = unit_rows(vecs)
@@ -172,7 +184,8 @@ class DmnGenerator:
         broadened = self.guard.broadened or (self.safety is not None and self.safety.sampling_broadened)
         picked = draw(weights, cfg.samples_per_tick, self.rng, exclude=self.guard.exclusion(units),
                       broadened=broadened)
-        samples = [ch.Sampled(rows[i]["id"], rows[i]["content"], units[i], rows[i]["at"], float(rows[i]["center"]))
+        samples = [ch.Sampled(rows[i]["id"], rows[i]["content"], units[i], rows[i]["at"], float(rows[i]["center"]),
+                              row_speaker(rows[i]), bool(strangers[i]))
                    for i in picked]
         samples = self._unpaused(samples)
         self.guard.observe([s.unit for s in samples])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from src.dmn.settings import SamplingBias
-from src.recall.speakers import first_person, speaker_of
+from src.recall.speakers import Speaker, first_person, speaker_of
 
 #: Memories that are the mind's by what they are: its values and goals (metadata kind).
 SELF_KINDS = frozenset({"value", "goal"})
@@ -45,6 +45,18 @@ def about_self(source_tag: str | None, speaker: str | None, memory_type: str, ki
         return True
     who = speaker_of(source_tag, {"speaker": speaker} if speaker else None)
     return who is not None and who.mind and (memory_type == "reflection" or first_person(content))
+
+
+def imported_stranger(speaker: Speaker | None, imported: bool, kind: str | None) -> bool:
+    """Whether a memory is an imported stranger's words: said by a person other than the user and
+    the mind (only an imported conversation names one: src/memory/importer.py, and a merge of one
+    speaker's words keeps the name), or imported without a speaker, so nothing says it is the
+    user's or the mind's. A value or goal is the mind's, however it came in."""
+    if kind in SELF_KINDS:
+        return False
+    if speaker is None:
+        return imported
+    return speaker.kind == "person"
 
 
 def bias_weights(f: PoolFeatures, bias: SamplingBias) -> np.ndarray:
