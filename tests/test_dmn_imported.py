@@ -18,7 +18,7 @@ from bench.bench_dmn import idle_stretch, load_store
 from src.dmn.generator import DmnGenerator, DmnQueue
 from src.dmn.imported_share import ImportedShare
 from src.dmn.prompts import SOMEONE_ELSES
-from src.dmn.sampling import draw, imported_stranger
+from src.dmn.sampling import about_self, draw, imported_stranger
 from src.dmn.settings import DmnSettings
 from src.recall.bulk_import import ImportRecord, write_batch
 from src.recall.speakers import SELF, THOUGHT, USER, Speaker
@@ -53,7 +53,7 @@ SPEAKERS = [
     ("import", NewMemory("Jolene: I finally finished the quilt for my sister", source_tag="import",
                          metadata={"speaker": "Jolene"}, event_time=NOW - timedelta(days=1372)),
      "This comes back to me, from 1372 days ago: Jolene said 'I finally finished the quilt for my sister', "
-     "in a conversation imported into my memory: someone else's conversation, not one with the user or with me. "
+     "in an imported conversation: someone else's conversation, not one with the user or with me. "
      "What does it tell me about Jolene?"),
     ("import", NewMemory("the ferry to the island leaves at noon", source_tag="import",
                          event_time=NOW - timedelta(days=400)),
@@ -199,3 +199,10 @@ async def test_a_store_of_imported_strangers_alone_still_thinks_within_the_share
     sent = _thoughts_sent(llm)
     assert len(sent) == 10 and all(SOMEONE_ELSES in t for t in sent)
     assert len(llm.of("generate")) == 10          # the quiet chances cost the model nothing
+
+
+def test_a_kept_thought_about_a_stranger_is_not_about_the_self():
+    """The words that say a conversation was someone else's are not the mind speaking of itself:
+    kept, such a thought is not drawn for introspection (src/dmn/sampling.about_self)."""
+    thought = f"This comes back to me, from 1372 days ago: Jolene said 'we went hiking', {SOMEONE_ELSES}."
+    assert not about_self("internal_dmn", None, "episodic", None, thought)

@@ -32,8 +32,9 @@ RECALLED_AS: Mapping[str, str] = {
     "correction": "I corrected myself: '{text}'",
     "person": "{name} said '{text}'",
 }
-#: What an imported stranger's line is: not the user's, not the mind's.
-SOMEONE_ELSES = ("in a conversation imported into my memory: someone else's conversation, "
+#: What an imported stranger's line is: not the user's, not the mind's. No "I" or "my" in it: a
+#: kept thought that says it is not about the self (src/dmn/sampling.about_self).
+SOMEONE_ELSES = ("in an imported conversation: someone else's conversation, "
                  "not one with the user or with me")
 
 
