@@ -9,8 +9,9 @@ user's statements. An idle stretch in compressed time: the DMN ticks every `dmn.
 drains what it queued after each tick, an instant fake model answers (bench/bench_loop.py's
 InstantLLM, at the provider seam). Counted: the chances to think, the thoughts (queued DMN
 items), those an imported stranger's memory seeded, the chances left quiet for the share,
-and the model calls — with `dmn.imported_share` at 1 (no limit: the DMN before issue 38)
-and at its default, and on a store of the imported turns alone.
+and the model calls (of strangers' thoughts, of the others, and the exit gate's when the
+scratch buffer is flushed at the end) — with `dmn.imported_share` at 1 (no limit: the DMN
+before issue 38) and at its default, and on a store of the imported turns alone.
 
 Own database on the embedded test server, dropped at the end.
 """
@@ -136,7 +137,8 @@ async def _run(label: str, *, user: int, share: float) -> list[dict]:
             mind = await _mind(pool, embedder, llm, tmp, f"bench-dmn-{label}")
             gen = generator(mind, embedder, DmnSettings(imported_share=share))
             stretch = await idle_stretch(mind, gen, TICKS, calls=lambda: len(llm.calls))
-            await mind.close()
+            thinking = len(llm.calls)
+            await mind.close()          # flushes the scratch buffer: the exit gate keeps thoughts
     n = len(stretch.thoughts)
     name = f"{label}, imported_share {share:g}"
     return [{"name": f"{name}: chances to think", "value": stretch.chances, "unit": "chances"},
@@ -147,9 +149,11 @@ async def _run(label: str, *, user: int, share: float) -> list[dict]:
              / max(1, stretch.chances), "unit": "share"},
             {"name": f"{name}: chances left quiet for the share", "value": stretch.quiet_for_share,
              "unit": "chances"},
-            {"name": f"{name}: LLM calls (fake)", "value": len(llm.calls), "unit": "calls"},
             {"name": f"{name}: LLM calls of strangers' thoughts", "value": stretch.calls_strangers, "unit": "calls"},
-            {"name": f"{name}: LLM calls of the others", "value": stretch.calls_own, "unit": "calls"}]
+            {"name": f"{name}: LLM calls of the other thoughts", "value": stretch.calls_own, "unit": "calls"},
+            {"name": f"{name}: LLM calls keeping them (the exit gate's flush at close)",
+             "value": len(llm.calls) - thinking, "unit": "calls"},
+            {"name": f"{name}: LLM calls, all (fake)", "value": len(llm.calls), "unit": "calls"}]
 
 
 async def run() -> list[dict]:
