@@ -134,8 +134,9 @@ async def test_goal_and_value_channels(pool, tmp_path):
     report = await gen.tick(NOW)
     channels = {o.channel: o for o in report.outputs}
     assert set(channels) == {"self_prompt", "identity"}
-    assert channels["self_prompt"].text == ("'I want to learn to bake sourdough bread' connects to my goal "
-                                            "'learn to bake sourdough bread'. What does it suggest I do next?")
+    assert channels["self_prompt"].text == ("The user said 'I want to learn to bake sourdough bread', which "
+                                            "connects to my goal 'learn to bake sourdough bread'. What does it "
+                                            "suggest I do next?")
     assert channels["identity"].text == "'I want to learn to bake sourdough bread' touches my value 'I want to learn'."
 
 

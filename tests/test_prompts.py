@@ -27,6 +27,7 @@ import pydantic
 import pytest
 
 from src.providers.prompts import schema_instruction
+from src.recall.speakers import USER, Speaker
 from src.tools.verbs import ToolVerb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +91,10 @@ SAMPLES: dict[str, tuple[tuple, dict]] = {
     "src.skills.prompts:draft_request": (("SAMPLE-MATERIAL", "SAMPLE-HINT"), {}),
     "src.skills.prompts:isolated_draft_question": (("SAMPLE-REQUEST",), {}),
     "src.skills.prompts:more_skills_line": ((3,), {}),
-    "src.dmn.prompts:goal_self_prompt": (("SAMPLE-MEMORY", "SAMPLE-GOAL", 200), {}),
-    "src.dmn.prompts:spontaneous_self_prompt": (("SAMPLE-MEMORY", 3.0, 200), {}),
+    "src.dmn.prompts:recalled": (("SAMPLE-MEMORY", Speaker("person", "SAMPLE-NAME"), 200), {}),
+    "src.dmn.prompts:goal_self_prompt": (("SAMPLE-MEMORY", "SAMPLE-GOAL", 200), {"speaker": USER}),
+    "src.dmn.prompts:spontaneous_self_prompt": (("SAMPLE-MEMORY", 3.0, 200),
+                                                {"speaker": Speaker("person", "SAMPLE-NAME"), "imported": True}),
     "src.dmn.prompts:review_self_prompt": (("SAMPLE-WINNER", "SAMPLE-LOSER", "SAMPLE-SOURCE", 200), {}),
     "src.dmn.prompts:association_question": (("SAMPLE-FIRST", "SAMPLE-SECOND", 40.0, 200), {}),
     "src.dmn.prompts:value_question": (("SAMPLE-MEMORY", "SAMPLE-VALUE", 200), {}),

@@ -7,7 +7,8 @@
 With no goal in reach (a newborn mind has none) channel 1 still speaks: the most
 strongly drawn memory becomes a spontaneous self-prompt, so the DMN works from the first
 memory on, and offline (the text is built from the memories, no model needed). The
-texts that reach the loop are in src/dmn/prompts.py.
+texts that reach the loop are in src/dmn/prompts.py; a self-prompt names who said its memory,
+and its detail records the speaker and whether an imported stranger's memory seeded it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 import numpy as np
 
 from src.dmn.prompts import goal_self_prompt, review_self_prompt, spontaneous_self_prompt
+from src.recall.speakers import Speaker
 from src.text import excerpt
 from src.vectors import closest
 
@@ -30,6 +32,12 @@ class Sampled:
     unit: np.ndarray
     at: datetime
     center: float
+    speaker: Speaker | None = None     # who said it (src/recall/speakers.py)
+    stranger: bool = False             # an imported stranger's (src/dmn/sampling.imported_stranger)
+
+    def seed_detail(self) -> dict:
+        """What a self-prompt's detail records of the memory that seeded it."""
+        return {"speaker": None if self.speaker is None else self.speaker.label, "imported_stranger": self.stranger}
 
 
 @dataclass
@@ -52,16 +60,18 @@ def goal_prompts(samples: Sequence[Sampled], goals: Sequence[tuple[str, np.ndarr
     for s in samples:
         best = _best(s.unit, goals)
         if best is not None and best[1] >= threshold:
-            out.append(DmnOutput("self_prompt", [s.id], goal_self_prompt(s.content, best[0], chars),
-                                 {"goal": best[0], "similarity": round(best[1], 4), "purposeful": True}))
+            text = goal_self_prompt(s.content, best[0], chars, speaker=s.speaker, imported=s.stranger)
+            out.append(DmnOutput("self_prompt", [s.id], text,
+                                 {"goal": best[0], "similarity": round(best[1], 4), "purposeful": True,
+                                  **s.seed_detail()}))
     return out
 
 
 def spontaneous_prompt(s: Sampled, now: datetime, chars: int) -> DmnOutput:
     """Channel 1 without a goal in reach: the memory itself, and why it might matter."""
     days = max(0.0, (now - s.at).total_seconds() / 86400.0)
-    return DmnOutput("self_prompt", [s.id], spontaneous_self_prompt(s.content, days, chars),
-                     {"purposeful": False})
+    text = spontaneous_self_prompt(s.content, days, chars, speaker=s.speaker, imported=s.stranger)
+    return DmnOutput("self_prompt", [s.id], text, {"purposeful": False, **s.seed_detail()})
 
 
 def creative_pairs(samples: Sequence[Sampled], low: float, high: float, min_days: float,

@@ -7,7 +7,9 @@ Each tick:
        background budget is spent (src/providers/budget.py: its cycle would spend)
     2. a uniform pre-sample of the store (the pool), then a biased draw from it
        (neglected important, in tension, distant, the mind's own about itself); broadened by the
-       entropy guard when one topic keeps surfacing
+       entropy guard when one topic keeps surfacing. Imported strangers' memories are drawn only
+       within their share of the DMN's chances to think (src/dmn/imported_share.py); a pool of
+       nothing else leaves the chance quiet
     3. channels: goal link → self-prompt (else a spontaneous one), creative pairs →
        dmn_items for the deep pass, value link → identity signal; every few ticks a
        metacognitive review of the last attention choice instead
@@ -38,11 +40,13 @@ from src.db.availability import AwayNotice, tick_until_stopped
 from src.dmn import channels as ch
 from src.dmn import repository as repo
 from src.dmn.entropy_guard import EntropyGuard
+from src.dmn.imported_share import ImportedShare
 from src.dmn.pacing import Pacing
-from src.dmn.sampling import PoolFeatures, about_self, bias_weights, draw
+from src.dmn.sampling import PoolFeatures, about_self, bias_weights, draw, imported_stranger
 from src.dmn.settings import DmnSettings
 from src.dmn.suppression import activity
 from src.providers.budget import BackgroundBudget
+from src.recall.speakers import Speaker, speaker_of
 from src.vectors import unit_rows
 from src.weights.safety import Safety, SafetyEvent, insert_safety_events
 
@@ -77,6 +81,17 @@ class DmnLimits:
     safety: Safety | None = None
 
 
+def row_speaker(row: Mapping[str, Any]) -> Speaker | None:
+    """Who said a pool row (src/recall/speakers.py): its `metadata.speaker`, else its source tag's."""
+    return speaker_of(row["source_tag"], {"speaker": row["speaker"]} if row["speaker"] else None)
+
+
+def pool_strangers(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Which pool rows are imported strangers' memories (src/dmn/sampling.imported_stranger)."""
+    return np.array([imported_stranger(row_speaker(r), bool(r["imported"]), r["kind"], r["content"])
+                     for r in rows], bool)
+
+
 def pool_features(rows: Sequence[Mapping[str, Any]]) -> PoolFeatures:
     """The sampling features of the pool rows (src/dmn/repository.py `pool_rows`)."""
     return PoolFeatures(
@@ -109,6 +124,8 @@ class DmnGenerator:
         self.budget = limits.budget                # issue 24: a spent budget stops production
         self.safety = limits.safety                # Phase C: the DMN's surfacing loops feed the breaker
         self.pacing = Pacing.of(self.settings)     # issue 24: slower while nothing new arrives
+        # issue 38: imported strangers seed at most their share of the chances to think
+        self.share = ImportedShare(self.settings.imported_share, self.settings.imported_window)
         self.ticks = 0
         self.produced = 0
         self.items_queued = 0
@@ -144,12 +161,20 @@ class DmnGenerator:
         if self.produced % cfg.review_every == 0:
             review = await self._review()
             if review is not None:
+                self.share.record(False)
                 return await self._deliver(now, [review], review, [])
         rows = await repo.pool_rows(self.pool, self.rng, cfg.pool_size, now, self.embed_model)
         if not rows:
             return TickReport(False, "no memories to wander through yet")
-        samples = self._draw(rows)
+        strangers = pool_strangers(rows)
+        only = None if self.share.allows() else ~strangers
+        if only is not None and not only.any():
+            why = f"imported strangers' share of idle thought taken ({self.share.describe()})"
+            self.share.record(False)
+            return TickReport(False, f"{why}; nothing of the user's or my own in the pool")
+        samples = self._draw(rows, strangers, only)
         if not samples:
+            self.share.record(False)
             if self._events:
                 events, self._events = self._events, []
                 await insert_safety_events(self.pool, events)
@@ -160,19 +185,22 @@ class DmnGenerator:
         prompt = outputs[0] if outputs else ch.spontaneous_prompt(samples[0], now, chars)
         if not outputs:
             outputs.append(prompt)
+        self.share.record(prompt.detail["imported_stranger"])
         outputs += ch.creative_pairs(samples, cfg.creative_low, cfg.creative_high, cfg.creative_min_days, chars)
         outputs += ch.identity_signals(samples, values, cfg.identity_link, chars)
         return await self._deliver(now, outputs, prompt, samples)
 
-    def _draw(self, rows) -> list[ch.Sampled]:
+    def _draw(self, rows, strangers: np.ndarray, only: np.ndarray | None) -> list[ch.Sampled]:
+        """The tick's samples: a biased draw from the pool, of the rows in `only` (None: any)."""
         cfg = self.settings
         vecs = np.stack([r["embedding"].to_numpy().astype(np.float64) for r in rows])
         units = unit_rows(vecs)
         weights = bias_weights(pool_features(rows), cfg.bias)
         broadened = self.guard.broadened or (self.safety is not None and self.safety.sampling_broadened)
         picked = draw(weights, cfg.samples_per_tick, self.rng, exclude=self.guard.exclusion(units),
-                      broadened=broadened)
-        samples = [ch.Sampled(rows[i]["id"], rows[i]["content"], units[i], rows[i]["at"], float(rows[i]["center"]))
+                      broadened=broadened, only=only)
+        samples = [ch.Sampled(rows[i]["id"], rows[i]["content"], units[i], rows[i]["at"], float(rows[i]["center"]),
+                              row_speaker(rows[i]), bool(strangers[i]))
                    for i in picked]
         samples = self._unpaused(samples)
         self.guard.observe([s.unit for s in samples])

@@ -26,10 +26,11 @@ _BOUNDS = """SELECT (SELECT count(*) FROM (SELECT id FROM memories ORDER BY id L
 # The pool rows with the features the bias needs. "In tension": a tension memory, a
 # correction, or a memory consolidation marked as contradicting another (metadata).
 # "About the self" is decided from who said it (src/dmn/sampling.about_self): the source tag,
-# `metadata.speaker` and the kind come with each row.
+# `metadata.speaker` and the kind come with each row; with whether it was imported (an
+# import key), they say whether an imported stranger's memory it is (sampling.imported_stranger).
 _POOL = """
 SELECT id, content, embedding, memory_type, source_tag,
-       metadata->>'speaker' AS speaker, metadata->>'kind' AS kind,
+       metadata->>'speaker' AS speaker, metadata->>'kind' AS kind, import_key IS NOT NULL AS imported,
        depth_weight_alpha / (depth_weight_alpha + depth_weight_beta) AS center,
        extract(epoch FROM ($2 - COALESCE(last_accessed, created_at))) / 3600.0 AS hours_unseen,
        extract(epoch FROM ($2 - COALESCE(event_time, created_at))) / 86400.0 AS age_days,

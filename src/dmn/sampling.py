@@ -7,7 +7,9 @@ All memories can be drawn, but the draw is biased toward
     - high-weight memories about the self (spontaneous introspection): the mind's own
       (`about_self`), never a user's line for being in the first person,
 with the biases from settings and the draw from an injected numpy Generator.
-Broadening (the entropy guard) flattens the bias and excludes the stuck topic.
+Broadening (the entropy guard) flattens the bias and excludes the stuck topic. Imported
+strangers' memories (`imported_stranger`) are drawn only within their share of the DMN's
+chances to think (src/dmn/imported_share.py); outside it the draw leaves them out (`only`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from src.dmn.prompts import SOMEONE_ELSES
 from src.dmn.settings import SamplingBias
-from src.recall.speakers import first_person, speaker_of
+from src.recall.speakers import Speaker, first_person, speaker_of
 
 #: Memories that are the mind's by what they are: its values and goals (metadata kind).
 SELF_KINDS = frozenset({"value", "goal"})
@@ -47,6 +50,22 @@ def about_self(source_tag: str | None, speaker: str | None, memory_type: str, ki
     return who is not None and who.mind and (memory_type == "reflection" or first_person(content))
 
 
+def imported_stranger(speaker: Speaker | None, imported: bool, kind: str | None, content: str) -> bool:
+    """Whether a memory is an imported stranger's words: said by a person other than the user and
+    the mind (only an imported conversation names one: src/memory/importer.py, and a merge of one
+    speaker's words keeps the name), or imported without a speaker, so nothing says it is the
+    user's or the mind's. A value or goal is the mind's, however it came in.
+
+    A DMN thought about a stranger's line, once kept, is the mind's by its tag; it counts as the
+    stranger's (its text says whose it was: `SOMEONE_ELSES`), or it would seed thoughts about
+    the same stranger outside their share."""
+    if kind in SELF_KINDS:
+        return False
+    if speaker is None:
+        return imported
+    return speaker.kind == "person" or (speaker.mind and SOMEONE_ELSES in content)
+
+
 def bias_weights(f: PoolFeatures, bias: SamplingBias) -> np.ndarray:
     """Unnormalised sampling weight of each pooled memory."""
     neglected = 1.0 - np.exp(-np.asarray(f.hours_unseen, float) / bias.neglect_tau_hours)
@@ -59,15 +78,23 @@ def bias_weights(f: PoolFeatures, bias: SamplingBias) -> np.ndarray:
 
 
 def draw(weights: np.ndarray, k: int, rng: np.random.Generator, *,
-         exclude: np.ndarray | None = None, broadened: bool = False) -> np.ndarray:
+         exclude: np.ndarray | None = None, broadened: bool = False,
+         only: np.ndarray | None = None) -> np.ndarray:
     """Indices of k pooled memories drawn without replacement.
 
     `broadened`: the bias is dropped (uniform draw); `exclude` (bool mask) removes
-    the stuck topic. If the exclusion would leave nothing, it is ignored.
+    the stuck topic. If the exclusion would leave nothing, it is ignored. `only` (bool
+    mask) is what may be drawn at all (the imported share): never ignored, so it can
+    leave nothing to draw.
     """
     w = np.ones(len(weights)) if broadened else np.asarray(weights, float).copy()
-    if exclude is not None and exclude.any() and not exclude.all():
-        w[exclude] = 0.0
+    if only is not None:
+        w[~np.asarray(only, bool)] = 0.0
+    if exclude is not None:
+        drawable = w > 0
+        exclude = np.asarray(exclude, bool) & drawable
+        if exclude.any() and exclude.sum() < drawable.sum():
+            w[exclude] = 0.0
     nonzero = int((w > 0).sum())
     if nonzero == 0:
         return np.zeros(0, dtype=int)

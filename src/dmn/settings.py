@@ -56,6 +56,14 @@ class DmnSettings(BaseModel):
     creative_high: float = Field(0.8, ge=-1, le=1)  # [low, high) ...
     creative_min_days: float = Field(7.0, ge=0)    # ... between memories this far apart in time
     review_every: int = Field(3, ge=1)             # a metacognitive review every N producing ticks
+    # imported strangers (src/dmn/imported_share.py): a store of other people's imported chats
+    # drew every idle thought to them, spending the idle budget on people the mind never met
+    # while the user's words and its own waited. Their memories seed at most this share of the
+    # DMN's chances to think over the last `imported_window` chances; the rest go to the user's
+    # and the mind's own memories, or stay quiet (1: no limit; 0: never)
+    imported_share: float = Field(0.25, ge=0, le=1)
+    # chances to think over which `imported_share` holds
+    imported_window: int = Field(20, ge=2)
     text_chars: int = Field(160, ge=20)            # memory excerpt in a self-prompt
     # every item ends somewhere: one nothing consumed within this many days is marked expired
     # by the tick, at most `expire_batch` a tick (channels 2 and 3 wait for a deep pass)

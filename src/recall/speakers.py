@@ -114,6 +114,18 @@ def speaker_of(source_tag: str | None, metadata: Mapping[str, Any] | str | None 
     return TAG_SPEAKERS.get(source_tag or "")
 
 
+def words_of(text: str, speaker: Speaker | None) -> str:
+    """What `speaker` said in `text`: a person's turn stored as "Priya: I am …" (the import
+    convention) without the leading name, so the name said beside it is not said twice."""
+    if speaker is None or speaker.kind != "person":
+        return text
+    name = speaker.name or ""
+    stripped = text.lstrip()
+    if stripped[:len(name) + 1].lower() == f"{name}:".lower():
+        return stripped[len(name) + 1:].lstrip()
+    return text
+
+
 def attributed(text: str, speaker: Speaker | None) -> str:
     """`text` with its speaker in words ("The user said: …"); as it is without one.
 
@@ -121,11 +133,7 @@ def attributed(text: str, speaker: Speaker | None) -> str:
     if speaker is None:
         return text
     if speaker.kind == "person":
-        name = speaker.name or ""
-        stripped = text.lstrip()
-        if stripped[:len(name) + 1].lower() == f"{name}:".lower():
-            text = stripped[len(name) + 1:].lstrip()
-        return SAID_AS["person"].format(name=name) + text
+        return SAID_AS["person"].format(name=speaker.name or "") + words_of(text, speaker)
     return SAID_AS[speaker.kind] + text
 
 
@@ -184,4 +192,4 @@ def claims_as_own(text: str, sources: Iterable[Speaker | None]) -> bool:
 
 __all__ = ["CONCLUSION", "CORRECTION", "SAID_AS", "SAID_TAG", "SELF", "TAG_SPEAKERS", "THOUGHT", "THOUGHT_TAG",
            "USER", "Speaker", "attributed", "claims_as_own", "common_speaker", "first_person", "from_label",
-           "speaker_of", "to_second_person"]
+           "speaker_of", "to_second_person", "words_of"]
