@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
@@ -128,14 +129,26 @@ async def test_remove_is_soft_and_frees_the_label(pool):
     assert again.label == "csv_summary" and again.id != old.id
 
 
-async def test_summaries_order_by_use_then_cap(pool):
+async def test_near_skills_order_by_similarity_then_use_then_cap(pool):
     await repo.create(pool, **CSV)
     await repo.create(pool, **TRIP)
     for _ in range(3):
         await repo.bump(pool, "trip_planning", "recommended")
-    rows = await repo.summaries(pool)
-    assert [(r.label, r.uses, r.total) for r in rows] == [("trip_planning", 3, 2), ("csv_summary", 0, 2)]
-    assert [(r.label, r.total) for r in await repo.summaries(pool, limit=1)] == [("trip_planning", 2)]
+    # no vectors: both near by a word of their names, the more used first
+    rows, stale = await repo.near(pool, "a csv for the trip", None, "m", 0.3, 10)
+    assert [(r.label, r.uses, r.total, r.similarity) for r in rows] == [
+        ("trip_planning", 3, 2, None), ("csv_summary", 0, 2, None)]
+    assert [s.cue for s in stale] == [f"trip planning. Trip planning. {TRIP['when_to_use']}\n{TRIP['procedure']}",
+                                      f"csv summary. CSV summary. {CSV['when_to_use']}\n{CSV['procedure']}"]
+    rows, _ = await repo.near(pool, "a csv for the trip", None, "m", 0.3, 1)
+    assert [(r.label, r.total) for r in rows] == [("trip_planning", 2)]
+    # with vectors the nearer comes first, however used; one below the floor is not near
+    vec = np.zeros(768, dtype=np.float32)
+    vec[0] = 1.0
+    assert await repo.store_cues(pool, "m", stale, np.vstack([np.roll(vec, 1), vec + np.roll(vec, 1)])) == 2
+    rows, stale = await repo.near(pool, "anything", vec, "m", 0.3, 10)
+    assert [(r.label, round(r.similarity, 3)) for r in rows] == [("csv_summary", 0.707)]
+    assert stale == []
 
 
 # -- RECALL_SKILL -------------------------------------------------------------------------------
@@ -172,12 +185,14 @@ async def test_recall_with_no_skills_is_an_error_result(pool):
 
 
 async def test_skill_recall_offers_only_with_skills_and_credits_use(pool):
-    recall = SkillRecall(pool, SkillsSettings(prompt_max_tokens=300))
-    assert await recall.section() == "" and recall.offered("hi") is False
+    recall = SkillRecall(pool, SkillsSettings(prompt_max_tokens=300))     # no embedder: full text only
+    focus = "summarise this csv file"
+    assert await recall.section(focus) == "" and recall.offered(focus) is False
     await repo.create(pool, **CSV)
-    section = await recall.section()
+    section = await recall.section(focus)
     assert section.splitlines()[-1] == f"- csv_summary — {CSV['when_to_use']}"
-    assert recall.offered("hi") is True
+    assert recall.offered(focus) is True
+    assert recall.offered("hi") is False                                 # offered for this focus only
     assert (await recall.handle("csv_summry")).startswith("warning: ")
     assert await recall.credit_use(delivered=True) == ["csv_summary"]
     assert await recall.credit_use(delivered=True) == []                 # cleared

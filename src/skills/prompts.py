@@ -5,8 +5,8 @@
   material is `conversation_material` (`/skill save`) or `procedures_material` (deep
   consolidation's proposals, src/skills/proposal.py), with the guardian's hint added by
   `draft_request`; the model fills `SkillDraft`, whose field descriptions instruct it.
-- The "skills available" section of every System 1 prompt (src/skills/prompt.py renders
-  it inside its token cap): `HEADER`, `INSTRUCTION`, one line per skill, `more_skills_line`.
+- The "skills available" section of a System 1 prompt whose focus is near a skill
+  (src/skills/prompt.py renders it inside its token cap): `HEADER`, `INSTRUCTION`, one line per skill, `more_skills_line`.
 - `RECALL_SKILL_WHEN`: when the `RECALL_SKILL` verb is to be used (src/skills/recall_skill.py).
 """
 
@@ -31,7 +31,7 @@ class SkillDraft(BaseModel):
     label: str = Field(description="snake_case identifier, 2-4 words, captures the essence (e.g. csv_summary)")
     name: str = Field(description="short human-readable display name (e.g. 'CSV summary')")
     when_to_use: str = Field(description="ONE sentence saying when this skill applies: the cue a future "
-                                         "agent sees in every prompt to decide whether to recall it")
+                                         "agent sees, when a message is near this skill, to decide whether to recall it")
     procedure: str = Field(description="numbered steps, specific decisions and pitfalls, written as "
                                        "instructions for a future agent (not a retrospective)")
 
