@@ -232,7 +232,8 @@ WITH question AS (
 live AS (
     SELECT id, label, name, when_to_use, recommended + used AS uses, updated_at,
            """ + CUE + r""" AS cue,
-           cue_embedding IS NULL OR cue_embed_model IS DISTINCT FROM $3::text AS stale,
+           $3::text IS NOT NULL AND (cue_embedding IS NULL OR cue_embed_model IS DISTINCT FROM $3::text)
+               AS stale,
            CASE WHEN $2::halfvec IS NOT NULL AND cue_embed_model = $3::text
                 THEN 1 - (cue_embedding <=> $2::halfvec) END AS similarity
       FROM skills
@@ -256,7 +257,7 @@ SELECT id, label, name, when_to_use, uses, similarity, near, stale, cue, md5(cue
 async def near(db: Executor, focus: str, focus_vec: np.ndarray | None, embed_model: str | None,
                floor: float, limit: int) -> tuple[list[SkillSummary], list[StaleCue]]:
     """The live skills near `focus`, nearest first, and the skills whose cue needs a vector of
-    `embed_model` (whether near by full text or not).
+    `embed_model` (whether near by full text or not; none without a model).
 
     Near: cosine of `focus_vec` to the cue vector at least `floor`; by full text (a word of
     the focus in the label or name) when there is no focus vector or the cue has no vector
