@@ -39,6 +39,14 @@ def _meta(question: str, schema: type) -> dict:
     raise AssertionError(f"unexpected meta call {schema.__name__}")
 
 
+def this_turn(call) -> str:
+    """What a model request says for its turn: the system prompt and the last message with
+    any context it carries (the skills section sits in one or the other, by the prompt's
+    layout), not the earlier turns of the window."""
+    last = call.messages[-1]
+    return "\n".join([call.system or "", last.content, getattr(last, "context", None) or ""])
+
+
 async def _mind(pool, tmp_path, system1, overrides=None, embedder=None):
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
@@ -83,8 +91,9 @@ async def test_an_unrelated_question_gets_no_skills_section_and_no_verb(pool, tm
     await mind.loop.submit("user", "What is my pet's name?")
     await mind.loop.cycle()
     first, second = system1.of("generate")
-    assert "PROCEDURAL MEMORY" not in first.system and "RECALL_SKILL" not in first.system
-    assert "RECALL_SKILL" not in second.system
+    assert "What is my pet's name?" in this_turn(first)
+    assert "PROCEDURAL MEMORY" not in this_turn(first) and "RECALL_SKILL" not in this_turn(first)
+    assert "RECALL_SKILL" not in this_turn(second)
     assert delivered == ["I don't know your pet's name yet."]
     [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
     assert (tool["verb"], tool["refused"], tool["error"]) == (
@@ -111,12 +120,13 @@ async def test_a_related_question_is_offered_the_skill_near_it_and_only_that_one
     await mind.loop.submit("user", "Where did I say my sister lives?")
     await mind.loop.cycle()
     tea_first, tea_second, sister = system1.of("generate")
-    assert (f"only when it fits the task at hand.\n- tea_brewing_procedure — {TEA['when_to_use']}\n\n"
-            in tea_first.system)
-    assert "csv_summary" not in tea_first.system
-    assert "`RECALL_SKILL: <label>`" in tea_first.system
+    assert (f"only when it fits the task at hand.\n- tea_brewing_procedure — {TEA['when_to_use']}"
+            in this_turn(tea_first))
+    assert "csv_summary" not in this_turn(tea_first)
+    assert "`RECALL_SKILL: <label>`" in this_turn(tea_first)
     assert tea_second.messages[-1].content.endswith(TEA["procedure"])
-    assert "PROCEDURAL MEMORY" not in sister.system and "RECALL_SKILL" not in sister.system
+    assert "Where did I say my sister lives?" in this_turn(sister)
+    assert "PROCEDURAL MEMORY" not in this_turn(sister) and "RECALL_SKILL" not in this_turn(sister)
     assert delivered == ["Steep it exactly 3 minutes.", "Lisbon, I think."]
     assert len([c for c in embedder.calls if any("Tea brewing." in t for t in c.texts)]) == 1   # cues embedded once
     skill = await repo.get(pool, "tea_brewing_procedure")
