@@ -182,7 +182,7 @@ async def build_mind(settings: Settings, pool: asyncpg.Pool, providers: Provider
     parts = LoopParts(pool=pool, providers=providers, store=store, retriever=retriever, gates=gates,
                       assembler=assembler, threshold=threshold, attention=AttentionQueue(settings.loop.attention),
                       layers=layers, docs=DocsTool(settings.tools.docs), manifest=manifest, goal_vecs=goal_vecs,
-                      inner=inner, skills=SkillRecall(pool, settings.skills), impulse_gate=budget.gate)
+                      inner=inner, skills=SkillRecall(pool, settings.skills, providers.embedder), impulse_gate=budget.gate)
     loop = CognitiveLoop(parts, settings, session_id=session_id, deliver=deliver, rng=rng, journal=journal)
     dmn = _dmn(settings, pool, providers, loop, layers, budget, safety) if settings.dmn.enabled else None
 

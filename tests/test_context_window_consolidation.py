@@ -104,7 +104,7 @@ async def test_skill_drafting_sends_the_newest_messages_the_window_holds(pool):
     backend = Measured(drafter)
     conversation = [Said("user" if i % 2 == 0 else "assistant", f"step {i}: " + NOTE.format(i=i) * 4)
                     for i in range(20)]
-    skill = await save_from_conversation(pool, language_model(backend, pool), conversation, max_messages=20,
+    skill, _ = await save_from_conversation(pool, language_model(backend, pool), conversation, max_messages=20,
                                          message_chars=2000)
     assert skill.name == "Harbour deploy"
     [sent] = drafter.sent

@@ -235,6 +235,8 @@ NOT_PROMPTS: dict[tuple[str, str], str] = {
     ("src/main.py", "no terminal input (detached)"): "the guardian (the detached mind's start-up line)",
     ("src/skills/commands.py", "usage: /skill save"): "the guardian (/skill usage)",
     ("src/skills/drafting.py", "cannot draft a skill: no language model"): "the guardian (SkillError)",
+    ("src/skills/drafting.py", "nothing to save: the draft holds no steps"): "the guardian (SkillError)",
+    ("src/skills/fidelity.py", "Your lines in this conversation give no steps"): "the guardian (/skill save's reply)",
     ("src/memory/importer.py", " One JSON object per line"): "the operator (--help)",
     ("src/memory/calibrate.py", "# thresholds for "): "the operator (calibrate's YAML, a comment in runtime.yaml)",
     ("src/memory/importer.py", "imported "): "the operator (import summary)",

@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+import numpy as np
 import pytest
 
 from src.errors import ProviderUnavailable
 from src.skills import repository as repo
 from src.skills.commands import SkillCommands, escape_controls
-from src.skills.drafting import OFFLINE_REFUSAL, SkillDraft
+from src.skills.drafting import NO_STEPS, OFFLINE_REFUSAL
 from src.skills.labels import closest_label, make_unique_label, slugify
 from src.skills.prompt import HEADER, INSTRUCTION, skills_section
+from src.skills.prompts import SAVE_SYSTEM, SavedSkillDraft
 from src.skills.recall_skill import SkillRecall, recall_skill
 from src.skills.repository import SkillError, SkillSummary
 from src.skills.settings import SkillsSettings
@@ -128,14 +130,26 @@ async def test_remove_is_soft_and_frees_the_label(pool):
     assert again.label == "csv_summary" and again.id != old.id
 
 
-async def test_summaries_order_by_use_then_cap(pool):
+async def test_near_skills_order_by_similarity_then_use_then_cap(pool):
     await repo.create(pool, **CSV)
     await repo.create(pool, **TRIP)
     for _ in range(3):
         await repo.bump(pool, "trip_planning", "recommended")
-    rows = await repo.summaries(pool)
-    assert [(r.label, r.uses, r.total) for r in rows] == [("trip_planning", 3, 2), ("csv_summary", 0, 2)]
-    assert [(r.label, r.total) for r in await repo.summaries(pool, limit=1)] == [("trip_planning", 2)]
+    # no vectors: both near by a word of their names, the more used first
+    rows, stale = await repo.near(pool, "a csv for the trip", None, "m", 0.3, 10)
+    assert [(r.label, r.uses, r.total, r.similarity) for r in rows] == [
+        ("trip_planning", 3, 2, None), ("csv_summary", 0, 2, None)]
+    assert [s.cue for s in stale] == [f"trip planning. Trip planning. {TRIP['when_to_use']}\n{TRIP['procedure']}",
+                                      f"csv summary. CSV summary. {CSV['when_to_use']}\n{CSV['procedure']}"]
+    rows, _ = await repo.near(pool, "a csv for the trip", None, "m", 0.3, 1)
+    assert [(r.label, r.total) for r in rows] == [("trip_planning", 2)]
+    # with vectors the nearer comes first, however used; one below the floor is not near
+    vec = np.zeros(768, dtype=np.float32)
+    vec[0] = 1.0
+    assert await repo.store_cues(pool, "m", stale, np.vstack([np.roll(vec, 1), vec + np.roll(vec, 1)])) == 2
+    rows, stale = await repo.near(pool, "anything", vec, "m", 0.3, 10)
+    assert [(r.label, round(r.similarity, 3)) for r in rows] == [("csv_summary", 0.707)]
+    assert stale == []
 
 
 # -- RECALL_SKILL -------------------------------------------------------------------------------
@@ -172,12 +186,14 @@ async def test_recall_with_no_skills_is_an_error_result(pool):
 
 
 async def test_skill_recall_offers_only_with_skills_and_credits_use(pool):
-    recall = SkillRecall(pool, SkillsSettings(prompt_max_tokens=300))
-    assert await recall.section() == "" and recall.offered("hi") is False
+    recall = SkillRecall(pool, SkillsSettings(prompt_max_tokens=300))     # no embedder: full text only
+    focus = "summarise this csv file"
+    assert await recall.section(focus) == "" and recall.offered(focus) is False
     await repo.create(pool, **CSV)
-    section = await recall.section()
+    section = await recall.section(focus)
     assert section.splitlines()[-1] == f"- csv_summary — {CSV['when_to_use']}"
-    assert recall.offered("hi") is True
+    assert recall.offered(focus) is True
+    assert recall.offered("hi") is False                                 # offered for this focus only
     assert (await recall.handle("csv_summry")).startswith("warning: ")
     assert await recall.credit_use(delivered=True) == ["csv_summary"]
     assert await recall.credit_use(delivered=True) == []                 # cleared
@@ -199,22 +215,84 @@ def _commands(pool, llm, window=CONVERSATION):
 
 
 async def test_skill_save_drafts_from_the_conversation_with_structured_output(pool):
+    """The steps here are the mind's (the guardian only asked and said it worked): saved, but
+    each marked as not the guardian's, and the reply says so."""
     llm = ScriptedLLM().answer_structured({
         "label": "CSV Summary", "name": "CSV summary", "when_to_use": "When a CSV file needs an overview.",
         "procedure": "1. Read the header.\n2. Count rows.\n3. List column types."})
     reply = await _commands(pool, llm).skill("save overview of csv files")
     assert reply.splitlines()[:3] == ["saved skill 'csv_summary':", "csv_summary — CSV summary (version 1)",
                                       "when to use: When a CSV file needs an overview."]
+    assert reply.splitlines()[-1] == (
+        "Your lines in this conversation give no steps, so all 3 are the model's, marked [not from the "
+        "guardian]: check them, or say the steps in your own words and /skill save again.")
     (call,) = llm.of("generate_structured")
-    assert call.purpose == "skill_draft" and call.schema is SkillDraft
+    assert call.purpose == "skill_draft" and call.schema is SavedSkillDraft
     sent = call.messages[0].content
     assert "user: How do I get a quick overview of sales.csv?" in sent
     assert "assistant: First read the header, then count the rows, then list the types." in sent
     assert sent.endswith("The guardian's hint for this skill: overview of csv files")
-    assert "numbered instructions" in call.system
+    assert call.system == SAVE_SYSTEM
     skill = await repo.get(pool, "csv_summary")
+    assert skill.procedure == ("1. Read the header. [not from the guardian]\n2. Count rows. [not from the guardian]\n"
+                               "3. List column types. [not from the guardian]")
     assert skill.provenance == {"origin": "conversation", "session_id": "s-1", "messages": 3,
-                                "hint": "overview of csv files"}
+                                "hint": "overview of csv files",
+                                "fidelity": {"user_steps": 0, "user_numbers": 0, "rebuilt": False,
+                                             "dropped_steps": 0, "marked_steps": 3}}
+
+
+TEA_TALK = [Msg("user", "What's my job again?"),
+            Msg("assistant", "You told me you work as a paramedic."),
+            Msg("user", "Here's how I brew tea:\n1. Boil the water to 90 °C.\n2. Warm the pot.\n"
+                        "3. Add one teaspoon of leaves per cup.\n4. Steep exactly 3 minutes.\n5. Take the leaves out."),
+            Msg("assistant", "Lovely. Stir occasionally and add milk or sugar if you like."),
+            Msg("user", "Great, save that as a skill.")]
+#: What the 1.5B model drafted: the guardian's number changed, the mind's advice and its own added.
+INVENTED = {"label": "tea_brewing_procedure", "name": "Tea brewing", "when_to_use": "When brewing tea.",
+            "procedure": "1. Boil the water.\n2. Add the tea leaves.\n3. Steep for a few minutes.\n"
+                         "4. Stir occasionally.\n5. Add milk or sugar to taste."}
+
+
+async def test_skill_save_keeps_the_guardians_steps_and_numbers_when_the_model_invents(pool):
+    llm = ScriptedLLM().answer_structured(INVENTED)
+    reply = await _commands(pool, llm, window=TEA_TALK).skill("save")
+    (call,) = llm.of("generate_structured")
+    assert (call.system, call.schema) == (SAVE_SYSTEM, SavedSkillDraft)
+    assert "user: Here's how I brew tea:\n1. Boil the water to 90 °C." in call.messages[0].content
+    skill = await repo.get(pool, "tea_brewing_procedure")
+    assert skill.procedure == ("1. Boil the water to 90 °C.\n2. Warm the pot.\n3. Add one teaspoon of leaves per cup."
+                               "\n4. Steep exactly 3 minutes.\n5. Take the leaves out.")
+    assert "a few minutes" not in skill.procedure and "Stir" not in skill.procedure
+    assert (skill.name, skill.when_to_use) == ("Tea brewing", "When brewing tea.")       # the model named it
+    assert skill.provenance["fidelity"] == {"user_steps": 5, "user_numbers": 3, "rebuilt": True,
+                                            "dropped_steps": 2, "marked_steps": 0}
+    assert reply.splitlines()[-2:] == [
+        "Kept your 5 steps and 3 numbers (90 °C, one teaspoon, exactly 3 minutes) in your own words and order, "
+        "as the draft lacked '90 °C', 'one teaspoon', 'exactly 3 minutes'; lacked or reworded 5 of your steps.",
+        "Left out 2 steps you never gave: 'Stir occasionally', 'Add milk or sugar to taste'."]
+
+
+async def test_skill_save_keeps_a_faithful_draft_in_its_order_without_the_models_own_steps(pool):
+    llm = ScriptedLLM().answer_structured(INVENTED | {"procedure": (
+        "1. Heat: Boil the water to 90 °C.\n2. Warm the pot.\n3. Add 1 teaspoon of leaves per cup.\n"
+        "4. Steep exactly 3 minutes.\n5. Take the leaves out.\n6. Stir occasionally.")})
+    reply = await _commands(pool, llm, window=TEA_TALK).skill("save")
+    skill = await repo.get(pool, "tea_brewing_procedure")
+    assert skill.procedure == ("1. Heat: Boil the water to 90 °C.\n2. Warm the pot.\n"
+                               "3. Add 1 teaspoon of leaves per cup.\n4. Steep exactly 3 minutes.\n"
+                               "5. Take the leaves out.")
+    assert reply.splitlines()[-2:] == [
+        "Kept your 5 steps and 3 numbers (90 °C, one teaspoon, exactly 3 minutes) as you gave them; the model "
+        "only ordered and named them.",
+        "Left out 1 step you never gave: 'Stir occasionally'."]
+
+
+async def test_skill_save_with_no_steps_from_anyone_saves_nothing(pool):
+    llm = ScriptedLLM().answer_structured(INVENTED | {"procedure": "Steps:"})
+    window = [Msg("user", "How do I brew tea?"), Msg("user", "Thanks, save that.")]
+    assert await _commands(pool, llm, window=window).skill("save") == NO_STEPS
+    assert await pool.fetchval("SELECT count(*) FROM skills") == 0
 
 
 async def test_skill_save_offline_is_refused_and_stores_nothing(pool):

@@ -1,5 +1,6 @@
-"""Skills in the running loop: the section in every System 1 prompt, RECALL_SKILL through
-the loop's tool protocol, the counters. Real loop and database; the model is scripted."""
+"""Skills in the running loop: the section in a System 1 prompt whose focus is near a skill,
+RECALL_SKILL through the loop's tool protocol, the counters. Real loop and database; the
+model is scripted and the embedder is the bag-of-words fake, both recording what they are sent."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ from tests.fakes_llm import ScriptedLLM
 
 CSV = dict(label="csv_summary", name="CSV summary", when_to_use="When the user asks to summarise a CSV file.",
            procedure="1. Read the header.\n2. Count rows.\n3. Report per-column types and nulls.")
+TEA = dict(label="tea_brewing_procedure", name="Tea brewing", when_to_use="When the guardian wants to brew tea.",
+           procedure="1. Boil the water to 90 °C.\n2. Warm the pot.\n3. Steep exactly 3 minutes.")
+#: The fake embedder's cosine is the share of words two texts have in common (about 0.25 for
+#: "please summarise sales.csv for me" and the CSV skill's cue, under 0.06 for an unrelated
+#: question): its own floor, as each real embedder has one (tests/test_skills_relevance.py).
+NEAR = {"skills": {"near_similarity": {"fake-hash-768": 0.15}}}
 
 
 def _meta(question: str, schema: type) -> dict:
@@ -32,13 +39,22 @@ def _meta(question: str, schema: type) -> dict:
     raise AssertionError(f"unexpected meta call {schema.__name__}")
 
 
-async def _mind(pool, tmp_path, system1, overrides=None):
+def this_turn(call) -> str:
+    """What a model request says for its turn: the system prompt and the last message with
+    any context it carries (the skills section sits in one or the other, by the prompt's
+    layout), not the earlier turns of the window."""
+    last = call.messages[-1]
+    return "\n".join([call.system or "", last.content, getattr(last, "context", None) or ""])
+
+
+async def _mind(pool, tmp_path, system1, overrides=None, embedder=None):
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
-                   "cache_dir": str(tmp_path / "cache")}, **(overrides or {})})
+                   "cache_dir": str(tmp_path / "cache")}, **NEAR, **(overrides or {})})
     system1.meta = _meta
-    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=HashEmbedder(), reranker=None, system1=system1,
+    providers = SimpleNamespace(endpoints=EndpointGates(), embedder=embedder or HashEmbedder(), reranker=None,
+                                system1=system1,
                                 system2=ScriptedLLM(configured=False), meta=system1,
                                 ledger=CostLedger(pool, session_id="s", prices=ProvidersSettings().prices))
     delivered: list[str] = []
@@ -48,7 +64,7 @@ async def _mind(pool, tmp_path, system1, overrides=None):
     return mind, delivered
 
 
-async def test_every_prompt_carries_the_skills_section_and_the_memory_mode(pool, tmp_path):
+async def test_a_prompt_near_a_skill_carries_the_skills_section_and_the_memory_mode(pool, tmp_path):
     await repo.create(pool, **CSV)
     system1 = ScriptedLLM().say("Sure. Confidence: 0.9")
     mind, delivered = await _mind(pool, tmp_path, system1)
@@ -60,6 +76,61 @@ async def test_every_prompt_carries_the_skills_section_and_the_memory_mode(pool,
             f"- csv_summary — {CSV['when_to_use']}") in system
     assert "Memory mode: autopilot — I decide what to keep." in system
     assert delivered == ["Sure."]
+
+
+async def test_an_unrelated_question_gets_no_skills_section_and_no_verb(pool, tmp_path):
+    """Measured with a 1.5B model: with the skills line in every prompt, "what is my pet's
+    name?" was answered `RECALL_SKILL: tea_brewing_procedure`. Far from every skill, the
+    prompt lists none and offers no verb, and a call made anyway is refused."""
+    await repo.create(pool, **CSV)
+    await repo.create(pool, **TEA)
+    system1 = ScriptedLLM().say("RECALL_SKILL: tea_brewing_procedure", "I don't know your pet's name yet. "
+                                "Confidence: 0.9")
+    embedder = HashEmbedder()
+    mind, delivered = await _mind(pool, tmp_path, system1, embedder=embedder)
+    await mind.loop.submit("user", "What is my pet's name?")
+    await mind.loop.cycle()
+    first, second = system1.of("generate")
+    assert "What is my pet's name?" in this_turn(first)
+    assert "PROCEDURAL MEMORY" not in this_turn(first) and "RECALL_SKILL" not in this_turn(first)
+    assert "RECALL_SKILL" not in this_turn(second)
+    assert delivered == ["I don't know your pet's name yet."]
+    [tool] = json.loads(await pool.fetchval("SELECT actions FROM thought_log"))[1:]
+    assert (tool["verb"], tool["refused"], tool["error"]) == (
+        "RECALL_SKILL", True, "error: RECALL_SKILL is not available for this message")
+    # the two new skills' cues were embedded once, as documents, to be judged by their vectors
+    [cues] = [c for c in embedder.calls if any("CSV summary." in t for t in c.texts)]
+    assert cues.task_type == "RETRIEVAL_DOCUMENT"
+    assert sorted(cues.texts) == [
+        f"csv summary. CSV summary. {CSV['when_to_use']}\n{CSV['procedure']}",
+        f"tea brewing procedure. Tea brewing. {TEA['when_to_use']}\n{TEA['procedure']}"]
+    assert await pool.fetchval("SELECT count(*) FROM skills WHERE cue_embed_model = 'fake-hash-768'") == 2
+    assert (await repo.get(pool, "tea_brewing_procedure")).recommended == 0
+
+
+async def test_a_related_question_is_offered_the_skill_near_it_and_only_that_one(pool, tmp_path):
+    await repo.create(pool, **CSV)
+    await repo.create(pool, **TEA)
+    system1 = ScriptedLLM().say("RECALL_SKILL: tea_brewing_procedure", "Steep it exactly 3 minutes. Confidence: 0.9",
+                                "Lisbon, I think. Confidence: 0.9")
+    embedder = HashEmbedder()
+    mind, delivered = await _mind(pool, tmp_path, system1, embedder=embedder)
+    await mind.loop.submit("user", "How long should I steep the tea?")
+    await mind.loop.cycle()
+    await mind.loop.submit("user", "Where did I say my sister lives?")
+    await mind.loop.cycle()
+    tea_first, tea_second, sister = system1.of("generate")
+    assert (f"only when it fits the task at hand.\n- tea_brewing_procedure — {TEA['when_to_use']}"
+            in this_turn(tea_first))
+    assert "csv_summary" not in this_turn(tea_first)
+    assert "`RECALL_SKILL: <label>`" in this_turn(tea_first)
+    assert tea_second.messages[-1].content.endswith(TEA["procedure"])
+    assert "Where did I say my sister lives?" in this_turn(sister)
+    assert "PROCEDURAL MEMORY" not in this_turn(sister) and "RECALL_SKILL" not in this_turn(sister)
+    assert delivered == ["Steep it exactly 3 minutes.", "Lisbon, I think."]
+    assert len([c for c in embedder.calls if any("Tea brewing." in t for t in c.texts)]) == 1   # cues embedded once
+    skill = await repo.get(pool, "tea_brewing_procedure")
+    assert (skill.recommended, skill.used) == (1, 1)
 
 
 async def test_no_skills_no_section(pool, tmp_path):

@@ -181,8 +181,9 @@ class Msg:
     content: str
 
 
-CONVERSATION = [Msg("user", "How do I get a quick overview of sales.csv?"),
-                Msg("assistant", "First read the header, then count the rows, then list the types.")]
+CONVERSATION = [Msg("user", "To get a quick overview of sales.csv: read the header, then count the rows, "
+                            "then list the types."),
+                Msg("assistant", "Got it.")]
 
 
 async def test_skill_save_succeeds_when_the_model_answers_the_procedure_as_a_list(pool):
@@ -195,5 +196,5 @@ async def test_skill_save_succeeds_when_the_model_answers_the_procedure_as_a_lis
     skill = await repo.get(pool, "csv_summary")
     assert skill.procedure == "1. Read the header.\n2. Count the rows.\n3. List the column types."
     (body,) = server.bodies        # no repair round was needed
-    assert body["response_format"]["json_schema"]["name"] == "SkillDraft"
+    assert body["response_format"]["json_schema"]["name"] == "SavedSkillDraft"
     assert body["response_format"]["json_schema"]["schema"]["properties"]["procedure"]["type"] == "string"

@@ -121,7 +121,7 @@ class Composing:
         refresh = self.conversation.window.needs_identity_reinjection
         return PromptReads(tasks.spawn(self.assembler.read_identity(refresh=refresh), "identity read"),
                            tasks.spawn(self.corrections(attended, shortfalls), "corrections read"),
-                           tasks.spawn(self.skills_section(), "skills read"))
+                           tasks.spawn(self.skills_section(attended), "skills read"))
 
     async def build(self, attended: Attended, retrieval: Retrieval | None, now: datetime,
                     shortfalls: Shortfalls, reads: PromptReads | None = None) -> Prompt:
@@ -132,7 +132,7 @@ class Composing:
         assembled, corrections, skills = await asyncio.gather(
             self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
             reads.corrections if reads else self.corrections(attended, shortfalls),
-            reads.skills if reads else self.skills_section())
+            reads.skills if reads else self.skills_section(attended))
         block = reflection_block(corrections, field_chars=self.settings.reflection.block_field_chars, now=now)
         cost = await self.cost_line(shortfalls)
         inner = self.sources.inner
@@ -177,10 +177,11 @@ class Composing:
         self.conversation.active_ids = assembled.ids_by_track.get("situational", [])
         return assembled
 
-    async def skills_section(self) -> str:
-        """The "skills available" section (src/skills/recall_skill.py), "" without a skills store."""
-        skills = self.sources.skills
-        return await skills.section() if skills is not None else ""
+    async def skills_section(self, attended: Attended) -> str:
+        """The "skills available" section: the skills near the winner (src/skills/recall_skill.py),
+        "" when none is or without a skills store."""
+        skills, winner = self.sources.skills, attended.winner
+        return await skills.section(winner.text, winner.embedding) if skills is not None else ""
 
     async def corrections(self, attended: Attended, shortfalls: Shortfalls) -> list[PastCorrection]:
         """The reflection bank's corrections near this input (§3.7); none when unavailable."""

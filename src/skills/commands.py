@@ -115,10 +115,11 @@ class SkillCommands:
 
     async def _save(self, hint: str) -> str:
         s = self.settings
-        skill = await save_from_conversation(
+        skill, kept = await save_from_conversation(
             self.db, self.llm, self.window(), hint=hint, session_id=self.session_id,
             max_messages=s.draft_messages, message_chars=s.draft_message_chars, max_tokens=s.draft_max_tokens)
-        return format_skill(skill, note=f"saved skill {quoted(skill.label)}:")
+        # what became of the guardian's steps and the draft's comes after the skill itself
+        return f"{format_skill(skill, note=f'saved skill {quoted(skill.label)}:')}\n{escape_controls(kept.note())}"
 
     async def _show(self, label: str) -> str:
         if not label:

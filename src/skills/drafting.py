@@ -1,10 +1,14 @@
 """Drafting a skill with System 1's structured output.
 
-`/skill save [hint]` sends the recent conversation; deep consolidation sends a
-cluster of procedural memories (src/skills/proposal.py). Either way the model fills
-`SkillDraft`, whose field descriptions are its instructions (the texts: src/skills/prompts.py). Without a language
-model (reflex mode) drafting is refused with a message that says how to enable it:
-a skill written by no one would be a stub.
+`/skill save [hint]` sends the recent conversation and asks the model only to order the
+guardian's own steps and name the skill (`SavedSkillDraft`); the draft is then held
+against the guardian's lines (src/skills/fidelity.py): a draft that lost or changed one
+of their steps or numbers is saved as their own steps, in their words and order, and
+steps nobody gave are left out. Deep consolidation sends a cluster of procedural
+memories (src/skills/proposal.py) and the model fills `SkillDraft`. The field
+descriptions are the model's instructions (the texts: src/skills/prompts.py). Without a
+language model (reflex mode) drafting is refused with a message that says how to enable
+it: a skill written by no one would be a stub.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
 from src.providers.protocols import ChatMessage, LanguageModel
 from src.skills import repository as repo
+from src.skills.fidelity import Fidelity, keep_users_steps, users_lines
 from src.skills.labels import slugify
 from src.skills.prompts import (
     DRAFT_SYSTEM,
+    SAVE_SYSTEM,
+    SavedSkillDraft,
     SkillDraft,
     conversation_material,
     draft_request,
@@ -30,6 +37,8 @@ from src.text import cut
 OFFLINE_REFUSAL = ("cannot draft a skill: no language model is configured (reflex mode). Drafting needs "
                    "System 1 — set GEMINI_API_KEY, or providers.llm.base_url for a local "
                    "OpenAI-compatible server, and restart")
+NO_STEPS = ("nothing to save: the draft holds no steps and your lines in the conversation give none; "
+            "say the steps in your own words, then /skill save")
 
 def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int) -> str:
     """The last `max_messages` messages as `role: text` lines (objects with role/content)."""
@@ -38,23 +47,24 @@ def transcript(messages: Sequence[Any], *, max_messages: int, message_chars: int
 
 
 async def draft(llm: LanguageModel, material: str, *, purpose: str, hint: str = "",
-                max_tokens: int = 1024, isolated: bool = False) -> SkillDraft:
-    """Ask System 1 for a SkillDraft from `material`; SkillError when it cannot.
+                max_tokens: int = 1024, isolated: bool = False, system: str = DRAFT_SYSTEM,
+                schema: type[SkillDraft] = SkillDraft) -> SkillDraft:
+    """Ask System 1 for a `schema` draft from `material`; SkillError when it cannot.
 
     `isolated`: an isolated meta call (no identity, no history; consolidation's calls),
-    the drafting instructions then lead the question instead of the system prompt.
+    the drafting instructions then lead the question instead of the system prompt
+    `system`.
     """
     if not getattr(llm, "configured", True):
         raise SkillError(OFFLINE_REFUSAL)
     ask = draft_request(material, hint)
     try:
         if isolated:
-            structured = await llm.meta_call_structured(isolated_draft_question(ask), SkillDraft,
+            structured = await llm.meta_call_structured(isolated_draft_question(ask), schema,
                                                         purpose=purpose, max_tokens=max_tokens)
         else:
             structured = await llm.generate_structured(
-                [ChatMessage("user", ask)], SkillDraft, purpose=purpose, system=DRAFT_SYSTEM,
-                max_tokens=max_tokens)
+                [ChatMessage("user", ask)], schema, purpose=purpose, system=system, max_tokens=max_tokens)
     except ProviderError as exc:
         raise SkillError(f"cannot draft a skill: the language model failed ({exc}); try again later") from exc
     return structured.value
@@ -69,8 +79,9 @@ async def save_draft(db: repo.Executor, value: SkillDraft, provenance: Mapping[s
 
 async def save_from_conversation(db: repo.Executor, llm: LanguageModel, messages: Sequence[Any], *,
                                  hint: str = "", session_id: str | None = None, max_messages: int = 20,
-                                 message_chars: int = 2000, max_tokens: int = 1024) -> repo.Skill:
-    """`/skill save [hint]`: draft a skill from the recent conversation and save it."""
+                                 message_chars: int = 2000, max_tokens: int = 1024) -> tuple[repo.Skill, Fidelity]:
+    """`/skill save [hint]`: draft a skill from the recent conversation and save it, its
+    procedure the guardian's own steps (see the module doc); with what was kept and dropped."""
     if not getattr(llm, "configured", True):
         raise SkillError(OFFLINE_REFUSAL)
     recent = list(messages)[-max_messages:]
@@ -81,12 +92,18 @@ async def save_from_conversation(db: repo.Executor, llm: LanguageModel, messages
 
     # as many of the newest messages as System 1's context window holds (issue 27)
     shown = max(1, most_that_fit(llm, len(recent), lambda k: draft_request(material(k), hint),
-                                 system=DRAFT_SYSTEM, schema=SkillDraft, max_tokens=max_tokens))
-    text = transcript(recent[len(recent) - shown:], max_messages=shown, message_chars=message_chars)
+                                 system=SAVE_SYSTEM, schema=SavedSkillDraft, max_tokens=max_tokens))
+    said = recent[len(recent) - shown:]
+    text = transcript(said, max_messages=shown, message_chars=message_chars)
     if not text.strip():
         raise SkillError("nothing to draft from: the conversation is empty; work through the task "
                          "with the mind first, then /skill save")
-    value = await draft(llm, conversation_material(text), purpose="skill_draft", hint=hint, max_tokens=max_tokens)
-    shown = min(shown, len(recent))
-    return await save_draft(db, value, {"origin": "conversation", "session_id": session_id,
-                                        "messages": shown, "hint": hint or None})
+    value = await draft(llm, conversation_material(text), purpose="skill_draft", hint=hint, max_tokens=max_tokens,
+                        system=SAVE_SYSTEM, schema=SavedSkillDraft)
+    kept = keep_users_steps(users_lines(said), value.procedure, about=f"{value.name}. {value.when_to_use}")
+    if not kept.procedure.strip():
+        raise SkillError(NO_STEPS)
+    skill = await save_draft(db, value.model_copy(update={"procedure": kept.procedure}), {
+        "origin": "conversation", "session_id": session_id, "messages": min(shown, len(recent)),
+        "hint": hint or None, "fidelity": kept.provenance()})
+    return skill, kept

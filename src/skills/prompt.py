@@ -1,6 +1,7 @@
-"""The "skills available" section of every System 1 prompt. Pure.
+"""The "skills available" section of a System 1 prompt whose focus is near a skill. Pure.
 
-One line per skill, `label — when_to_use`, most used first, inside a token cap:
+One line per skill near the focus (src/skills/recall_skill.py picks them),
+`label — when_to_use`, nearest first, inside a token cap:
 the procedures stay in the database until the model asks for one with
 `RECALL_SKILL: <label>`. Skills that do not fit are counted in one closing line
 (an unknown label sent to RECALL_SKILL gets the full list back). The fixed wording is

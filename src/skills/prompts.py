@@ -1,12 +1,15 @@
 """What the skills say to a model (issue 17).
 
-- Drafting (src/skills/drafting.py): `DRAFT_SYSTEM` is the system prompt (or, in an
-  isolated meta call, the head of the question: `isolated_draft_question`); the
-  material is `conversation_material` (`/skill save`) or `procedures_material` (deep
-  consolidation's proposals, src/skills/proposal.py), with the guardian's hint added by
-  `draft_request`; the model fills `SkillDraft`, whose field descriptions instruct it.
-- The "skills available" section of every System 1 prompt (src/skills/prompt.py renders
-  it inside its token cap): `HEADER`, `INSTRUCTION`, one line per skill, `more_skills_line`.
+- Drafting (src/skills/drafting.py): `/skill save` sends `SAVE_SYSTEM` as the system
+  prompt and `conversation_material`, and the model fills `SavedSkillDraft`: it only
+  orders the guardian's own steps and names the skill (src/skills/fidelity.py holds the
+  draft to that). Deep consolidation's proposals (src/skills/proposal.py) and the CLI's
+  `skills draft` send `DRAFT_SYSTEM` (in an isolated meta call, the head of the question:
+  `isolated_draft_question`) with `procedures_material` or a transcript, and the model
+  fills `SkillDraft`. The guardian's hint is added by `draft_request`; the schemas' field
+  descriptions instruct the model.
+- The "skills available" section of a System 1 prompt whose focus is near a skill
+  (src/skills/prompt.py renders it inside its token cap): `HEADER`, `INSTRUCTION`, one line per skill, `more_skills_line`.
 - `RECALL_SKILL_WHEN`: when the `RECALL_SKILL` verb is to be used (src/skills/recall_skill.py).
 """
 
@@ -31,15 +34,32 @@ class SkillDraft(BaseModel):
     label: str = Field(description="snake_case identifier, 2-4 words, captures the essence (e.g. csv_summary)")
     name: str = Field(description="short human-readable display name (e.g. 'CSV summary')")
     when_to_use: str = Field(description="ONE sentence saying when this skill applies: the cue a future "
-                                         "agent sees in every prompt to decide whether to recall it")
+                                         "agent sees, when a message is near this skill, to decide whether to recall it")
     procedure: str = Field(description="numbered steps, specific decisions and pitfalls, written as "
                                        "instructions for a future agent (not a retrospective)")
 
 
+SAVE_SYSTEM = (
+    "You file the guardian's own procedure as a skill for a future agent. The steps come only from the "
+    "guardian's lines (user:), never from yours (assistant:) nor from what you know. Keep each of the "
+    "guardian's steps in their own words, with every number and unit exactly as written (\"exactly 3 "
+    "minutes\" stays \"exactly 3 minutes\"). Your part is only to put the steps in the order they are "
+    "done, one per numbered line, and to name the skill. Add nothing: no steps, tips, variations or "
+    "ingredients of your own.")
+
+
+class SavedSkillDraft(SkillDraft):
+    """`/skill save`'s structured output: the guardian's steps, ordered and named."""
+
+    procedure: str = Field(description="the guardian's own steps, one per numbered line, in their words and "
+                                       "in the order they are done; every number and unit as they wrote it; "
+                                       "nothing added")
+
+
 def conversation_material(transcript: str) -> str:
-    """`/skill save`: the recent conversation (`role: text` lines) to distil."""
-    return ("Here is the recent conversation between the guardian (user) and you (assistant). "
-            "Distil the procedure it worked out into a skill.\n\n" + transcript)
+    """`/skill save`: the recent conversation (`role: text` lines), the guardian's steps in it."""
+    return ("Here is the recent conversation between the guardian (user) and you (assistant). File the "
+            "procedure the guardian gave in their lines as a skill.\n\n" + transcript)
 
 
 def procedures_material(memories: Sequence[Mapping[str, Any]], memory_chars: int) -> str:

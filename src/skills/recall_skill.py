@@ -6,8 +6,9 @@ again. The `recommended` counter is credited to the *resolved* skill, not to wha
 the model typed — a precise, mechanical signal of which skills the mind reaches for.
 When the answer that followed is delivered, `credit_use` adds one to `used`.
 
-`SkillRecall` is what the loop holds: it builds the prompt section each cycle (and
-so knows whether the verb is worth offering) and is the protocol verb's handler.
+`SkillRecall` is what the loop holds: it builds the prompt section each cycle from the
+skills near the focus (and so knows whether the verb is offered for it) and is the
+protocol verb's handler.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import numpy as np
+
+from src.errors import ProviderError
+from src.providers.protocols import Embedder
+from src.recall.store import EMBEDDING_DIMENSIONS
 from src.skills import repository as repo
 from src.skills.labels import closest_label
 from src.skills.prompt import one_line, skills_section
@@ -23,6 +29,7 @@ from src.skills.prompts import RECALL_SKILL_WHEN
 from src.skills.settings import SkillsSettings
 from src.text import cut
 from src.tools.verbs import ToolVerb
+from src.vectors import has_direction
 
 log = logging.getLogger(__name__)
 
@@ -85,29 +92,64 @@ async def recall_skill(db: repo.Executor, requested: str, settings: SkillsSettin
     return text, skill.label
 
 
-class SkillRecall:
-    """The loop's side of skills: the prompt section and the RECALL_SKILL handler."""
+def _usable(vec: np.ndarray | None) -> bool:
+    """A focus vector the cosine can use: the column's width, finite, not all zeros."""
+    return vec is not None and np.shape(vec) == (EMBEDDING_DIMENSIONS,) and has_direction(vec)
 
-    def __init__(self, db: repo.Executor, settings: SkillsSettings | None = None):
+
+class SkillRecall:
+    """The loop's side of skills: the prompt section and the RECALL_SKILL handler.
+
+    Skills are offered only when they are near the focus (`section`), as the docs verb is
+    offered only for questions about the mind's workings: a skills line in every prompt
+    made a small model answer unrelated questions with RECALL_SKILL. `embedder` is the
+    memories' (the focus vector is its); it embeds the cue of a skill saved or edited
+    since, in one batch. Without one, skills are judged by full text only.
+    """
+
+    def __init__(self, db: repo.Executor, settings: SkillsSettings | None = None,
+                 embedder: Embedder | None = None):
         self.db = db
         self.settings = settings or SkillsSettings()
-        self.available = False                # any skill listed this cycle
+        self.embedder = embedder
+        self.offered_for: str | None = None   # the focus this cycle's section listed skills for
         self.recalled: list[str] = []         # labels resolved since the last credit_use
 
-    async def section(self) -> str:
-        """This cycle's "skills available" section (also decides whether the verb is offered)."""
-        if self.settings.prompt_max_tokens <= 0:
-            self.available = False
+    async def section(self, focus: str, focus_vec: np.ndarray | None = None) -> str:
+        """This cycle's "skills available" section: the skills near `focus` (the winner's text,
+        `focus_vec` its embedding), "" when none is. It also decides whether the verb is
+        offered for this focus."""
+        self.offered_for = None
+        if self.settings.prompt_max_tokens <= 0 or not focus.strip():
             return ""
         # more rows than could ever fit are pointless: a line is at least ~5 tokens
         limit = max(1, self.settings.prompt_max_tokens // 5)
-        text = skills_section(await repo.summaries(self.db, limit=limit), self.settings.prompt_max_tokens)
-        self.available = bool(text)
+        text = skills_section(await self.near(focus, focus_vec, limit), self.settings.prompt_max_tokens)
+        self.offered_for = focus if text else None
         return text
 
-    def offered(self, _focus: str) -> bool:
-        """The verb is offered whenever this cycle's prompt lists a skill."""
-        return self.available
+    async def near(self, focus: str, focus_vec: np.ndarray | None, limit: int) -> list[repo.SkillSummary]:
+        """The skills near `focus`, nearest first; cues without a vector of the embedder's
+        model are embedded first (one call) and judged by their vectors."""
+        model = self.embedder.model_name if self.embedder is not None else None
+        vec = focus_vec if model is not None and _usable(focus_vec) else None
+        floor = self.settings.near_floor(model)
+        found, stale = await repo.near(self.db, focus, vec, model, floor, limit)
+        if stale and model is not None and await self._embed_cues(model, stale):
+            found, _ = await repo.near(self.db, focus, vec, model, floor, limit)
+        return found
+
+    async def _embed_cues(self, model: str, stale: list[repo.StaleCue]) -> bool:
+        try:
+            vectors = await self.embedder.embed([c.cue for c in stale], "RETRIEVAL_DOCUMENT")
+        except ProviderError as exc:
+            log.warning("could not embed %d skill cues (judged by full text this cycle): %s", len(stale), exc)
+            return False
+        return await repo.store_cues(self.db, model, stale, vectors) > 0
+
+    def offered(self, focus: str) -> bool:
+        """The verb is offered for the focus this cycle's section listed skills for."""
+        return self.offered_for is not None and focus == self.offered_for
 
     def verb(self) -> ToolVerb:
         """`RECALL_SKILL: <label>` for the loop's tool protocol."""

@@ -4,6 +4,12 @@ Saving never overwrites: a new skill gets a fresh label (`make_unique_label`); a
 edit copies the current row into `skill_versions` and bumps `version` in one
 statement; removal is soft. Counters are atomic increments (`used = used + 1`),
 never read-modify-write, so the loop and the CLI can bump them concurrently.
+
+Which skills are near a focus (`near`) is one statement over every live skill: the
+cosine of the focus vector to each skill's cue vector (sql/162), kept at or above a
+floor; a skill whose cue has no vector of the current model, or a focus without a
+vector, is judged by full text on its label and name instead. The cue vectors are
+written by `store_cues` and dropped by a trigger whenever the cue's text changes.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
+import numpy as np
+from pgvector import HalfVector
 
 from src.db.sql import Executor
+from src.recall.search import QUESTION_TSQUERY
 from src.skills.labels import LABEL_PATTERN, make_unique_label
 
 Counter = Literal["recommended", "used", "succeeded", "failed"]
@@ -37,6 +46,16 @@ class SkillSummary:
     when_to_use: str
     uses: int
     total: int = 0          # live skills in all (the listing may be cut by a limit)
+    similarity: float | None = None     # to the focus (`near`); None when judged by full text
+
+
+@dataclass(frozen=True)
+class StaleCue:
+    """A skill whose cue has no vector of the current embed model: its text to embed."""
+
+    id: int
+    cue: str
+    digest: str             # md5 of `cue`: the vector is stored only while the text is the same
 
 
 @dataclass(frozen=True)
@@ -136,17 +155,6 @@ async def list_all(db: Executor) -> list[Skill]:
     return [_skill(r) for r in rows]
 
 
-async def summaries(db: Executor, limit: int | None = None) -> list[SkillSummary]:
-    """label, name, when_to_use of live skills, most used first (recalled + used), then newest."""
-    rows = await db.fetch(
-        """SELECT label, name, when_to_use, recommended + used AS uses, count(*) OVER () AS total
-             FROM skills
-            WHERE removed_at IS NULL
-            ORDER BY recommended + used DESC, updated_at DESC, label
-            LIMIT $1""", limit)
-    return [SkillSummary(r["label"], r["name"], r["when_to_use"], r["uses"], r["total"]) for r in rows]
-
-
 _EDIT = f"""
 WITH current AS (
     SELECT id, version, name, when_to_use, procedure, provenance, updated_at
@@ -209,3 +217,71 @@ async def bump(db: Executor, label: str, counter: Counter, *, at: datetime | Non
     if counter == "recommended":
         return await db.fetchval(_BUMP[counter], label, at)
     return await db.fetchval(_BUMP[counter], label)
+
+
+#: A skill's cue, what its vector is made from: the label in words, the name, when to use
+#: it and the start of the procedure (whose steps name what the task is about: "steep",
+#: "puncture"). One SQL expression, so the text embedded and the text checked when its
+#: vector is stored are the same. A sentence model reads about the first 1,000 characters.
+CUE = "replace(label, '_', ' ') || '. ' || name || '. ' || when_to_use || E'\\n' || left(procedure, 1000)"
+
+_NEAR = r"""
+WITH question AS (
+    SELECT """ + QUESTION_TSQUERY + r""" AS tsq
+),
+live AS (
+    SELECT id, label, name, when_to_use, recommended + used AS uses, updated_at,
+           """ + CUE + r""" AS cue,
+           $3::text IS NOT NULL AND (cue_embedding IS NULL OR cue_embed_model IS DISTINCT FROM $3::text)
+               AS stale,
+           CASE WHEN $2::halfvec IS NOT NULL AND cue_embed_model = $3::text
+                THEN 1 - (cue_embedding <=> $2::halfvec) END AS similarity
+      FROM skills
+     WHERE removed_at IS NULL
+),
+judged AS (
+    SELECT *, COALESCE(CASE WHEN similarity IS NOT NULL THEN similarity >= $4::float8
+                            ELSE to_tsvector('english', replace(label, '_', ' ') || ' ' || name)
+                                 @@ (SELECT tsq FROM question) END, false) AS near
+      FROM live
+)
+SELECT id, label, name, when_to_use, uses, similarity, near, stale, cue, md5(cue) AS digest,
+       count(*) FILTER (WHERE near) OVER () AS total
+  FROM judged
+ WHERE near OR stale
+ ORDER BY near DESC, similarity DESC NULLS LAST, uses DESC, updated_at DESC, label
+ LIMIT $5::int
+"""
+
+
+async def near(db: Executor, focus: str, focus_vec: np.ndarray | None, embed_model: str | None,
+               floor: float, limit: int) -> tuple[list[SkillSummary], list[StaleCue]]:
+    """The live skills near `focus`, nearest first, and the skills whose cue needs a vector of
+    `embed_model` (whether near by full text or not; none without a model).
+
+    Near: cosine of `focus_vec` to the cue vector at least `floor`; by full text (a word of
+    the focus in the label or name) when there is no focus vector or the cue has no vector
+    of `embed_model`. `limit` bounds the rows returned of both kinds together.
+    """
+    query = HalfVector(np.asarray(focus_vec, dtype=np.float32)) if focus_vec is not None else None
+    rows = await db.fetch(_NEAR, focus, query, embed_model, floor, limit)
+    found = [SkillSummary(r["label"], r["name"], r["when_to_use"], r["uses"], r["total"], r["similarity"])
+             for r in rows if r["near"]]
+    stale = [StaleCue(r["id"], r["cue"], r["digest"]) for r in rows if r["stale"]]
+    return found, stale
+
+
+_STORE_CUES = """
+UPDATE skills SET cue_embedding = u.vec, cue_embed_model = $1::text
+  FROM unnest($2::bigint[], $3::halfvec[], $4::text[]) AS u(id, vec, digest)
+ WHERE skills.id = u.id AND removed_at IS NULL AND md5(""" + CUE + """) = u.digest
+"""
+
+
+async def store_cues(db: Executor, embed_model: str, cues: list[StaleCue], vectors: np.ndarray) -> int:
+    """Store the cue vectors of `embed_model` (rows of `vectors`, in the order of `cues`); a
+    skill whose cue changed since it was read keeps none. How many were stored."""
+    status = await db.execute(_STORE_CUES, embed_model, [c.id for c in cues],
+                              [HalfVector(np.asarray(v, dtype=np.float32)) for v in vectors],
+                              [c.digest for c in cues])
+    return int(status.split()[-1])
