@@ -33,7 +33,8 @@ from src.consolidation.clustering import STOP_WORDS, words
 #: A user step is in the draft when this share of its content words is in the draft's steps
 #: (so labels, a reordering, a step cut in two are allowed; a dropped or changed word is not).
 COVERED = 0.8
-#: A draft step is the guardian's when at least this share of its content words is theirs.
+#: A draft step is the guardian's when at least this share of its content words is in one of
+#: their steps.
 THEIRS = 0.5
 #: A user message is part of the procedure when it shares this many content words with
 #: the draft (or half of its own).
@@ -255,8 +256,11 @@ def keep_users_steps(lines: Sequence[str], procedure: str, about: str = "") -> F
     user_steps = [s for line in procedure_lines(lines, f"{about}\n{procedure}") for s in steps_of(line)]
     if not user_steps:
         return Fidelity(_numbered([f"{s} {MARK}" for s in drafted]), (), (), (), (), (), (), tuple(drafted))
-    every_user_stem = frozenset().union(*(stems(s) for s in user_steps))
-    added = tuple(s for s in drafted if len(stems(s) & every_user_stem) < THEIRS * len(stems(s)))
+    # one of their steps must hold it: against all their words together, "Rinse the cups with cold
+    # water" passed as theirs ("cup" from one step, "water" from another)
+    user_stems = [stems(s) for s in user_steps]
+    added = tuple(s for s in drafted
+                  if max(len(stems(s) & own) for own in user_stems) < THEIRS * len(stems(s)))
     kept = [s for s in drafted if s not in added]
     numbers = {q.key: q.text for s in user_steps for q in quantities_of(s)}
     in_kept = {q.key: q.text for s in kept for q in quantities_of(s)}
