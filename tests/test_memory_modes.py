@@ -96,7 +96,7 @@ async def test_off_persists_nothing_across_twenty_messages_while_recall_works(po
     recalled = [json.loads(r["context_summary"]).get("recalled", []) for r in
                 await pool.fetch("SELECT context_summary FROM thought_log ORDER BY cycle")]
     assert known in recalled[0]                               # recall works in off mode
-    assert "Memory mode: off — nothing new is kept" in system1.of("generate")[0].system
+    assert "Memory mode: off — nothing new is kept" in system1.of("generate")[0].messages[-1].context   # with the input
     assert await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE gate = 'exit'") == 0
     rows = await pool.fetch("SELECT metadata, flushed_at FROM scratch_buffer")
     assert len(rows) >= 20 and all(json.loads(r["metadata"])["memory_mode"] == "off" and r["flushed_at"] is None
@@ -143,7 +143,7 @@ async def test_copilot_holds_unsure_items_until_the_guardian_answers(pool, tmp_p
     assert all(i > 0 and delivered[i - 1] == SAID for i in questions)
     assert delivered[questions[0]].splitlines()[0] == "Memories I am unsure of:"
     assert delivered[questions[0]].splitlines()[1] == f"  1. [undecided] {TOPICS[0]}"
-    assert "Memory mode: copilot" in system1.of("generate")[-1].system
+    assert "Memory mode: copilot" in system1.of("generate")[-1].messages[-1].context
 
     held = len(mind.gates.exit.confirmations)                # what the last question listed
     reply = await mind.gates.answer_confirmation(answer)
