@@ -34,6 +34,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -212,6 +213,20 @@ class Mind:
         return await asyncio.wait_for(self.proc.wait(), 600)
 
 
+async def _consolidated(config: Path, since: datetime) -> list[str]:
+    """What consolidation wrote since `since`: the memories whose source tag is consolidation's,
+    from `python -m src.memory export` of the run's store."""
+    out = config.parent / "export.jsonl"
+    done = await asyncio.create_subprocess_exec(sys.executable, "-m", "src.memory", "--config", str(config),
+                                                "export", str(out), cwd=ROOT, env=_env(config))
+    if await done.wait():
+        return ["(the export failed)"]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [f"[{r['memory_type']}] {r['content']}" for r in rows
+            if r["source_tag"].startswith("internal_consolidation")
+            and datetime.fromisoformat(r["created_at"]) >= since]
+
+
 def _summary(exchanges: list[Exchange], calls: list[Call], wrote: list[str], seconds: dict[str, float]) -> dict:
     statements = [e for e in exchanges if classify(e.said).kind == "statement"]
     questions = [e for e in exchanges if e.expect]
@@ -260,6 +275,7 @@ async def run(args: argparse.Namespace) -> dict:
 
     exchanges: list[Exchange] = []
     seconds: dict[str, float] = {}
+    since = datetime.now(UTC)
     mind = Mind(config, args.port)
 
     async def say(phase: str, text: str, expect: list[str] | None = None) -> None:
@@ -289,7 +305,8 @@ async def run(args: argparse.Namespace) -> dict:
         proxy.phase = "consolidate"
         started = time.monotonic()
         await mind.command("/consolidate", re.compile(r"deep pass started|already running"), 60)
-        summary = await mind.command("", re.compile(r"\S"), 3600)   # the pass's summary line, when it ends
+        # its summary is said when it ends (src/consolidation/deep/deep_pass.py `summary`)
+        summary = await mind.command("", re.compile(r"^deep pass #\d+|already running elsewhere"), 3600)
         seconds["consolidate"] = time.monotonic() - started
         print("/consolidate:", *summary, sep="\n  ", flush=True)
     proxy.phase = "restart"
@@ -302,7 +319,8 @@ async def run(args: argparse.Namespace) -> dict:
     await mind.quit()
     await runner.cleanup()
 
-    wrote = [line for line in summary if line.strip()]
+    wrote = [summary[-1]] if summary else []
+    wrote += await _consolidated(config, since)
     report = _summary(exchanges, proxy.calls, wrote, seconds)
     report["calls"] = [c.__dict__ for c in proxy.calls]
     report["exchanges"] = [{"phase": e.phase, "said": e.said, "reply": e.reply, "seconds": round(e.seconds, 1),
