@@ -45,6 +45,9 @@ def test_talk_about_the_reply_is_no_answer(reply):
     ("Confidence: 0.9", "empty"),
     ("[SELF-CHECK] Your reply above scored 0.4", "protocol"),
     ("[COGNITIVE STATE]\nAttention candidates this cycle:", "protocol"),
+    ("[MEMORY AND STATE] (mine, not the user's words)", "protocol"),
+    ("Let me teach you how I brew my tea. Noted: " + "Noted: " * 30, "stutter"),
+    ("I will I will I will I will remember it.", "stutter"),
 ])
 def test_empty_and_echoed_markup(reply, kind):
     assert form_defect(reply, focus=QUESTION).kind == kind
@@ -58,6 +61,8 @@ def test_empty_and_echoed_markup(reply, kind):
     ("Noted: you work as a radiographer in Bristol.", STATEMENT),
     ("I'm confident your sister lives in Gdansk.", QUESTION),
     ("RECALL_SKILL: tea_brewing", "How do I brew tea?"),      # a tool call: the tool rounds run it
+    ("Steep it for 3 minutes, then 3 minutes more, then 3 minutes again.", "How long do I steep?"),
+    ("Yes, yes, yes: your sister lives in Krakow now.", QUESTION),
 ])
 def test_answers_that_look_like_them_pass(reply, focus):
     assert form_defect(reply, focus=focus) is None
@@ -90,3 +95,22 @@ def test_the_same_answer_may_come_back_to_the_same_or_a_related_question():
             "I do, and I will keep doing so for as long as you want me to, whatever happens next in here.")
     said = exchanges([ChatMessage("user", "hello"), ChatMessage("assistant", loop)])
     assert form_defect(loop, focus="Where does my sister live?", earlier=said).kind == "repeat"
+
+
+def test_a_question_said_back_is_an_echo_and_what_follows_it_is_judged():
+    """Issue 38's script with a 1.5B model: "What is your dog called? Noted: your favorite tea
+    is lapsang souchong." — the question said back, then an earlier answer given again."""
+    tea = exchanges([ChatMessage("user", "Which tea do I like best?"),
+                     ChatMessage("assistant", "Noted: Your favorite tea is lapsang souchong.")])
+    assert form_defect("What is your dog called?", focus="What is my dog called?").kind == "echo"
+    assert form_defect("What is my dog called? Confidence: 0.8", focus="What is my dog called?").kind == "echo"
+    found = form_defect("What is your dog called? Noted: your favorite tea is lapsang souchong.",
+                        focus="What is my dog called?", earlier=tea)
+    assert found is not None and found.kind == "repeat"
+    # what follows the echo answers it
+    assert form_defect("What is your dog called? Your dog is called Pepper.", focus="What is my dog called?",
+                       earlier=tea) is None
+    # a statement said back acknowledges it, in either person
+    assert form_defect("Your sister Maren lives in Gdansk.", focus="My sister Maren lives in Gdansk.") is None
+    assert form_defect("Then you steep it for exactly 3 minutes. Noted: your favorite tea is lapsang souchong.",
+                       focus="Then I steep it for exactly 3 minutes.", earlier=tea) is None

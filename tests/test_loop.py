@@ -410,7 +410,7 @@ async def test_an_answer_of_no_words_is_told_as_a_failure_never_printed_empty(po
     the model gave no words (a reply, not silence)."""
     s1 = ScriptedLLM().say(*["Confidence: 0.9"] * 4)
     mind, delivered = await _mind(pool, tmp_path, system1=s1, system2=s1)    # one local model: no escalation call
-    await mind.loop.submit("user", "Hi! My name is Priya Raman, I am a marine biologist.")
+    await mind.loop.submit("user", "Hi! What do you know about marine biology?")
     record = await mind.loop.cycle()
     assert record.path == "empty_answer"
     [reply] = delivered

@@ -4,6 +4,7 @@ on PostgreSQL, System 1 scripted at the provider seam (no System 2: the draft wo
 
 from __future__ import annotations
 
+from src.loop.prompts import acknowledgement
 from tests.fakes_llm import ScriptedLLM, fok
 from tests.test_timing import _mind
 
@@ -18,7 +19,8 @@ async def test_a_statement_refused_twice_is_acknowledged_in_the_users_words(pool
     # the retry was asked, naming the refusal
     first, retry = llm.of("generate")
     assert "declined to answer" in retry.messages[-1].content
-    assert delivered == ["Noted: you work as a veterinary radiographer at an animal hospital in Bristol."]
+    assert delivered == [acknowledgement("I work as a veterinary radiographer at an animal hospital in Bristol.")]
+    assert delivered[0].endswith("you work as a veterinary radiographer at an animal hospital in Bristol.")
     row = await pool.fetchrow("SELECT output, winner->>'path' AS path FROM thought_log")
     assert row["path"] == "acknowledged" and "can't assist" not in row["output"]
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE content ILIKE '%assist with that%'") == 0
@@ -49,4 +51,27 @@ async def test_the_users_fact_said_in_the_first_person_is_said_back_as_theirs(po
     await mind.loop.run(burst=True)
     assert delivered[-1] == "Your favourite tea is lapsang souchong."
     assert await pool.fetchval("SELECT output FROM thought_log ORDER BY id DESC LIMIT 1") == delivered[-1]
+    await mind.close()
+
+
+async def test_a_stutter_to_a_question_is_not_delivered_and_an_empty_answer_to_a_statement_is_acknowledged(
+        pool, tmp_path):
+    """Issue 38's script: a 1.5B model copied the form of its earlier replies until it said
+    "Noted: Noted: Noted: …" to the output cap; and a statement answered with no words twice
+    got the reflex reply instead of an acknowledgement."""
+    stutter = "Noted: " * 40
+    llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say(f"{stutter}Confidence: 0.9", f"{stutter}Confidence: 0.9",
+                                                  "Confidence: 0.9", "Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    await mind.loop.submit("user", "How do I brew my tea?")
+    await mind.loop.run(burst=True)
+    first, retry = llm.of("generate")
+    assert "the same few words over and over" in retry.messages[-1].content
+    assert delivered[0].startswith("(I cannot answer in words right now: the language model's answer was the same "
+                                   "words over and over.)") and "Noted: Noted" not in delivered[0]
+    await mind.loop.submit("user", "My dog is a three-legged greyhound called Pepper.")
+    await mind.loop.run(burst=True)
+    assert delivered[1] == acknowledgement("My dog is a three-legged greyhound called Pepper.")
+    paths = [r["path"] for r in await pool.fetch("SELECT winner->>'path' AS path FROM thought_log ORDER BY id")]
+    assert paths == ["no_answer", "acknowledged"]
     await mind.close()

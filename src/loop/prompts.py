@@ -117,10 +117,17 @@ def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None 
 
 #: What a model's reply was when it was no answer, in the reflex reply's "because" (src/loop/thinking.py)
 DEFECT_WORDS = {"empty": "empty", "refusal": "a refusal", "meta": "about itself, not an answer",
-                "protocol": "internal markup", "repeat": "a repeat of an earlier answer"}
+                "protocol": "internal markup", "repeat": "a repeat of an earlier answer",
+                "stutter": "the same words over and over", "echo": "the message said back"}
 
 
 _YOU = {"You", "Your", "You're", "Yours", "Yourself", "You've", "You'd", "You'll"}
+
+
+#: How an acknowledgement opens, chosen by the statement's length: a small model copies the
+#: form of the replies before it, and one fixed opening became its answer to every message
+#: ("Noted: Noted: Noted: …", issue 38's script).
+ACKNOWLEDGEMENTS = ("Noted: {text}.", "I'll remember that {text}.", "Got it: {text}.")
 
 
 def acknowledgement(statement: str) -> str:
@@ -130,4 +137,4 @@ def acknowledgement(statement: str) -> str:
     text = to_second_person(" ".join(statement.split()).rstrip(".!"))
     if text.split(" ", 1)[0] in _YOU:
         text = text[0].lower() + text[1:]
-    return f"Noted: {text}."
+    return ACKNOWLEDGEMENTS[len(statement) % len(ACKNOWLEDGEMENTS)].format(text=text)

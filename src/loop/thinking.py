@@ -208,7 +208,10 @@ class Thinking:
         outcome = rounds.answer
         if outcome is not None and not outcome.answer.strip():
             # every user message gets an answer in words: an empty one (a small model's bare
-            # "Confidence:" line, retried and still empty) is said as a failure, never printed as nothing
+            # "Confidence:" line, retried and still empty) is said as a failure, never printed as
+            # nothing; a statement of the user's is acknowledged in its words
+            if self._statement(attended):
+                return Thought(acknowledgement(attended.winner.text), "acknowledged", tool_actions=tool_actions)
             return Thought(self.reflex_answer(retrieval, shortfalls, now=turn.now,
                                               because="the language model answered with no words"),
                            "empty_answer", tool_actions=tool_actions)
@@ -235,12 +238,17 @@ class Thinking:
         mind's words. A statement of the user's is acknowledged in its own words; anything
         else gets the reflex reply saying why, with what recall brings back."""
         log.info("the model's answer was no answer (%s: %r); not delivered", defect.kind, defect.detail)
-        winner = attended.winner
-        if winner.source == "user" and not attended.turn.combined and classify(winner.text).kind == "statement":
-            return Thought(acknowledgement(winner.text), "acknowledged", tool_actions=tool_actions)
+        if self._statement(attended):
+            return Thought(acknowledgement(attended.winner.text), "acknowledged", tool_actions=tool_actions)
         because = f"the language model's answer was {DEFECT_WORDS[defect.kind]}"
         return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "no_answer",
                        tool_actions=tool_actions)
+
+    @staticmethod
+    def _statement(attended: Attended) -> bool:
+        """The turn is one statement of the user's (what `acknowledgement` answers)."""
+        winner = attended.winner
+        return winner.source == "user" and not attended.turn.combined and classify(winner.text).kind == "statement"
 
     async def _escalating(self, attended: Attended, retrieval: Retrieval | None, turn: _ModelWork):
         """One answer of the tool rounds: System 1 → retry → System 2 (§3.5, §3.6). The

@@ -25,7 +25,14 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
   said turn after turn) is a loop whatever it shares. A short acknowledgement said again to
   a statement ("I will remember that, it sounds important.") answers it, if blandly, and
-  "I could not say much about that." is an honest answer to any number of questions.
+  "I could not say much about that." is an honest answer to any number of questions. Sentence
+  by sentence too: "Noted: your favourite tea is lapsang souchong." after an echo of "What is my
+  dog called?" is an earlier answer given again;
+- **echo**: a question said back and nothing else ("How do you brew your tea, step by step?"
+  to "How do I brew my tea, step by step?"), in its words or turned to the second person
+  (a statement said back acknowledges it); what follows an echo is judged as the reply;
+- **stutter**: a few words said over and over in one reply ("Noted: Noted: Noted: …" until
+  the output cap: a 1.5B model, issue 38's script) — `STUTTER_TIMES` times in a row.
 
 The forms are a handful of grammatical patterns, not one model's phrasings: the tests
 hold paraphrases from several model families (tests/test_answer_form.py).
@@ -41,8 +48,14 @@ from typing import Literal, Protocol
 from src.gates.utterance import classify, content_words
 from src.metacognition.confidence import strip_verbalized_confidence
 from src.metacognition.prompts import DEFECT_CAUSES
+from src.recall.speakers import to_second_person
 
-DefectKind = Literal["empty", "refusal", "meta", "protocol", "repeat"]
+DefectKind = Literal["empty", "refusal", "meta", "protocol", "repeat", "stutter", "echo"]
+
+#: A run of 1-`STUTTER_SPAN` words said this many times in a row is a stutter, not an answer.
+STUTTER_TIMES = 4
+STUTTER_SPAN = 6
+_STUTTER = re.compile(rf"\b((?:[a-z0-9']+ ){{1,{STUTTER_SPAN}}})\1{{{STUTTER_TIMES - 1},}}")
 
 #: Recent answers compared for a repeat, and the length from which a repeat is a loop
 #: even when it shares words with the message.
@@ -65,6 +78,7 @@ _META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?
 _NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|can not) (?:\w+ )?(?:know|say|tell|"
                           r"remember|recall|find)\b|\bnot sure\b|\bno idea\b")
 _MARKUP = re.compile(r"^\s*\[[A-Z][A-Z0-9 _/-]{2,}\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 class Said(Protocol):
@@ -104,16 +118,37 @@ def exchanges(messages: Sequence[Said]) -> list[tuple[str, str]]:
     return out
 
 
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text.strip()) if _words(s)]
+
+
+def _without_echo(body: str, focus: str) -> str:
+    """`body` less the sentences it opens with that say the message back (as it was said, or
+    turned to the second person)."""
+    said = {_words(x) for s in _sentences(focus) for x in (s, to_second_person(s))}
+    sentences = _sentences(body)
+    k = 0
+    while k < len(sentences) and _words(sentences[k]) in said:
+        k += 1
+    return " ".join(sentences[k:]) if k else body
+
+
 def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
     """What is wrong with `answer` to `focus` by its form; None when it is an answer.
     `earlier`: (message, answer) pairs of the conversation (`exchanges`)."""
-    body = strip_verbalized_confidence(answer).strip()
-    flat = _words(body)
-    if not flat:
+    whole = strip_verbalized_confidence(answer).strip()
+    if not _words(whole):
         return Defect("empty", "no words")
+    stated = classify(focus).kind == "statement"
+    body = _without_echo(whole, focus)
+    flat = _words(body)
+    if not flat:   # a statement said back in the second person acknowledges it (as `acknowledgement` does)
+        return None if stated else Defect("echo", whole[:60])
     lowered = body.lower().replace("\u2019", "'")
     if _MARKUP.match(body):
         return Defect("protocol", body[:60])
+    if (m := _STUTTER.search(flat + " ")) is not None:
+        return Defect("stutter", m.group(1).strip())
     if len(flat.split()) <= REFUSAL_MAX_WORDS and _REFUSAL.search(lowered) \
             and not (content_words(body) & content_words(focus)):
         return Defect("refusal", body[:80])
@@ -125,9 +160,15 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     if not (loop or wrong_answer):
         return None
     asked = _words(focus)
-    for before, said in list(earlier)[-REPEAT_LOOKBACK:]:
-        if _words(strip_verbalized_confidence(said)) == flat and _words(before) != asked:
-            return Defect("repeat", body[:60])
+    others = [strip_verbalized_confidence(said) for before, said in list(earlier)[-REPEAT_LOOKBACK:]
+              if _words(before) != asked]
+    if any(_words(said) == flat for said in others):
+        return Defect("repeat", body[:60])
+    # every sentence of it said before, to other messages (a short one only to a question it
+    # does not touch: `wrong_answer`)
+    before = {_words(x) for said in others for x in _sentences(said)}
+    if wrong_answer and all(_words(x) in before for x in _sentences(body)):
+        return Defect("repeat", body[:60])
     return None
 
 

@@ -103,6 +103,8 @@ DEFECT_CAUSES = {
     "meta": "your reply above talked about a reply (its confidence or quality) instead of answering",
     "protocol": "your reply above repeated internal markup of the prompt instead of answering",
     "repeat": "your reply above repeats, word for word, what you answered to an earlier, different message",
+    "stutter": "your reply above says the same few words over and over",
+    "echo": "your reply above only says the message back",
 }
 
 
@@ -117,7 +119,7 @@ def retry_feedback(focus: str, confidence: ScoredAnswer, threshold: float, defec
         points = "\n".join(f"- {w}" for w in weaknesses(confidence))
         cause = f"Your reply above may be wrong or incomplete:\n{points}"
     return (f"[SELF-CHECK] {cause}\nNow answer the message itself (\"{excerpt(focus, 200)}\") for the person, "
-            "in plain words. If it tells you a fact, acknowledge it using its own words (\"Noted: your …\"). "
+            "in plain words. If it tells you a fact, say briefly that you will remember it, in your own words. "
             "Say what you know; say plainly what you do not know rather than guessing. Do not mention "
             "confidence, scores, this check or your earlier reply. End with a line 'Confidence: <0-1>'.")
 
