@@ -46,6 +46,8 @@ def test_talk_about_the_reply_is_no_answer(reply):
     ("[SELF-CHECK] Your reply above scored 0.4", "protocol"),
     ("[COGNITIVE STATE]\nAttention candidates this cycle:", "protocol"),
     ("[MEMORY AND STATE] (mine, not the user's words)", "protocol"),
+    ("[internal thought — default mode] This comes back to me, from today: the user said 'I drive a red "
+     "Fiat Panda.'. Why does it matter now? Noted: your favorite tea is lapsang souchong.", "protocol"),
     ("Let me teach you how I brew my tea. Noted: " + "Noted: " * 30, "stutter"),
     ("I will I will I will I will remember it.", "stutter"),
 ])

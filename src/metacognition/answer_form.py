@@ -77,7 +77,10 @@ _META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?
                    r"my (?:answer|reply|response|draft) (?:was|scored|had|lacked|did|is low|is incomplete))\b")
 _NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|can not) (?:\w+ )?(?:know|say|tell|"
                           r"remember|recall|find)\b|\bnot sure\b|\bno idea\b")
-_MARKUP = re.compile(r"^\s*\[[A-Z][A-Z0-9 _/-]{2,}\]")
+#: The prompt's markup: an upper-case header, or the frame of an internal input ("[internal
+#: thought — default mode] …", src/loop/prompts.py INTERNAL_FRAMES: a 1.5B model began its
+#: reply to a DMN thought by saying the thought back, frame and all, and it reached the user).
+_MARKUP = re.compile(r"^\s*\[(?:[A-Z][A-Z0-9 _/-]{2,}|internal\b[^\]]*)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
