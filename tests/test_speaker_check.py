@@ -28,6 +28,7 @@ def test_a_restated_first_person_fact_becomes_the_users(answer, expected):
     "Your favourite tea is lapsang souchong.",      # second person already
     "I like green tea myself.",                     # shares too little
     "Glad I got the lapsang right.",                # one shared word restates nothing
+    "I was not born in Leeds, I am a computer program.",   # denies the user's line: the mind of itself
 ])
 def test_what_the_mind_says_of_itself_is_left_alone(answer):
     assert said_as_users(answer, USER_SAID) is None

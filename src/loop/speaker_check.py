@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from src.gates.contradiction import has_negation
 from src.gates.utterance import content_words
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
@@ -47,15 +48,18 @@ def users_lines(messages: Sequence[ChatMessage], retrieval: Retrieval | None) ->
 def said_as_users(answer: str, user_lines: Iterable[str]) -> str | None:
     """`answer` with each first-person sentence that restates a line of the user's turned to
     the second person; None when no sentence does."""
-    theirs = [content_words(line) for line in user_lines]
+    theirs = [(content_words(line), has_negation(line)) for line in user_lines]
     if not theirs or not first_person(answer):
         return None
     out, changed = [], False
     for sentence in _SENTENCE.split(answer):
-        words = content_words(sentence)
-        # a sentence that already says "you" is about the user ("I think you like lapsang souchong")
+        words, negated = content_words(sentence), has_negation(sentence)
+        # a sentence that already says "you" is about the user ("I think you like lapsang souchong");
+        # one that denies the user's line speaks of the mind ("I do not work in an animal hospital":
+        # turned, it told the user "You do not work in an animal hospital in Bristol")
         if words and first_person(sentence) and not _ADDRESSED.search(sentence) and any(
-                len(words & t) >= MIN_SHARED and len(words & t) / len(words) >= RESTATES for t in theirs):
+                len(words & t) >= MIN_SHARED and len(words & t) / len(words) >= RESTATES and negated == n
+                for t, n in theirs):
             sentence, changed = to_second_person(sentence), True
         out.append(sentence)
     return " ".join(out) if changed else None
