@@ -46,6 +46,8 @@ from src.metacognition.answer_form import form_defect
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).parent / "data" / "local_model_script.json"
+#: How the mind's own reply opens when no model answer is delivered (src/loop/prompts.py reflex_reply).
+REFLEX_OPENINGS = ("(I cannot answer in words", "(reflex mode")
 #: The start-up line the service prints when it is ready (src/repl.py).
 READY = "Type /help"
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|my|me|mine)\b", re.IGNORECASE)
@@ -120,6 +122,10 @@ class Exchange:
 
     @property
     def defect(self) -> str | None:
+        """What is wrong with the model's words delivered (a reply of the mind's own saying it
+        has no answer is none: it names the defect it kept back)."""
+        if self.reply.startswith(REFLEX_OPENINGS):
+            return None
         found = form_defect(self.reply, focus=self.said, earlier=())
         return found.kind if found is not None else None
 
@@ -239,6 +245,7 @@ def _summary(exchanges: list[Exchange], calls: list[Call], wrote: list[str], sec
     return {
         "messages": len(exchanges),
         "statements refused": sum(e.defect == "refusal" for e in statements),
+        "no answer delivered instead (reflex replies)": sum(e.reply.startswith(REFLEX_OPENINGS) for e in exchanges),
         "meta lines delivered": sum(e.defect in ("meta", "protocol") for e in exchanges),
         "right before the restart": f"{sum(e.right for e in before)}/{len(before)}",
         "right and in the user's words before": f"{sum(e.right and e.right_speaker for e in before)}/{len(before)}",
