@@ -11,7 +11,7 @@ import asyncpg
 from src.gates.forget_request import forget_request
 from src.recall.store import MemoryStore, NewMemory
 from tests.fakes import HashEmbedder
-from tests.proc import agent_env, read_until, run_agent, spawn_agent, wait_ready
+from tests.proc import agent_env, noiseless_config, read_until, run_agent, spawn_agent, wait_ready
 from tests.test_forget_everything import tables_holding
 
 SECRET = "My gym locker code is zebrafish 7419."
@@ -61,10 +61,12 @@ async def test_forget_by_id_while_the_mind_runs_then_the_next_turn_has_it_in_no_
         await conn.close()
 
 
-async def test_a_request_in_conversation_lists_asks_and_forgets_only_when_confirmed(db_dsn):
+async def test_a_request_in_conversation_lists_asks_and_forgets_only_when_confirmed(db_dsn, tmp_path):
     said = (f"{SECRET}\nMy sister lives in Porto.\nPlease forget my locker code.\nn\n"
             "Please forget my locker code.\ny\n/quit\n").encode()
-    result = run_agent(said, agent_env(DATABASE_URL=db_dsn), timeout=120)
+    # noiseless: the exit gate's noise floor left the Porto line buffered in ~5% of runs
+    config = noiseless_config(tmp_path)
+    result = run_agent(said, agent_env(DATABASE_URL=db_dsn), ("--config", str(config)), timeout=120)
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()
     assert out.count("Forget these") == 2
