@@ -124,3 +124,25 @@ class FakeLlamaServer:
         # the message itself, after the context the mind sends ahead of it (src/loop/turn_context.py)
         last = " ".join(body["messages"][-1]["content"].rsplit(CONTEXT_CLOSE, 1)[-1].split())
         return f"Noted ({last[:48]}). Confidence: 0.9"
+
+
+async def providers_for(server: FakeLlamaServer, pool, tmp_path: Path, session: str):
+    """(settings, providers) of a mind whose System 1 is `server` at the HTTP seam: the real
+    OpenAI-compatible backend and its start-up probe of the window; the embedder a stand-in
+    (HashEmbedder), no reranker, the exit gate without noise."""
+    from src.config import load_settings
+    from src.providers.factory import build_providers
+    from tests.fakes import HashEmbedder
+
+    settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
+        "providers": {"llm": {"provider": "openai_compat", "base_url": "http://127.0.0.1:8080/v1",
+                              "openai_model": server.model},
+                      "embeddings": {"provider": "wordllama"}, "rerank": {"provider": "none"}},
+        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
+        "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
+                   "cache_dir": str(tmp_path / "cache")}})
+    providers = build_providers(settings.providers, settings.secrets, pool, session,
+                                http_transport=httpx2.MockTransport(server.handle))
+    providers.embedder = HashEmbedder()
+    await providers.probe_context_windows()
+    return settings, providers

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import httpx2
 import numpy as np
 
-from src.config import load_settings
 from src.db.manifest import record_start
 from src.mind import build_mind
-from src.providers.factory import build_providers
-from tests.context_window_fakes import FakeLlamaServer
-from tests.fakes import HashEmbedder
+from tests.context_window_fakes import FakeLlamaServer, providers_for
 
 TURNS = 50
 FACTS = ["I moved to Porto in 2019 and work at the marine lab near Matosinhos, studying octopus cognition.",
@@ -40,17 +36,7 @@ def message(turn: int) -> str:
 
 async def test_fifty_turns_never_exceed_a_4096_token_window_and_every_turn_is_answered(pool, tmp_path):
     server = FakeLlamaServer(n_ctx=4096)
-    settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
-        "providers": {"llm": {"provider": "openai_compat", "base_url": "http://127.0.0.1:8080/v1",
-                              "openai_model": server.model},
-                      "embeddings": {"provider": "wordllama"}, "rerank": {"provider": "none"}},
-        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
-        "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
-                   "cache_dir": str(tmp_path / "cache")}})
-    providers = build_providers(settings.providers, settings.secrets, pool, "window-test",
-                                http_transport=httpx2.MockTransport(server.handle))
-    providers.embedder = HashEmbedder()
-    await providers.probe_context_windows()
+    settings, providers = await providers_for(server, pool, tmp_path, "window-test")
     assert server.props_requests == 1 and providers.system1.window.tokens == 4096
     delivered: list[str] = []
     manifest = await record_start(pool, "window-test", providers.embedder.model_name)

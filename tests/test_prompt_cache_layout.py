@@ -14,17 +14,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import httpx2
 import numpy as np
 
-from src.config import load_settings
 from src.db.manifest import record_start
 from src.loop.prompts import CONTEXT_CLOSE, CONTEXT_OPEN
 from src.mind import build_mind
-from src.providers.factory import build_providers
 from src.recall.store import MemoryStore, NewMemory
-from tests.context_window_fakes import FakeLlamaServer, chatml
-from tests.fakes import HashEmbedder
+from tests.context_window_fakes import FakeLlamaServer, chatml, providers_for
 
 STORED = [f"{who} {did} {what} on day {n}." for n, (who, did, what) in enumerate(
     (who, did, what)
@@ -49,17 +45,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 async def test_consecutive_turns_share_at_least_80_percent_of_their_prompt(pool, tmp_path):
     server = FakeLlamaServer(n_ctx=4096)
-    settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
-        "providers": {"llm": {"provider": "openai_compat", "base_url": "http://127.0.0.1:8080/v1",
-                              "openai_model": server.model},
-                      "embeddings": {"provider": "wordllama"}, "rerank": {"provider": "none"}},
-        "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
-        "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
-                   "cache_dir": str(tmp_path / "cache")}})
-    providers = build_providers(settings.providers, settings.secrets, pool, "cache-test",
-                                http_transport=httpx2.MockTransport(server.handle))
-    providers.embedder = HashEmbedder()
-    await providers.probe_context_windows()
+    settings, providers = await providers_for(server, pool, tmp_path, "cache-test")
     await MemoryStore(pool, providers.embedder).store_many([NewMemory(t) for t in STORED])
     manifest = await record_start(pool, "cache-test", providers.embedder.model_name)
     delivered: list[str] = []
