@@ -77,6 +77,9 @@ class LoggingSettings(_Section):
     # on stderr (env MOLTBOT_LOG_FILE, "-" for none)
     file: Path | None = Path("./data/moltbot.log")
     terminal_level: LogLevel = "WARNING"   # with a file, stderr shows this and above
+    # with a file, the conversation screen (a person typing at a terminal) shows this and above:
+    # a warning is the log's, not the conversation's (issue 38 item 6)
+    screen_level: LogLevel = "ERROR"
 
 
 class AgentSettings(_Section):

@@ -89,6 +89,16 @@ class MalformedOutput(ProviderError):
     transient = True
 
 
+class ReplyCut(MalformedOutput):
+    """A structured reply stopped by its output cap before its JSON closed (issue 38 item 6).
+    Not repaired: a repair asked at the same cap is cut again. One call was made; the
+    caller asks about fewer items, or again at a larger cap (src/consolidation/deep/structured.py)."""
+
+    def __init__(self, message: str, *, provider: str = "", cap: int):
+        super().__init__(message, provider=provider)
+        self.cap = cap
+
+
 class ProviderRejected(ProviderError):
     transient = False
 

@@ -3,7 +3,9 @@
 The terminal is the conversation (issue 26): INFO lines (scratch flushes, milestones, a
 deep pass's summary, which /consolidate prints anyway) mixed into it made the replies
 hard to find. So by default every record at `logging.level` goes to `logging.file`
-(./data/moltbot.log, rotated), and stderr shows WARNING and above (`terminal_level`).
+(./data/moltbot.log, rotated), and stderr shows WARNING and above (`terminal_level`); when
+stderr is the terminal a person types the conversation at, it shows ERROR and above
+(`screen_level`, src/repl.Screen.take_terminal_log): a warning is the log's business.
 Without a file (`file: null`, MOLTBOT_LOG_FILE=-), or when it cannot be opened, every
 record goes to stderr as before. Plain or JSON lines (a setting).
 """

@@ -309,8 +309,9 @@ def _screen(settings: Settings, out: TextIO) -> Screen:
     editor = (LineEditor(settings.agent.history_file)
               if interactive(out) and reads_stdin(settings.agent.stdin) else None)
     screen = Screen(out, editor=editor)
-    if editor is not None and sys.stderr.isatty():     # the log's warnings share the typed line's terminal
-        screen.take_terminal_log()
+    if editor is not None and sys.stderr.isatty():     # the log's lines share the typed line's terminal
+        # with a log file, only errors: a warning goes to the file, not into the conversation
+        screen.take_terminal_log(settings.logging.screen_level if log_file() is not None else None)
     return screen
 
 

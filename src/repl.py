@@ -289,12 +289,16 @@ class Screen:
         self._showing = self.prompt
         self.out.flush()
 
-    def take_terminal_log(self) -> None:
-        """The log lines meant for this terminal (stderr, WARNING and up) are drawn through
-        `say` as well: one that comes while a line is typed goes above it, not into it."""
+    def take_terminal_log(self, level: int | str | None = None) -> None:
+        """The log lines meant for this terminal (stderr) are drawn through `say` as well: one
+        that comes while a line is typed goes above it, not into it. With `level`, only lines at
+        it and above reach the screen (`logging.screen_level`: the rest are in the log file)."""
         for handler in logging.getLogger().handlers:
             if type(handler) is logging.StreamHandler and handler.stream is sys.stderr:
                 handler.setStream(_SayLines(self.say))
+                if level is not None:
+                    handler.setLevel(max(handler.level, logging.getLevelName(level) if isinstance(level, str)
+                                         else level))
 
     def show_prompt(self) -> None:
         """The prompt, when it is not showing already (a line that printed nothing)."""

@@ -5,7 +5,8 @@ llm_calls, isolated meta calls) is the production code. `ConsolidationModel` ans
 each consolidation prompt from what it is sent — it parses the memory ids out of the
 prompt and cites only those — and checks every request: an isolated meta call (the
 neutral system prompt, one user message, no history), JSON mode, a schema paragraph.
-`script` lets a test override the answer per purpose (a queue of texts or callables).
+`script` lets a test override the answer per purpose (a queue of texts or callables; a
+`Cut` text comes back as a reply stopped at its output cap).
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from tests.providers.fakes import Sleeps
 _ID = re.compile(r"\[(\d+)\]")
 #: The default Phase 2 answer: shares most words with the deployment memories it cites.
 INSIGHT = "Small projects deploy with one simple shell script, not kubernetes."
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A scripted answer the endpoint stopped at its output cap (finish_reason "length")."""
+
+    text: str
 
 
 def ids_in(text: str) -> list[int]:
@@ -80,6 +88,9 @@ class ConsolidationModel:
             text = answer(request) if callable(answer) else answer
         else:
             text = json.dumps(getattr(self, f"_{kind}")(request.messages[0].content))
+        if isinstance(text, Cut):          # a reply the endpoint stopped at max_tokens
+            return LLMResult(text.text, self.model, self.provider, 100, request.max_tokens, 1.0,
+                             finish_reason="length")
         return LLMResult(text, self.model, self.provider, 100, 20, 1.0)
 
     async def aclose(self) -> None:

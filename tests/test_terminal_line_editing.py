@@ -14,6 +14,7 @@ import threading
 
 import yaml
 
+from src.config import Settings
 from src.line_editor import HISTORY_LINES, LineEditor, kept_in_file
 from src.repl import PROMPT, Screen
 from tests.proc import READY, ROOT, agent_env, set_key, shipped_config
@@ -109,3 +110,23 @@ def test_a_warning_while_a_line_is_typed_is_drawn_above_it_too():
     finally:
         root.handlers = kept
     assert out.getvalue() == "\r\x1b[KWARNING database unavailable\n> what is"
+
+
+def test_with_a_log_file_only_errors_reach_the_conversation_screen():
+    """Issue 38 item 6: a deep pass's warnings were glued into the conversation. With the
+    screen level (logging.screen_level, ERROR), a warning stays in the log file; an error
+    still shows, drawn above the typed line."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.setLevel(logging.WARNING)
+    log = logging.getLogger("tests.terminal")
+    root = logging.getLogger()
+    kept, root.handlers = root.handlers, [handler]
+    try:
+        Screen(out, prompt=True, editor=_Typing("what is")).take_terminal_log(Settings().logging.screen_level)
+        log.warning("deep pass 3 questions: skipping an item after repair and split")
+        log.error("the database refused the connection")
+    finally:
+        root.handlers = kept
+    assert out.getvalue() == "\r\x1b[KERROR the database refused the connection\n> what is"

@@ -6,7 +6,9 @@ conversation (a chat's session) a line is a turn of and `turn` its place in it: 
 before it in the same conversation become its context (src/recall/conversation.py;
 without ids, the file is one stream cut where `event_time` jumps). Lines of a conversation
 are read in file order, as an export writes them; a `turn` that does not rise within its
-conversation is counted and said at the end (its context is still the lines before it). An export line adds what restores the memory as it
+conversation is counted and said at the end (its context is still the lines before it). The
+id is kept as `metadata.conversation` (unless the metadata names one already): the deep pass
+joins no two imported conversations (src/consolidation/deep/evidence.py). An export line adds what restores the memory as it
 was: `id` (its id in the exporting store; supersedes links refer to it), `alpha`,
 `beta`, `immutable`, `protected`, `source_confidence`, `compressed`,
 `content_contextualized`, `conversation_context` (kept as it was, not recomputed), `created_at`, `access_count`, `last_accessed`,
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -234,6 +237,10 @@ def parse_line(text: str, line: int, max_chars: int = DEFAULT_MAX_CHARS) -> Impo
         return None
     data = _object(text)
     memory = _memory(data, max_chars)
+    conversation = _conversation(data)
+    if conversation is not None and "conversation" not in memory.metadata:
+        # the deep pass joins no two imported conversations (src/consolidation/deep/evidence.py)
+        memory = replace(memory, metadata={**memory.metadata, "conversation": conversation})
     stamps = data.get("access_timestamps", [])
     if not isinstance(stamps, list):
         raise LineError("'access_timestamps' must be a list of ISO 8601 times")
@@ -245,7 +252,7 @@ def parse_line(text: str, line: int, max_chars: int = DEFAULT_MAX_CHARS) -> Impo
         utility_score=_number(data, "utility_score", 0.0), ref=_int(data, "id"),
         supersedes=_supersedes(data.get("supersedes", [])), protected=_flag(data, "protected"),
         content_contextualized=_text(data, "content_contextualized", None, max_chars + MAX_CONTEXT_EXTRA),
-        conversation=_conversation(data), turn=_int(data, "turn"),
+        conversation=conversation, turn=_int(data, "turn"),
     )
 
 

@@ -32,6 +32,17 @@ class ChargedModel:
     def configured(self) -> bool:
         return self.inner.configured
 
+    @property
+    def window(self) -> object:
+        """The model's context window (src/providers/context_window.py), None when it states none:
+        a caller sizing its questions (most_that_fit) and its replies reads it through here."""
+        return getattr(self.inner, "window", None)
+
+    def room(self, **call: object) -> int | None:
+        """`ResilientLanguageModel.room` of the model (context_window.room_of); None without one."""
+        room = getattr(self.inner, "room", None)
+        return room(**call) if callable(room) else None
+
     async def generate(self, messages: Sequence[ChatMessage], *, purpose: str, system: str | None = None,
                        max_tokens: int | None = None, temperature: float | None = None,
                        logprobs: bool | None = None, caller: Caller | None = None) -> LLMResult:

@@ -3,7 +3,7 @@
 A backend does exactly one HTTP call and maps its SDK's errors (llm_gemini, llm_anthropic,
 llm_openai_compat). This wrapper adds what is common: the retry policy and circuit breaker,
 one ledger row per attempt (failed ones too), structured output with one repair round
-(the answer schema sent where the endpoint takes one; a model that refuses it is asked in
+(none for a reply its output cap cut: ReplyCut) (the answer schema sent where the endpoint takes one; a model that refuses it is asked in
 plain JSON mode from then on), isolated meta-context calls, and logprobs that switch
 themselves off for a model that refuses them (Gemini answers HTTP 400 "Logprobs is not enabled for models/..." for some
 models; see notes.md).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderRejected
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderRejected, ReplyCut
 from src.providers.caller import INTERNAL, Caller
 from src.providers.context_window import ContextWindow, count_request, fit
 from src.providers.costs import CallUsage, Ledger, status_of
@@ -102,7 +102,8 @@ class ResilientLanguageModel:
     async def generate_structured(self, messages: Sequence[ChatMessage], schema: type[M], *,
                                   purpose: str, system: str | None = None,
                                   max_tokens: int | None = None, caller: Caller = INTERNAL) -> Structured[M]:
-        """JSON validated by `schema`; on a bad reply one repair round, then MalformedOutput."""
+        """JSON validated by `schema`; on a bad reply one repair round, then MalformedOutput.
+        A reply cut by its output cap is not repaired (ReplyCut: the caller asks for less)."""
         instruction = schema_instruction(schema)
         full_system = f"{system}\n\n{instruction}" if system else instruction
         request = replace(self._request(messages, full_system, max_tokens, None, logprobs=False),
@@ -111,6 +112,11 @@ class ResilientLanguageModel:
         try:
             return Structured(parse_structured(first.text, schema), first, repaired=False)
         except MalformedOutput as problem:
+            if first.cut:
+                # the JSON did not close before the cap: a repair at the same cap is cut again
+                raise ReplyCut(f"{self.model} {purpose}: the {schema.__name__} reply stopped at its cap of "
+                               f"{request.max_tokens} tokens ({problem})", provider=self.provider,
+                               cap=request.max_tokens) from None
             log.info("%s %s: unusable structured reply (%s); asking once for a repair",
                      self.model, purpose, problem)
             follow_up = (ChatMessage("assistant", first.text.strip() or EMPTY_REPLY),

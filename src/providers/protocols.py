@@ -93,6 +93,10 @@ class TokenLogprob:
     logprob: float
 
 
+#: The finish reasons of a reply stopped by its output cap, lower-cased.
+CUT_AT_CAP = frozenset({"length", "max_tokens"})
+
+
 @dataclass(frozen=True)
 class LLMResult:
     """One completed generation."""
@@ -106,6 +110,12 @@ class LLMResult:
     # Chosen-token log probabilities when the model returns them (plan §2.11), else None.
     logprobs: tuple[TokenLogprob, ...] | None = None
     finish_reason: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The reply stopped at its output cap (OpenAI-compatible "length", Anthropic
+        "max_tokens", Gemini "MAX_TOKENS")."""
+        return (self.finish_reason or "").lower() in CUT_AT_CAP
 
     @property
     def mean_logprob(self) -> float | None:

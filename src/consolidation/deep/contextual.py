@@ -28,9 +28,10 @@ from src.consolidation.deep.phase import (
 )
 from src.consolidation.deep.prompts import ContextBatch, context_prompt
 from src.consolidation.evolution.settings import evolution_of
-from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped, ReplyCut
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.providers.reply_cap import reply_tokens
 from src.recall.store import EMBED_MAX_CHARS
 from src.text import clean_text, excerpt
 
@@ -42,7 +43,8 @@ async def run_contextual(ctx: DeepPassContext, counts: dict[str, int]) -> int:
 
     The pass's `evolution` settings, model, call budget and skip log are `ctx`'s; its
     model calls carry `ctx.purpose`. A batch over the model's window (ContextOverflow,
-    never sent) is asked again in halves; one memory that alone does not fit waits. A
+    never sent) or whose reply its cap cut (ReplyCut; the cap is sized from the schema and the
+    batch, src/providers/reply_cap.py) is asked again in halves; one memory alone waits. A
     batch whose reply stayed malformed waits for the next pass; any other provider error
     fails the phase (phase.py).
     """
@@ -78,17 +80,18 @@ async def _contexts(llm: LanguageModel, budget: CallBudget, batch: list, cfg, pu
     """The contextualised text of each memory of `batch` the model gave a context for."""
     try:
         out = await llm.meta_call_structured(context_prompt(batch, cfg.memory_chars), ContextBatch,
-                                             purpose=purpose, max_tokens=80 * len(batch))
-    except ContextOverflow as exc:
+                                             purpose=purpose, max_tokens=reply_tokens(ContextBatch, len(batch)))
+    except (ContextOverflow, ReplyCut) as exc:
+        # over the window (not sent) or cut at its cap (not repaired): fewer at a time
+        budget.spend(calls_made(exc))
         if len(batch) > 1:
             queue[:0] = [batch[:len(batch) // 2], batch[len(batch) // 2:]]
         else:
-            log.warning("contextual retrieval: memory %d alone does not fit the model's window: %s",
-                        batch[0]["id"], exc)
+            log.warning("contextual retrieval: memory %d waits for the next pass: %s", batch[0]["id"], exc)
         return {}
     except MalformedOutput as exc:
         log.warning("contextual retrieval: batch of %d skipped (offered again next pass): %s", len(batch), exc)
-        budget.spend(2)
+        budget.spend(calls_made(exc))
         return {}
     except ProviderError as exc:
         budget.spend(calls_made(exc))

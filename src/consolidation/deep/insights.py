@@ -1,9 +1,11 @@
 """Questions and insights (plan §4.2, the two-phase reflection of generative agents).
 
-Phase 1 (`questions`): the ~100 most recent memories (and the themes the light ticker
-noticed) → the 3 most salient high-level questions. Saved with the phase's checkpoint.
+Phase 1 (`questions`): the ~100 most recent of the user's and the mind's own memories (imported
+strangers' only to fill a share, evidence.py), and the themes the light ticker noticed → the 3
+most salient high-level questions. Saved with the phase's checkpoint.
 Phase 2 (`insights`): each question is a retrieval query (hybrid search, read-only:
-consolidation does not count as the mind recalling); the model answers with up to 5
+consolidation does not count as the mind recalling; the user's statements first, strangers'
+lines of one imported conversation only: evidence.py); the model answers with up to 5
 insights, each citing the memory ids it rests on. A citation of an id that was not in
 the evidence rejects the answer (structured.py). Each insight must then pass
 integrity.screen (a statement, no copy of what it cites, a boundary only as its subject,
@@ -24,7 +26,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-from src.consolidation.deep import checkpoints, dmn_inputs
+from src.consolidation.deep import checkpoints, dmn_inputs, evidence
 from src.consolidation.deep.insight_store import store_insight
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Questions, questions_prompt
@@ -57,7 +59,8 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
         # nothing new to reflect on: the same memories would only yield the same insights again
         result.skipped = "no new memories since the last pass"
         return result
-    memories = await findings_repository.recent_memories(ctx.pool, deep.recent_memories)
+    # the user's and the mind's own first; strangers' lines of one conversation fill the rest (evidence.py)
+    memories = await evidence.reflection_input(ctx.pool, deep.recent_memories, deep.imported_share)
     if len(memories) < MIN_MEMORIES:
         result.skipped = f"only {len(memories)} memories; need {MIN_MEMORIES}"
         return result
@@ -68,13 +71,13 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
             raise Rejected("no questions")
 
     themes = [t for t in theme_texts if t]
+    ask = BatchQuestion(question=lambda b: questions_prompt(b[0], themes, deep.questions), schema=Questions,
+                        validate=validate, answers_per_item=deep.questions)
     # as many of the newest memories as the model's context window holds (issue 27)
     memories = memories[:max(1, most_that_fit(ctx.llm, len(memories), lambda k: questions_prompt(
-        memories[:k], themes, deep.questions), meta=True, schema=Questions))]
+        memories[:k], themes, deep.questions), meta=True, schema=Questions, max_tokens=ask.cap([memories])))]
     before = ctx.budget.used
-    answers = await ask_batched(ctx, [memories], BatchQuestion(
-        question=lambda b: questions_prompt(b[0], themes, deep.questions), schema=Questions, validate=validate),
-        batch_size=1, describe=lambda m: {"recent_memories": len(m)})
+    answers = await ask_batched(ctx, [memories], ask, batch_size=1, describe=lambda m: {"recent_memories": len(m)})
     result.calls = ctx.budget.used - before
     questions = [" ".join(q.split()) for _, a in answers for q in a.questions if q.strip()][:deep.questions]
     result.data["questions"] = questions
@@ -108,20 +111,24 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
 
 
 async def _evidence(ctx: DeepPassContext, question: str) -> list:
-    """The memories a question retrieves (hybrid search, read-only), tensions left out, and
-    the newer statement that updated any of them which the search missed (as recall joins
-    it, src/recall/current.py): evidence that holds only the earlier of two statements
-    invites an insight that states it as current (issue 37 item 5)."""
+    """The memories a question retrieves (hybrid search, read-only, the own arm on for a
+    question about the user), tensions left out, the user's statements first and strangers'
+    lines of one imported conversation only (evidence.user_first, issue 38 item 6); and the
+    newer statement that updated any of them which the search missed (as recall joins it,
+    src/recall/current.py): evidence that holds only the earlier of two statements invites an
+    insight that states it as current (issue 37 item 5)."""
     try:
         qvec = (await ctx.embedder.embed([question], "RETRIEVAL_QUERY"))[0]
     except ProviderError as exc:
         log.warning("deep pass %d: question not embedded, full-text evidence only: %s", ctx.pass_id, exc)
         qvec = None
-    model = ctx.embedder.model_name
-    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model,
-                               limit=ctx.settings.deep.insight_evidence, now=ctx.now)
+    model, wanted = ctx.embedder.model_name, ctx.settings.deep.insight_evidence
+    hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model, limit=wanted * evidence.SEARCH_DEPTH,
+                               w_own=evidence.OWN_WEIGHT if evidence.speaks_of_user(question) else 0.0,
+                               now=ctx.now)
+    hits = evidence.user_first([h for h in hits if h.memory_type not in ("tension",)], wanted)
     hits += await fetch_hits(ctx.pool, successors_missing(hits), qvec, embed_model=model, now=ctx.now)
-    return [h for h in hits if h.memory_type not in ("tension",)]
+    return hits
 
 
 async def _ask(ctx: DeepPassContext, question: str, result: PhaseResult) -> dict | None:

@@ -9,6 +9,11 @@ checked to exist. The rules, in the order `screen` applies them:
   line with no content word is not an insight: the user-line classifier
   (src/gates/utterance.py) must call it a statement. Merge keeps questions out of its
   clusters and refuses a merged text that is one (merge.py).
+- **The user's facts rest on the user's words** (issue 38 item 6). An insight that speaks of
+  "the user" cites at least one of the user's statements (or an earlier conclusion about the
+  user): a small model called an imported stranger's hobby the user's. And it joins no two
+  imported conversations: "Jolene and Caroline are adorable together" joined two people who
+  never met (evidence.py says what a conversation is).
 - **It does not copy what it cites.** An insight whose content words match a cited
   memory's at Jaccard ≥ `deep.insight_copy_overlap` (0.8, the merge's near-duplicate
   share) restates that memory and adds nothing (a boundary copied as an "insight").
@@ -37,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from src.consolidation.clustering import content_words
+from src.consolidation.deep.evidence import conversations, is_users, speaker, speaks_of_user
 from src.gates.utterance import classify
 from src.providers.protocols import Embedder
 from src.recall.speakers import SELF, claims_as_own, speaker_of
@@ -100,6 +106,10 @@ def refuse_by_words(text: str, cited: Sequence[Row], *, copy_overlap: float,
     # a boundary or identity seed is the mind's own word: "I …" resting on one is not the user's fact
     if claims_as_own(text, [SELF if is_seed(r) else speaker_of(r.get("source_tag"), r.get("metadata")) for r in cited]):
         return Refusal("first_person", "it states in the first person what only the user (or another person) said")
+    if speaks_of_user(text) and cited and not any(is_users(r) or _concluded_of_user(r) for r in cited):
+        return Refusal("not_the_users", "it speaks of the user and cites none of the user's statements")
+    if len(joined := conversations(cited)) > 1:
+        return Refusal("strangers", f"it joins the lines of {len(joined)} imported conversations")
     for row in cited:
         overlap = word_overlap(text, row["content"])
         if overlap >= copy_overlap:
@@ -108,6 +118,12 @@ def refuse_by_words(text: str, cited: Sequence[Row], *, copy_overlap: float,
             return Refusal("boundary", f"it cites boundary #{row['id']}, which is not its subject "
                                        f"(content words {overlap:.2f} < {subject_overlap})")
     return None
+
+
+def _concluded_of_user(row: Row) -> bool:
+    """An earlier conclusion about the user (an insight held to the same rule when it was written)."""
+    who = speaker(row)
+    return who is not None and who.kind == "conclusion" and speaks_of_user(row["content"])
 
 
 async def citation_cosines(embedder: Embedder, text: str, cited: Sequence[str]) -> np.ndarray:

@@ -26,11 +26,12 @@ from src.db.sql import Executor, json_param
 
 
 async def memories_by_id(conn: Executor, ids: Sequence[int]) -> list[asyncpg.Record]:
-    """The memories a phase works on, with their weights, vectors and whether they are seeds
-    (immutable, source tag: integrity.is_seed)."""
+    """The memories a phase works on, with their weights, vectors, whether they are seeds
+    (immutable, source tag: integrity.is_seed) and whether they were imported (evidence.is_stranger)."""
     return await conn.fetch(
         """SELECT id, content, memory_type, created_at, compressed, metadata, immutable, source_tag,
-                  depth_weight_alpha AS alpha, depth_weight_beta AS beta, embedding
+                  depth_weight_alpha AS alpha, depth_weight_beta AS beta, embedding,
+                  import_key IS NOT NULL AS imported
              FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id""", list(ids))
 
 

@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from src.errors import CallCancelled, CircuitOpen, ContextOverflow, ProviderError, ProviderSkipped
+from src.errors import (
+    CallCancelled,
+    CircuitOpen,
+    ContextOverflow,
+    MalformedOutput,
+    ProviderError,
+    ProviderSkipped,
+    ReplyCut,
+)
 from src.providers.protocols import Embedder, LanguageModel
 from src.weights.safety import Safety
 
@@ -73,8 +81,11 @@ def interrupts(exc: ProviderError) -> bool:
 
 def calls_made(exc: ProviderError) -> int:
     """LLM calls a failed request cost the pass's budget: none when it was never sent
-    (not configured, breaker open, over the window), else one (the ledger has its attempts)."""
-    return 0 if isinstance(exc, ProviderSkipped | CircuitOpen | ContextOverflow) else 1
+    (not configured, breaker open, over the window), two for a reply still malformed after
+    its repair, one for a reply its cap cut (not repaired), else one (the ledger has its attempts)."""
+    if isinstance(exc, ProviderSkipped | CircuitOpen | ContextOverflow):
+        return 0
+    return 2 if isinstance(exc, MalformedOutput) and not isinstance(exc, ReplyCut) else 1
 
 
 @dataclass

@@ -161,7 +161,8 @@ def questions_prompt(memories: Sequence[Mapping[str, Any]], themes: Sequence[str
     theme_part = ("\nThemes noticed recently: " + "; ".join(themes)) if themes else ""
     return ("Statements, oldest first, each with who said it:\n" + "\n".join(lines) + theme_part
             + f"\n\nGiven only the statements above, what are the {n} most salient high-level "
-              "questions we can answer about the subjects in them? Ask about the user as \"the user\".")
+              "questions we can answer about the user and about me? Ask about the user as \"the user\" "
+              "and about anyone else by their name.")
 
 
 def insights_prompt(question: str, evidence: Sequence[Statement], n: int, now: datetime | None = None) -> str:

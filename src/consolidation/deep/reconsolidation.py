@@ -58,6 +58,7 @@ from src.gates.contradiction import load_or_learn, screen
 from src.outcomes.tracking import conflict_resolved
 from src.providers.embedding import embed_memories
 from src.providers.protocols import Embedder, LanguageModel
+from src.providers.reply_cap import reply_tokens
 from src.text import size
 from src.weights.apply import WeightChange, apply_weight_changes
 
@@ -77,9 +78,9 @@ async def _ask(llm: LanguageModel, budget: CallBudget, prompt: str, schema: type
     (failures.py: the pass backs off and resumes here), after counting the call it cost.
     """
     try:
-        out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=300)
+        out = await llm.meta_call_structured(prompt, schema, purpose=purpose, max_tokens=reply_tokens(schema))
     except (MalformedOutput, ContextOverflow) as exc:
-        budget.spend(2 if isinstance(exc, MalformedOutput) else 0)     # a reply and its repair; none sent
+        budget.spend(calls_made(exc))      # a reply and its repair, a cut reply alone; none sent
         log.warning("reconsolidation: an item passed over: %s", exc)
         return None
     except ProviderError as exc:

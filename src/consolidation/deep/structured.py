@@ -4,7 +4,10 @@ Every consolidation call is an isolated meta-context call answered as JSON with 
 pydantic schema, recorded in `llm_calls` with purpose `consolidation:<phase>`.
 A reply that is malformed or partial gets one repair round with the error shown to
 the model (ResilientLanguageModel.generate_structured); if that fails too, the batch
-is split in halves and each half asked again; a single item that still fails is
+is split in halves and each half asked again. Each reply's output cap is sized from its
+schema and the items asked about (src/providers/reply_cap.py); a reply the cap cut is not
+repaired at the same cap: a batch is split, a single item asked once more at twice the cap
+(issue 38 item 6); a single item that still fails is
 skipped with a `consolidation_failures` row. A reply whose citations name ids that
 were not in the input is treated the same way (`validate` raises Rejected): nothing
 is half-written, nothing is silently dropped. Any other provider error fails the phase
@@ -23,7 +26,9 @@ from pydantic import BaseModel
 from src.consolidation.deep import checkpoints
 from src.consolidation.deep.phase import DeepPassContext, calls_made, interrupts
 from src.consolidation.deep.prompts import Insights, insights_prompt
-from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped
+from src.errors import ContextOverflow, MalformedOutput, ProviderError, ProviderSkipped, ReplyCut
+from src.providers.context_window import window_of
+from src.providers.reply_cap import reply_tokens
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +71,21 @@ def check_one_each(wanted: set[int], got: set[int], *, answers: str, answer: str
 
 @dataclass(frozen=True)
 class BatchQuestion(Generic[T, M]):
-    """What to ask of each batch: its prompt, the reply's schema, the check a reply must pass, its token cap."""
+    """What to ask of each batch: its prompt, the reply's schema, the check a reply must pass.
+
+    The reply's output cap is sized from the schema and the batch (src/providers/reply_cap.py):
+    `answers_per_item` entries of its outer array per item asked about (a question's `n`
+    insights), unless `max_tokens` fixes it."""
 
     question: Callable[[Sequence[T]], str]
     schema: type[M]
     validate: Callable[[Sequence[T], M], None] | None = None
     max_tokens: int | None = None
+    answers_per_item: int = 1
+
+    def cap(self, batch: Sequence[T]) -> int:
+        """The output cap of the reply to `batch`."""
+        return self.max_tokens or reply_tokens(self.schema, len(batch) * self.answers_per_item)
 
 
 async def ask_batched(
@@ -185,10 +199,37 @@ async def _rejected(ctx: DeepPassContext, items: list[T], problem: str, describe
 
 
 async def _ask_once(ctx: DeepPassContext, batch: Sequence[T], ask: BatchQuestion[T, M]) -> M:
+    """One batch's reply. A reply its cap cut (ReplyCut) is not repaired: a batch of several is
+    split by the caller; a single item is asked once more at twice the cap, when the model's
+    window allows a larger reply, or else recorded as rejected."""
+    cap = ask.cap(batch)
+    try:
+        return await _ask_at(ctx, batch, ask, cap)
+    except ReplyCut as cut:
+        larger = _larger_cap(ctx, cut.cap)
+        if len(batch) > 1 or larger is None or not ctx.budget.can_spend(1):
+            raise
+        log.info("deep pass %d %s: a reply stopped at its cap of %d tokens; asking again at %d",
+                 ctx.pass_id, ctx.phase, cut.cap, larger)
+        return await _ask_at(ctx, batch, ask, larger)
+
+
+def _larger_cap(ctx: DeepPassContext, cap: int) -> int | None:
+    """Twice `cap`, as far as the model's window lets a reply grow; None when it cannot."""
+    window = window_of(ctx.llm)
+    larger = window.reply_cap(2 * cap) if window is not None else 2 * cap
+    return larger if larger > cap else None
+
+
+async def _ask_at(ctx: DeepPassContext, batch: Sequence[T], ask: BatchQuestion[T, M], cap: int) -> M:
     assert ctx.llm is not None
     try:
         got = await ctx.llm.meta_call_structured(ask.question(batch), ask.schema, purpose=ctx.purpose,
-                                                 max_tokens=ask.max_tokens)
+                                                 max_tokens=cap)
+    except ReplyCut:
+        ctx.budget.spend(1)          # cut replies are not repaired
+        await _save_spend(ctx)
+        raise
     except MalformedOutput:
         ctx.budget.spend(2)          # the first reply and its repair
         await _save_spend(ctx)
@@ -233,5 +274,6 @@ async def ask_insights(ctx: DeepPassContext, question: str, evidence: Sequence[A
     before = ctx.budget.used
     got = await ask_batched(ctx, [question], BatchQuestion(
         question=lambda b: insights_prompt(b[0], evidence, ctx.settings.deep.insights_per_question, ctx.now),
-        schema=Insights, validate=validate), batch_size=1, describe=lambda _q: describe)
+        schema=Insights, validate=validate, answers_per_item=ctx.settings.deep.insights_per_question),
+        batch_size=1, describe=lambda _q: describe)
     return got, ctx.budget.used - before
