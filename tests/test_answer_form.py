@@ -30,6 +30,27 @@ def test_refusals_in_many_wordings_are_refusals(reply):
 
 
 @pytest.mark.parametrize("reply", [
+    "I am sorry, but I'm not sure how to respond to that message.",   # Qwen2.5 1.5B (measured)
+    "Sorry, I don't quite understand.",
+    "I'm not sure what to say to that.",
+    "I don't know.",
+    "I apologize, I didn't follow.",
+])
+def test_a_statement_answered_with_not_knowing_how_to_take_it_up_is_a_refusal(reply):
+    found = form_defect(reply, focus=STATEMENT)
+    assert found is not None and found.kind == "refusal"
+
+
+@pytest.mark.parametrize(("reply", "focus"), [
+    ("That sounds like a wonderful day! What did you do there?", "I had a great day at the beach."),
+    ("Sorry to hear the radiographer shifts are so long.", STATEMENT),     # takes the statement up
+    ("I'm not sure how to respond to that message.", "What is the capital of Peru?"),   # a question: honest
+])
+def test_replies_that_take_a_statement_up_or_answer_a_question_honestly_pass(reply, focus):
+    assert form_defect(reply, focus=focus) is None
+
+
+@pytest.mark.parametrize("reply", [
     "The confidence level of the answer was low because I did not provide a complete explanation.",
     "My previous answer was incomplete. Your sister lives in Gdansk.",
     "My answer scored 0.4 on the self-check, so I will be more careful.",

@@ -72,40 +72,52 @@ def prompt_of(backend: ConsolidationModel, kind: str, at: int = 0) -> str:
     return [r.messages[0].content for r in backend.requests if ConsolidationModel.kind_of(r) == kind][at]
 
 
-async def test_the_questions_read_the_users_words_first_and_strangers_only_within_their_share(pool):
-    embedder = HashEmbedder()
-    ids = await seeded_store(pool, embedder)
+async def questions_shown(pool, embedder, settings=None) -> set[int]:
     backend = ConsolidationModel().push("questions", json.dumps({"questions": [QUESTION]}))
-    backend.push("insights", lambda r: json.dumps({"insights": []}))
-    report = await deep(pool, language_model(backend, pool), embedder, ("questions",))
+    report = await deep(pool, language_model(backend, pool), embedder, ("questions",), settings)
     assert report is not None and report.status == "done"
-
-    shown = set(ids_in(prompt_of(backend, "questions")))
-    settings = ConsolidationSettings().deep
-    # every statement of the user's, though 120 strangers' lines are newer
-    assert set(ids["user"]) <= shown
-    strangers = shown - set(ids["user"])
-    assert 0 < len(strangers) <= evidence.strangers_allowed(settings.recent_memories, settings.imported_share)
-    # of one conversation (the newest), never both
-    assert strangers <= set(ids["A"]) or strangers <= set(ids["B"])
     assert "about the user and about me" in prompt_of(backend, "questions")
+    return set(ids_in(prompt_of(backend, "questions")))
 
 
-async def test_a_questions_evidence_puts_the_users_statements_first_and_joins_no_two_conversations(pool):
+async def test_the_questions_read_the_users_words_and_no_strangers_by_default(pool):
+    embedder = HashEmbedder()
+    ids = await seeded_store(pool, embedder)
+    # every statement of the user's, though 120 strangers' lines are newer, and no stranger's
+    assert await questions_shown(pool, embedder) == set(ids["user"])
+
+
+async def test_strangers_fill_at_most_their_share_from_one_conversation(pool):
+    embedder = HashEmbedder()
+    ids = await seeded_store(pool, embedder)
+    settings = ConsolidationSettings.model_validate({"deep": {"imported_share": 0.25}})
+    shown = await questions_shown(pool, embedder, settings)
+    strangers = shown - set(ids["user"])
+    assert set(ids["user"]) <= shown
+    assert 0 < len(strangers) <= evidence.strangers_allowed(settings.deep.recent_memories, 0.25) == 25
+    assert strangers <= set(ids["A"]) or strangers <= set(ids["B"])     # one conversation, never both
+
+
+async def test_a_store_of_imported_chats_only_reflects_on_one_conversation(pool):
+    embedder = HashEmbedder()
+    store = MemoryStore(pool, embedder)
+    a = await store.store_many(stranger_lines("Jolene", "Sam", "A", 30))
+    b = await store.store_many(stranger_lines("Caroline", "Mo", "B", 30))
+    shown = await questions_shown(pool, embedder)
+    assert shown == set(b)           # the newest conversation, whole; none of the other
+    assert not shown & set(a)
+
+
+async def test_a_question_about_the_user_rests_on_the_users_statements_only(pool):
     embedder = HashEmbedder()
     ids = await seeded_store(pool, embedder)
     backend = ConsolidationModel().push("questions", json.dumps({"questions": [QUESTION]}))
-    backend.push("insights", lambda r: json.dumps({"insights": [
-        {"insight": CHESS,
-         "cited_ids": chess(ids, r)}]}))
+    backend.push("insights", lambda r: json.dumps({"insights": [{"insight": CHESS, "cited_ids": chess(ids, r)}]}))
     report = await deep(pool, language_model(backend, pool), embedder, ("questions", "insights"))
     assert report is not None and report.status == "done"
 
     shown = ids_in(prompt_of(backend, "insights"))
-    users = [i for i in shown if i in ids["user"]]
-    assert users and shown[:len(users)] == users           # the user's statements lead the evidence
-    others = set(shown) - set(users)
-    assert others <= set(ids["A"]) or others <= set(ids["B"])
+    assert shown and set(shown) <= set(ids["user"])        # no stranger's video games beside them
     assert report.phases["insights"]["counts"].get("insights") == 1
     # the phase's call asked for a reply sized for its five insights, not the model's 512 default
     [asked] = [r.max_tokens for r in backend.requests if ConsolidationModel.kind_of(r) == "insights"]
@@ -114,10 +126,24 @@ async def test_a_questions_evidence_puts_the_users_statements_first_and_joins_no
     assert questions_cap == reply_tokens(Questions, ConsolidationSettings().deep.questions)
 
 
+async def test_a_question_about_a_stranger_reads_the_users_words_first_and_one_conversation(pool):
+    embedder = HashEmbedder()
+    ids = await seeded_store(pool, embedder)
+    backend = ConsolidationModel().push("questions", json.dumps({"questions": ["What games does Jolene play?"]}))
+    backend.push("insights", lambda r: json.dumps({"insights": []}))
+    await deep(pool, language_model(backend, pool), embedder, ("questions", "insights"))
+    shown = ids_in(prompt_of(backend, "insights"))
+    users = [i for i in shown if i in ids["user"]]
+    assert users and shown[:len(users)] == users           # the user's statements lead the evidence
+    others = set(shown) - set(users)
+    assert others and (others <= set(ids["A"]) or others <= set(ids["B"]))
+
+
 async def test_an_insight_that_calls_a_strangers_words_the_users_or_joins_two_conversations_is_refused(pool):
     embedder = HashEmbedder()
     ids = await seeded_store(pool, embedder)
-    backend = ConsolidationModel().push("questions", json.dumps({"questions": [QUESTION]}))
+    # a question about a stranger: the evidence holds the user's lines and one conversation
+    backend = ConsolidationModel().push("questions", json.dumps({"questions": ["What games does Jolene play?"]}))
 
     def answer(request):
         shown = ids_in(request.messages[0].content)
@@ -206,3 +232,37 @@ def test_an_imported_line_keeps_its_conversation():
     assert record.memory.metadata == {"speaker": "Emi", "conversation": "7"}
     named = parse_line(json.dumps({"content": "x", "conversation": "a", "metadata": {"conversation": "b"}}), 2)
     assert named.memory.metadata["conversation"] == "b"
+
+
+async def test_an_insight_said_again_or_with_a_copied_date_stamp_is_written_once(pool):
+    """A 1.5B model wrote "Kevin was born in Albania." four times in one pass, twice with the
+    date stamp of its evidence copied on ("… (today, 08:55)")."""
+    embedder = HashEmbedder()
+    ids = await seeded_store(pool, embedder)
+    backend = ConsolidationModel().push("questions", json.dumps({"questions": [QUESTION]}))
+    backend.push("insights", lambda r: json.dumps({"insights": [
+        {"insight": CHESS, "cited_ids": chess(ids, r)},
+        {"insight": CHESS + " (today, 08:55)", "cited_ids": chess(ids, r)},
+        {"insight": "  " + CHESS.upper() + " (Mon 22 Jan 2024, 2 years ago)", "cited_ids": chess(ids, r)}]}))
+    report = await deep(pool, language_model(backend, pool), embedder, ("questions", "insights"))
+    counts = report.phases["insights"]["counts"]
+    assert counts.get("insights") == 1 and counts.get("duplicate_insights") == 2
+    stored = [r["content"] for r in await pool.fetch("SELECT content FROM memories WHERE metadata->>'via' = 'insight'")]
+    assert stored == [CHESS]
+
+
+async def test_the_merge_leaves_chatter_alone_and_says_the_user_only_of_the_users_words(pool):
+    from src.consolidation.deep.merge import Cluster, _problem
+    from src.consolidation.deep.prompts import MergedInsight
+    from src.recall.speakers import CONCLUSION, Speaker
+
+    emi = Speaker("person", "Emi")
+    chatter = Cluster(1, [1, 2], ["That is amazing!", "That is amazing!!"], "f", "That is amazing!", [1, 2], [emi, emi])
+    bad = MergedInsight(cluster=1, insight="The user finds things amazing.", cited_ids=[1, 2])
+    assert "none of its memories is the user's" in _problem(chatter, bad)
+    insights = Cluster(2, [3, 4], ["Kevin was born in Albania.", "Kevin is from Albania."], "g", "Kevin…", [3, 4],
+                       [CONCLUSION, CONCLUSION])
+    merged = MergedInsight(cluster=2, insight="The user concludes Kevin was born in Albania.", cited_ids=[3, 4])
+    assert "none of its memories is the user's" in _problem(insights, merged)
+    fine = MergedInsight(cluster=2, insight="Kevin was born in Albania and is from there.", cited_ids=[3, 4])
+    assert _problem(insights, fine) is None

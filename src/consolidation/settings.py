@@ -157,7 +157,7 @@ class DeepSettings(_Section):
     insight_evidence: int = Field(15, ge=1)           # memories recalled per question
     # imported strangers' lines may fill at most this share of the questions' input, from one
     # conversation (src/consolidation/deep/evidence.py): the pass reflects on the user's life
-    imported_share: float = Field(0.25, ge=0, le=1)
+    imported_share: float = Field(0.0, ge=0, le=1)
     merge_candidates: int = Field(500, ge=2)          # new memories the merge looks at per pass
     # older memories the merge also looks at per pass: a window of a walk down the store from
     # where the last pass stopped (sql/157), so duplicates older than the newest are reached

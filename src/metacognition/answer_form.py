@@ -12,7 +12,9 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   ability or will, then a verb of helping or complying: "I can't assist", "I am unable
   to help", "I won't provide", "I must decline") and which takes up no content word of
   the message it answers — a real answer that happens to say "I can't" talks about what
-  was asked;
+  was asked; and to a statement of fact, a short reply with none of its words that says it
+  cannot take it up ("I am sorry, but I'm not sure how to respond to that message.", "I don't
+  understand.") — the statement needed no more than an acknowledgement;
 - **meta**: the reply talks about a reply — its confidence level or score, "my previous
   answer was…", the self-check, the threshold — instead of answering;
 - **protocol**: the prompt's own markup echoed ("[SELF-CHECK]", "[COGNITIVE STATE]") (a
@@ -75,6 +77,12 @@ _META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?
                    r"the confidence|self-?check|threshold|scored \d|"
                    r"(?:previous|above|earlier|last|first) (?:answer|reply|response|draft)|"
                    r"my (?:answer|reply|response|draft) (?:was|scored|had|lacked|did|is low|is incomplete))\b")
+#: A reply that says it cannot take the message up: not sure how to respond, does not
+#: understand or follow it, an apology. To a statement of fact, with none of its words, that is
+#: a refusal: "I am sorry, but I'm not sure how to respond to that message." (a 1.5B model, said
+#: to nine statements in a row and then to a question, issue 38's script).
+_EVADES = re.compile(r"\bnot (?:sure|certain) (?:how|what) to\b|\b(?:don't|do not|can't|cannot|can not|didn't|did not)"
+                     r" (?:quite |really |fully )?(?:understand|follow|get)\b|\bsorry\b|\bapologi[sz]e\b")
 _NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|can not) (?:\w+ )?(?:know|say|tell|"
                           r"remember|recall|find)\b|\bnot sure\b|\bno idea\b")
 #: The prompt's markup: an upper-case header, or the frame of an internal input ("[internal
@@ -152,8 +160,8 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
         return Defect("protocol", body[:60])
     if (m := _STUTTER.search(flat + " ")) is not None:
         return Defect("stutter", m.group(1).strip())
-    if len(flat.split()) <= REFUSAL_MAX_WORDS and _REFUSAL.search(lowered) \
-            and not (content_words(body) & content_words(focus)):
+    if len(flat.split()) <= REFUSAL_MAX_WORDS and not (content_words(body) & content_words(focus)) and (
+            _REFUSAL.search(lowered) or (stated and (_EVADES.search(lowered) or _NOT_KNOWING.search(lowered)))):
         return Defect("refusal", body[:80])
     if (m := _META.search(lowered)) is not None:
         return Defect("meta", m.group(0))

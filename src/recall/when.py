@@ -10,6 +10,7 @@ when it was stored. Dates are the service's clock's (UTC); the system prompt say
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 
@@ -44,6 +45,18 @@ def said_when(at: datetime | None, now: datetime) -> str:
     if (_utc(now).date() - at.date()).days == 0:
         return f"today, {at:%H:%M}"
     return f"{at:%a} {at.day} {at:%b %Y}, {ago(at, now)}"
+
+
+#: A `said_when` stamp in parentheses at the end of a text: what a model copies from the lines
+#: it was shown into what it writes ("Kevin was born in Albania. (today, 08:55)").
+STAMP_AT_END = re.compile(r"\s*\((?:today, \d{1,2}:\d{2}|[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2} \d{4}, [^()]*)\)\s*$")
+
+
+def without_stamp(text: str) -> str:
+    """`text` without the `said_when` stamps a model copied to its end."""
+    while (cut := STAMP_AT_END.sub("", text)) != text:
+        text = cut
+    return text
 
 
 def the_date(at: datetime) -> str:

@@ -7,12 +7,16 @@ questions about strangers, joined two people from different conversations in one
 ("The user expresses a general interest in playing video games"). So:
 
 - **the questions' input** (`reflection_input`): the newest of the user's and the mind's own
-  memories first; imported strangers' lines only to fill what is left, at most
-  `deep.imported_share` of the input, and from one imported conversation (the newest);
+  memories; imported strangers' lines only to fill what is left, at most `deep.imported_share`
+  of the input (0 by default: with a quarter, a 1.5B model asked "Who is Nebraas?" and "Who is
+  Nicolas?" beside one question about the user), from one imported conversation (the newest).
+  A store with fewer than `MIN_OWN` memories of the user's and the mind's own (a store of
+  imported chats only) is read from one imported conversation instead, so it still reflects;
 - **a question's evidence** (`user_first`): the hits a question retrieves (the own arm on
   for a question about the user, `OWN_WEIGHT`), reordered: the user's statements, then the
-  mind's own and what names no speaker, then strangers' lines of one imported conversation
-  only, the one of the best-ranked stranger's line; cut to `deep.insight_evidence`;
+  mind's own and what names no speaker, then — unless the question is about the user —
+  strangers' lines of one imported conversation only, the one of the best-ranked stranger's
+  line; cut to `deep.insight_evidence`;
 - **what an insight may cite** (integrity.screen): an insight that speaks of "the user" cites
   at least one of the user's statements (`speaks_of_user`), and strangers' lines of one
   conversation only (`conversations`).
@@ -106,16 +110,15 @@ def is_users(item: Any) -> bool:
     return who is not None and who.kind == "user"
 
 
-def user_first(hits: Sequence[T], limit: int) -> list[T]:
+def user_first(hits: Sequence[T], limit: int, *, strangers: bool = True) -> list[T]:
     """A question's evidence, at most `limit`: the user's statements, then the mind's own and
-    what names no speaker, then strangers' lines of the best-ranked stranger's conversation;
-    each group in the order given (best first)."""
-    strangers = [h for h in hits if is_stranger(h)]
-    kept = conversation(strangers[0]) if strangers else None
+    what names no speaker, then (with `strangers`) strangers' lines of the best-ranked
+    stranger's conversation; each group in the order given (best first)."""
+    theirs = [h for h in hits if is_stranger(h)] if strangers else []
+    kept = conversation(theirs[0]) if theirs else None
     users = [h for h in hits if not is_stranger(h) and is_users(h)]
     own = [h for h in hits if not is_stranger(h) and not is_users(h)]
-    theirs = [h for h in strangers if conversation(h) == kept]
-    return (users + own + theirs)[:limit]
+    return (users + own + [h for h in theirs if conversation(h) == kept])[:limit]
 
 
 # whether a row is an imported stranger's, roughly, in SQL: a named person, or an import with
@@ -145,20 +148,25 @@ def strangers_allowed(limit: int, share: float) -> int:
     return math.floor(limit * share + 1e-9)
 
 
+#: Fewer memories of the user's and the mind's own than this, and the questions read one
+#: imported conversation instead (a store of imported chats only still reflects).
+MIN_OWN = 3
+
+
 async def reflection_input(conn: Executor, limit: int, share: float) -> list[Mapping[str, Any]]:
     """The questions phase's input, newest first: the user's and the mind's own memories,
-    then strangers' lines of one conversation to fill what is left, at most `share` × `limit`
-    (module docstring). Insights, narratives and tensions are the pass's own: left out."""
-    cap = strangers_allowed(limit, share)
-    rows = [dict(r) for r in await conn.fetch(_REFLECTION_INPUT, limit, cap * SEARCH_DEPTH if cap else 0)]
+    then strangers' lines of one conversation to fill what is left, at most `share` × `limit`,
+    or all that is left when the own are fewer than `MIN_OWN` (module docstring). Insights,
+    narratives and tensions are the pass's own: left out."""
+    rows = [dict(r) for r in await conn.fetch(_REFLECTION_INPUT, limit, limit)]
     # the mind's thought about a stranger's line is the stranger's (is_stranger): left out
     own = [r for r in rows if not r["stranger"] and not is_stranger(r)][:limit]
     strangers = [r for r in rows if r["stranger"]]
     kept = conversation(strangers[0]) if strangers else None
-    room = min(cap, limit - len(own))
+    room = limit - len(own) if len(own) < MIN_OWN else min(strangers_allowed(limit, share), limit - len(own))
     theirs = [r for r in strangers if conversation(r) == kept][:max(0, room)]
     return sorted(own + theirs, key=lambda r: (r["created_at"], r["id"]), reverse=True)
 
 
-__all__ = ["OWN_WEIGHT", "SEARCH_DEPTH", "conversation", "conversations", "is_stranger", "is_users",
+__all__ = ["MIN_OWN", "OWN_WEIGHT", "SEARCH_DEPTH", "conversation", "conversations", "is_stranger", "is_users",
            "reflection_input", "speaks_of_user", "speaker", "strangers_allowed", "user_first"]

@@ -1,5 +1,8 @@
 """Writing one insight (plan §4.2): through integrity.screen, then as a derived memory.
 
+Before the screen, a date stamp the model copied from its evidence is taken off its end, and
+an insight the store already holds word for word (case and spacing aside) is not written again.
+
 The insights phase and the DMN's associations (`dmn_inputs.py`) store their insights
 here. Its prior is its evidence's (boundaries and seeds left out); its evidence keeps its
 weight (an insight does not supersede what it was drawn from).
@@ -15,6 +18,7 @@ from src.consolidation.deep import memories_repository
 from src.consolidation.deep.derived import DerivedMemory, write_derived
 from src.consolidation.deep.integrity import screen
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
+from src.recall.when import without_stamp
 from src.text import excerpt, size
 
 log = logging.getLogger(__name__)
@@ -26,6 +30,12 @@ async def store_insight(ctx: DeepPassContext, key: str, text: str, cited: list[i
     """Write one insight if integrity.screen lets it rest on what it cites (counted as
     `counted`); else log and count `refused_<reason>`. Done keys are skipped."""
     if key in ctx.done:
+        return
+    # a small model copies the date stamps of the evidence it was shown (src/recall/when.py)
+    text = without_stamp(text)
+    if await memories_repository.insight_exists(ctx.pool, text):
+        # the same insight again (one answer said it four times): nothing new to write
+        result.add(f"duplicate_{counted}")
         return
     deep = ctx.settings.deep
     rows = await memories_repository.memories_by_id(ctx.pool, cited)

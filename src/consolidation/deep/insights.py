@@ -113,7 +113,8 @@ async def run_insights(ctx: DeepPassContext) -> PhaseResult:
 async def _evidence(ctx: DeepPassContext, question: str) -> list:
     """The memories a question retrieves (hybrid search, read-only, the own arm on for a
     question about the user), tensions left out, the user's statements first and strangers'
-    lines of one imported conversation only (evidence.user_first, issue 38 item 6); and the
+    lines of one imported conversation only, none for a question about the user
+    (evidence.user_first, issue 38 item 6); and the
     newer statement that updated any of them which the search missed (as recall joins it,
     src/recall/current.py): evidence that holds only the earlier of two statements invites an
     insight that states it as current (issue 37 item 5)."""
@@ -126,7 +127,9 @@ async def _evidence(ctx: DeepPassContext, question: str) -> list:
     hits = await search_hybrid(ctx.pool, question, qvec, embed_model=model, limit=wanted * evidence.SEARCH_DEPTH,
                                w_own=evidence.OWN_WEIGHT if evidence.speaks_of_user(question) else 0.0,
                                now=ctx.now)
-    hits = evidence.user_first([h for h in hits if h.memory_type not in ("tension",)], wanted)
+    about_user = evidence.speaks_of_user(question)
+    hits = evidence.user_first([h for h in hits if h.memory_type not in ("tension",)], wanted,
+                               strangers=not about_user)
     hits += await fetch_hits(ctx.pool, successors_missing(hits), qvec, embed_model=model, now=ctx.now)
     return hits
 

@@ -35,6 +35,15 @@ async def memories_by_id(conn: Executor, ids: Sequence[int]) -> list[asyncpg.Rec
              FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id""", list(ids))
 
 
+async def insight_exists(conn: Executor, text: str) -> bool:
+    """Whether an insight (a reflection of kind 'insight') says `text`, case and spacing aside."""
+    return await conn.fetchval(
+        r"""SELECT EXISTS (SELECT 1 FROM memories
+                           WHERE memory_type = 'reflection' AND metadata ->> 'kind' = 'insight'
+                             AND lower(regexp_replace(btrim(content), '\s+', ' ', 'g')) = lower($1))""",
+        " ".join(text.split()))
+
+
 async def recompress_candidates(conn: Executor, limit: int) -> list[asyncpg.Record]:
     """Members of merged clusters and themes whose `compressed` is still the gate's."""
     return await conn.fetch(

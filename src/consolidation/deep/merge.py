@@ -55,7 +55,8 @@ from src.consolidation.clustering import (
 )
 from src.consolidation.deep import clusters_repository, memories_repository
 from src.consolidation.deep.derived import DerivedMemory, write_derived
-from src.consolidation.deep.integrity import is_question, is_seed
+from src.consolidation.deep.evidence import speaks_of_user
+from src.consolidation.deep.integrity import is_question, is_seed, states_something
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import MERGE_ITEM_CHARS, MergeAnswer, merge_question
 from src.consolidation.deep.prompts import MergedInsight as MergedInsight
@@ -183,6 +184,10 @@ def _problem(cluster: Cluster, item) -> str | None:
         check_citations(item.cited_ids, set(cluster.ids), f"cluster {item.cluster}'s insight")
     except Rejected as exc:
         return str(exc)
+    if speaks_of_user(item.insight) and not any(
+            s is not None and (s.kind == "user" or (s.kind == "conclusion" and speaks_of_user(t)))
+            for s, t in zip(cluster.speakers or [None] * len(cluster.texts), cluster.texts, strict=True)):
+        return f"cluster {item.cluster}'s insight speaks of the user, and none of its memories is the user's"
     if claims_as_own(item.insight, cluster.speakers):
         return (f"cluster {item.cluster}'s insight states in the first person what only the user "
                 "(or another person) said")
@@ -263,9 +268,10 @@ async def find_clusters(ctx: DeepPassContext) -> list[Cluster]:
     ids = sorted({r["a"] for r in pairs} | {r["b"] for r in pairs})
     if len(ids) < deep.merge_min_size:
         return []
-    # a question is not a fact to merge, and a boundary or seed is not merged with anything
+    # only statements are facts to merge (a question is not; nor is chatter: "That is amazing!"
+    # said twice made "Emi said that is amazing!"), and a boundary or seed is merged with nothing
     rows = [r for r in await memories_repository.memories_by_id(ctx.pool, ids)
-            if not is_seed(r) and not is_question(r["content"])]
+            if not is_seed(r) and states_something(r["content"])]
     texts = [r["content"] for r in rows]
     speakers = [speaker_of(r["source_tag"], r["metadata"]) for r in rows]
     vecs = await clustering_vectors(ctx, texts)
