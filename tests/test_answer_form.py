@@ -64,6 +64,7 @@ def test_talk_about_the_reply_is_no_answer(reply):
 @pytest.mark.parametrize(("reply", "kind"), [
     ("", "empty"),
     ("Confidence: 0.9", "empty"),
+    ("I am confident in my abilities.", "empty"),           # a 1.5B model's whole reply to a step of a procedure
     ("[SELF-CHECK] Your reply above scored 0.4", "protocol"),
     ("[COGNITIVE STATE]\nAttention candidates this cycle:", "protocol"),
     ("[MEMORY AND STATE] (mine, not the user's words)", "protocol"),

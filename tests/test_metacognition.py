@@ -117,6 +117,13 @@ def test_strip_verbalized_confidence() -> None:
     assert strip_verbalized_confidence("Canberra.\nConfidence: 0.8\n") == "Canberra."
     assert strip_verbalized_confidence("Canberra.\n(Confidence: 80%)") == "Canberra."
     assert strip_verbalized_confidence("My confidence: high.") == "My confidence: high."
+    # said in words of itself at the end (a 1.5B model, every reply of issue 38's script)
+    assert strip_verbalized_confidence("Your gym locker code is 7419. I am confident in my abilities.") \
+        == "Your gym locker code is 7419."
+    assert strip_verbalized_confidence("You work there. I'm fairly sure of this.\nConfidence: 0.8") == "You work there."
+    # about what was asked: kept; all there is: no answer (it was said as the whole reply to three messages)
+    assert strip_verbalized_confidence("I am sure of the tea: lapsang.") == "I am sure of the tea: lapsang."
+    assert strip_verbalized_confidence("I am confident in my abilities.") == ""
 
 
 def test_composite_weights() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.loop.speaker_check import said_as_users
+from src.loop.speaker_check import going_on_as_user, said_as_users
 from src.recall.speakers import to_second_person
 
 USER_SAID = ["My favourite tea is lapsang souchong.", "Next month I'm going to walk the West Highland Way.",
@@ -40,3 +40,29 @@ def test_nothing_of_the_users_nothing_changes():
 
 def test_second_person_keeps_the_rest_of_the_words():
     assert to_second_person("I was sure my mind was made up. Mine!") == "You were sure your mind was made up. Yours!"
+
+
+RADIOGRAPHER = "I work as a veterinary radiographer at an animal hospital in Bristol."
+
+
+@pytest.mark.parametrize(("answer", "statement", "expected"), [
+    ("You are a veterinary radiographer at an animal hospital in Bristol. I work with animals. "
+     "I am very experienced and have a good understanding of radiography.", RADIOGRAPHER,       # measured, 1.5B
+     "You are a veterinary radiographer at an animal hospital in Bristol."),
+    ("Your gym locker code is 7419. I am very excited to get in shape and improve my strength.",
+     "My gym locker code is 7419.", "Your gym locker code is 7419."),
+    ("Your gym locker code is 7419. I will keep it safe. Do you want me to remind you of it?",
+     "My gym locker code is 7419.", "Your gym locker code is 7419. Do you want me to remind you of it?"),
+])
+def test_a_reply_that_goes_on_as_the_user_is_cut_after_saying_it_back(answer, statement, expected):
+    assert going_on_as_user(answer, statement) == expected
+
+
+@pytest.mark.parametrize(("answer", "statement"), [
+    ("I love lapsang souchong, it is a delicious tea.", "My favourite tea is lapsang souchong."),   # no saying back
+    ("That sounds like hard work! How long have you been there?", RADIOGRAPHER),
+    ("You are a radiographer. I see.", "The radiographer called."),             # not the user's first person
+    ("You work at the hospital in Bristol, noted.", RADIOGRAPHER),              # nothing after it
+])
+def test_a_reply_that_does_not_go_on_as_the_user_is_left_alone(answer, statement):
+    assert going_on_as_user(answer, statement) is None

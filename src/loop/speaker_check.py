@@ -13,6 +13,9 @@ The user's lines: the user's messages in the prompt and what recall brought back
 (memories and working memory whose speaker is the user). Only replies to the user are
 checked: a thought of the mind's own may take up what the user holds — that is how a value
 of its own forms from the user's (readiness milestone 10).
+
+A reply to a statement of the user's that says it back and then goes on in the first person,
+as if the user's life were the mind's, is cut after the saying back (`going_on_as_user`).
 """
 
 from __future__ import annotations
@@ -65,4 +68,25 @@ def said_as_users(answer: str, user_lines: Iterable[str]) -> str | None:
     return " ".join(out) if changed else None
 
 
-__all__ = ["MIN_SHARED", "RESTATES", "said_as_users", "users_lines"]
+def going_on_as_user(answer: str, statement: str) -> str | None:
+    """`answer` to the user's first-person `statement` cut where it goes on as if the user's
+    life were the mind's own: after a sentence that says the statement back in the second
+    person (at least `MIN_SHARED` of its content words), the first-person sentences that follow
+    are the model continuing as the user ("You are a veterinary radiographer at an animal
+    hospital in Bristol. I work with animals. I am very experienced…", a 1.5B model, issue 38's
+    script) and are left out. None when nothing is cut."""
+    if not first_person(statement):
+        return None
+    stated = content_words(statement)
+    out, said_back, cut = [], False, False
+    for sentence in _SENTENCE.split(answer.strip()):
+        if said_back and first_person(sentence) and not _ADDRESSED.search(sentence):
+            cut = True
+            continue
+        if _ADDRESSED.search(sentence) and len(content_words(sentence) & stated) >= MIN_SHARED:
+            said_back = True
+        out.append(sentence)
+    return " ".join(out) if cut and out else None
+
+
+__all__ = ["MIN_SHARED", "RESTATES", "going_on_as_user", "said_as_users", "users_lines"]

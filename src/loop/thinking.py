@@ -38,7 +38,7 @@ from src.loop.degraded import Shortfalls
 from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
 from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
-from src.loop.speaker_check import said_as_users, users_lines
+from src.loop.speaker_check import going_on_as_user, said_as_users, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
 from src.metacognition.answer_form import Defect, exchanges, form_defect
@@ -228,6 +228,9 @@ class Thinking:
                 theirs := said_as_users(outcome.answer, users_lines(prompt.messages, retrieval))) is not None:
             log.info("the answer said the user's facts in the first person; said back as the user's")
             outcome = replace(outcome, answer=theirs)
+        if self._statement(attended) and (cut := going_on_as_user(outcome.answer, attended.winner.text)) is not None:
+            log.info("the answer went on as if the user's statement were the mind's own life; cut there")
+            outcome = replace(outcome, answer=cut)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 

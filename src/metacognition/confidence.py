@@ -111,6 +111,13 @@ _STATED = (r"\(?\s*" + _MARK + r"confidence(?:\s+(?:level|score|rating))?" + _MA
 # a line that is only the statement, anywhere; or one that ends the text after the answer
 _CONFIDENCE_LINE = re.compile(r"^[ \t>#*-]*" + _STATED + r"[ \t]*(?:\n|$)", re.IGNORECASE | re.MULTILINE)
 _CONFIDENCE_TAIL = re.compile(r"(?<=[.!?)\]\"'])[ \t]+" + _STATED + r"[ \t]*$", re.IGNORECASE)
+#: A last sentence that is the confidence said in words about the reply or the speaker, not about
+#: what was asked: "I am confident in my abilities." (a 1.5B model ended every reply with it,
+#: asked for a `Confidence:` line, issue 38's script), "I'm fairly sure of this."
+_CONFIDENCE_WORDS_TAIL = re.compile(
+    r"(?:^|(?<=[.!?]))\s*(?:i'?m|i am)\s+(?:\w+\s+)?(?:confident|sure|certain)\s+(?:in|of|about)\s+"
+    r"(?:my|this|the|that|these)(?:\s+(?:abilities|ability|answer|reply|response|skills|knowledge))?[ \t]*[.!]?[ \t]*$",
+    re.IGNORECASE)
 
 
 def _sentences(text: str) -> list[str]:
@@ -245,8 +252,11 @@ def verbalized_confidence(text: str) -> float | None:
 
 def strip_verbalized_confidence(text: str) -> str:
     """The answer without its confidence statement (the user need not see it): every line
-    that is only one ("**Confidence:** 80%"), and one that ends the last line."""
-    return _CONFIDENCE_TAIL.sub("", _CONFIDENCE_LINE.sub("", text).rstrip()).rstrip()
+    that is only one ("**Confidence:** 80%"), one that ends the last line, and a last sentence
+    that says it in words of the reply or the speaker ("I am confident in my abilities.")."""
+    bare = _CONFIDENCE_TAIL.sub("", _CONFIDENCE_LINE.sub("", text).rstrip()).rstrip()
+    # all there was may be that sentence: then there was no answer (answer_form: empty)
+    return _CONFIDENCE_WORDS_TAIL.sub("", bare).rstrip()
 
 
 # --- composite ---------------------------------------------------------------------------
