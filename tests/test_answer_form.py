@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.metacognition.answer_form import exchanges, form_defect
+from src.metacognition.answer_form import exchanges, form_defect, without_question_said_back
 from src.providers.protocols import ChatMessage
 
 STATEMENT = "I work as a veterinary radiographer at an animal hospital in Bristol."
@@ -138,3 +138,14 @@ def test_a_question_said_back_is_an_echo_and_what_follows_it_is_judged():
     assert form_defect("Your sister Maren lives in Gdansk.", focus="My sister Maren lives in Gdansk.") is None
     assert form_defect("Then you steep it for exactly 3 minutes. Noted: your favorite tea is lapsang souchong.",
                        focus="Then I steep it for exactly 3 minutes.", earlier=tea) is None
+
+
+def test_a_question_said_back_before_the_answer_is_left_out():
+    said = "Remind me, what is my job? You work as a veterinary radiographer at an animal hospital in Bristol."
+    assert without_question_said_back(said, "Remind me, what is my job?") == \
+        "You work as a veterinary radiographer at an animal hospital in Bristol."
+    # only the question said back: kept (form_defect calls it an echo); a statement said back: kept
+    assert without_question_said_back("Remind me, what is my job?", "Remind me, what is my job?") == \
+        "Remind me, what is my job?"
+    assert without_question_said_back("My gym locker code is 7419. Noted.", "My gym locker code is 7419.") == \
+        "My gym locker code is 7419. Noted."

@@ -53,9 +53,12 @@ RADIOGRAPHER = "I work as a veterinary radiographer at an animal hospital in Bri
      "My gym locker code is 7419.", "Your gym locker code is 7419."),
     ("Your gym locker code is 7419. I will keep it safe. Do you want me to remind you of it?",
      "My gym locker code is 7419.", "Your gym locker code is 7419. Do you want me to remind you of it?"),
+    # to a question, after the user's recalled line said back (measured, 1.5B)
+    ("You work as a veterinary radiographer at an animal hospital in Bristol. My job involves using X-rays to "
+     "help diagnose animals.", RADIOGRAPHER, "You work as a veterinary radiographer at an animal hospital in Bristol."),
 ])
 def test_a_reply_that_goes_on_as_the_user_is_cut_after_saying_it_back(answer, statement, expected):
-    assert going_on_as_user(answer, statement) == expected
+    assert going_on_as_user(answer, [statement]) == expected
 
 
 @pytest.mark.parametrize(("answer", "statement"), [
@@ -65,4 +68,4 @@ def test_a_reply_that_goes_on_as_the_user_is_cut_after_saying_it_back(answer, st
     ("You work at the hospital in Bristol, noted.", RADIOGRAPHER),              # nothing after it
 ])
 def test_a_reply_that_does_not_go_on_as_the_user_is_left_alone(answer, statement):
-    assert going_on_as_user(answer, statement) is None
+    assert going_on_as_user(answer, [statement]) is None

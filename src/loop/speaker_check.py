@@ -14,8 +14,8 @@ The user's lines: the user's messages in the prompt and what recall brought back
 checked: a thought of the mind's own may take up what the user holds — that is how a value
 of its own forms from the user's (readiness milestone 10).
 
-A reply to a statement of the user's that says it back and then goes on in the first person,
-as if the user's life were the mind's, is cut after the saying back (`going_on_as_user`).
+A reply that says one of the user's lines back and then goes on in the first person, as if the
+user's life were the mind's, is cut after the saying back (`going_on_as_user`).
 """
 
 from __future__ import annotations
@@ -68,22 +68,23 @@ def said_as_users(answer: str, user_lines: Iterable[str]) -> str | None:
     return " ".join(out) if changed else None
 
 
-def going_on_as_user(answer: str, statement: str) -> str | None:
-    """`answer` to the user's first-person `statement` cut where it goes on as if the user's
-    life were the mind's own: after a sentence that says the statement back in the second
-    person (at least `MIN_SHARED` of its content words), the first-person sentences that follow
-    are the model continuing as the user ("You are a veterinary radiographer at an animal
-    hospital in Bristol. I work with animals. I am very experienced…", a 1.5B model, issue 38's
-    script) and are left out. None when nothing is cut."""
-    if not first_person(statement):
+def going_on_as_user(answer: str, user_lines: Iterable[str]) -> str | None:
+    """`answer` cut where it goes on as if the user's life were the mind's own: after a sentence
+    that says one of the user's first-person `user_lines` back in the second person (at least
+    `MIN_SHARED` of its content words), the first-person sentences that follow are the model
+    continuing as the user ("You are a veterinary radiographer at an animal hospital in
+    Bristol. I work with animals. I am very experienced…" to the statement; "You work as a
+    veterinary radiographer… My job involves using X-rays…" to "What is my job?": a 1.5B model,
+    issue 38's script) and are left out. None when nothing is cut."""
+    theirs = [content_words(line) for line in user_lines if first_person(line)]
+    if not theirs:
         return None
-    stated = content_words(statement)
     out, said_back, cut = [], False, False
     for sentence in _SENTENCE.split(answer.strip()):
         if said_back and first_person(sentence) and not _ADDRESSED.search(sentence):
             cut = True
             continue
-        if _ADDRESSED.search(sentence) and len(content_words(sentence) & stated) >= MIN_SHARED:
+        if _ADDRESSED.search(sentence) and any(len(content_words(sentence) & t) >= MIN_SHARED for t in theirs):
             said_back = True
         out.append(sentence)
     return " ".join(out) if cut and out else None

@@ -41,7 +41,7 @@ from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
 from src.loop.speaker_check import going_on_as_user, said_as_users, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
-from src.metacognition.answer_form import Defect, exchanges, form_defect
+from src.metacognition.answer_form import Defect, exchanges, form_defect, without_question_said_back
 from src.metacognition.escalation import (
     Asking,
     EscalationOutcome,
@@ -224,13 +224,16 @@ class Thinking:
         if (defect := form_defect(outcome.answer, focus=attended.winner.text, earlier=earlier)) is not None:
             return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         # in a reply to the user; a thought of its own may take up what the user holds (a value it forms)
-        if attended.winner.source == "user" and (
-                theirs := said_as_users(outcome.answer, users_lines(prompt.messages, retrieval))) is not None:
-            log.info("the answer said the user's facts in the first person; said back as the user's")
-            outcome = replace(outcome, answer=theirs)
-        if self._statement(attended) and (cut := going_on_as_user(outcome.answer, attended.winner.text)) is not None:
-            log.info("the answer went on as if the user's statement were the mind's own life; cut there")
-            outcome = replace(outcome, answer=cut)
+        if attended.winner.source == "user":
+            if (bare := without_question_said_back(outcome.answer, attended.winner.text)) != outcome.answer:
+                outcome = replace(outcome, answer=bare)
+            user_lines = users_lines(prompt.messages, retrieval)
+            if (theirs := said_as_users(outcome.answer, user_lines)) is not None:
+                log.info("the answer said the user's facts in the first person; said back as the user's")
+                outcome = replace(outcome, answer=theirs)
+            if (cut := going_on_as_user(outcome.answer, [attended.winner.text, *user_lines])) is not None:
+                log.info("the answer went on as if the user's life were the mind's own; cut there")
+                outcome = replace(outcome, answer=cut)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 

@@ -144,6 +144,16 @@ def _without_echo(body: str, focus: str) -> str:
     return " ".join(sentences[k:]) if k else body
 
 
+def without_question_said_back(answer: str, focus: str) -> str:
+    """`answer` without the question `focus` it opens by saying back, when an answer follows
+    ("Remind me, what is my job? You work as a veterinary radiographer…": a 1.5B model); as it
+    is otherwise (a statement said back acknowledges it: kept)."""
+    if classify(focus).kind != "question":
+        return answer
+    rest = _without_echo(answer.strip(), focus)
+    return rest if rest != answer.strip() and _words(rest) else answer
+
+
 def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
     """What is wrong with `answer` to `focus` by its form; None when it is an answer.
     `earlier`: (message, answer) pairs of the conversation (`exchanges`)."""
@@ -183,4 +193,5 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     return None
 
 
-__all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "exchanges", "form_defect"]
+__all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "exchanges", "form_defect",
+           "without_question_said_back"]

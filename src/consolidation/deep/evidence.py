@@ -136,7 +136,10 @@ WITH m AS MATERIALIZED (
            import_key IS NOT NULL AS imported, {_STRANGER_SQL} AS stranger
       FROM memories
      WHERE memory_type NOT IN ('tension', 'narrative')
-       AND NOT (memory_type = 'reflection' AND metadata ->> 'kind' = 'insight'))
+       AND NOT (memory_type = 'reflection' AND metadata ->> 'kind' = 'insight')
+       -- the boundaries are in every context and were written, not lived: a 1.5B model asked
+       -- only "Who said I do not deceive my guardian…?" of them
+       AND NOT immutable AND source_tag <> 'bootstrap_seed')
 (SELECT * FROM m WHERE NOT stranger ORDER BY created_at DESC, id DESC LIMIT $1)
 UNION ALL
 (SELECT * FROM m WHERE stranger ORDER BY created_at DESC, id DESC LIMIT $2)
@@ -157,7 +160,7 @@ async def reflection_input(conn: Executor, limit: int, share: float) -> list[Map
     """The questions phase's input, newest first: the user's and the mind's own memories,
     then strangers' lines of one conversation to fill what is left, at most `share` × `limit`,
     or all that is left when the own are fewer than `MIN_OWN` (module docstring). Insights,
-    narratives and tensions are the pass's own: left out."""
+    narratives and tensions are the pass's own, and the boundaries the guardian's: left out."""
     rows = [dict(r) for r in await conn.fetch(_REFLECTION_INPUT, limit, limit)]
     # the mind's thought about a stranger's line is the stranger's (is_stranger): left out
     own = [r for r in rows if not r["stranger"] and not is_stranger(r)][:limit]
