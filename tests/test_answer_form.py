@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from src.metacognition.answer_form import exchanges, form_defect, without_question_said_back
+from src.metacognition.answer_form import (
+    exchanges,
+    form_defect,
+    without_context_marks,
+    without_question_said_back,
+)
 from src.providers.protocols import ChatMessage
 
 STATEMENT = "I work as a veterinary radiographer at an animal hospital in Bristol."
@@ -149,3 +154,18 @@ def test_a_question_said_back_before_the_answer_is_left_out():
         "Remind me, what is my job?"
     assert without_question_said_back("My gym locker code is 7419. Noted.", "My gym locker code is 7419.") == \
         "My gym locker code is 7419. Noted."
+
+
+@pytest.mark.parametrize(("copied", "bare"), [            # a 1.5B model's replies (bench/local_voice.py)
+    ("I said: Noted: Your dog is a three-legged greyhound called Pepper. (Sun 22 Nov 2026, 7 days ago)",
+     "Noted: Your dog is a three-legged greyhound called Pepper."),
+    ("The user said: Next month I'm going to walk the West Highland Way. (Sun 22 Nov 2026, 7 days ago)",
+     "Next month I'm going to walk the West Highland Way."),
+    ("Noted: Your favourite tea is lapsang souchong. (Sun 22 Nov 2026, 7 days ago)",
+     "Noted: Your favourite tea is lapsang souchong."),
+    ("The answer is a red Fiat Panda. (Sun 29 Nov 2026, 12:00 UTC)", "The answer is a red Fiat Panda."),
+    ("I said: your sister lives in Krakow.", "Your sister lives in Krakow."),
+    ("Paris (the capital) is lovely.", "Paris (the capital) is lovely."),
+])
+def test_the_contexts_labels_and_stamps_are_left_out_of_a_reply(copied, bare):
+    assert without_context_marks(copied) == bare

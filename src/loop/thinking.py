@@ -41,7 +41,13 @@ from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
 from src.loop.speaker_check import going_on_as_user, said_as_users, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
-from src.metacognition.answer_form import Defect, exchanges, form_defect, without_question_said_back
+from src.metacognition.answer_form import (
+    Defect,
+    exchanges,
+    form_defect,
+    without_context_marks,
+    without_question_said_back,
+)
 from src.metacognition.escalation import (
     Asking,
     EscalationOutcome,
@@ -225,7 +231,8 @@ class Thinking:
             return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         # in a reply to the user; a thought of its own may take up what the user holds (a value it forms)
         if attended.winner.source == "user":
-            if (bare := without_question_said_back(outcome.answer, attended.winner.text)) != outcome.answer:
+            if (bare := without_question_said_back(without_context_marks(outcome.answer),
+                                                   attended.winner.text)) != outcome.answer:
                 outcome = replace(outcome, answer=bare)
             user_lines = users_lines(prompt.messages, retrieval)
             if (theirs := said_as_users(outcome.answer, user_lines)) is not None:

@@ -144,6 +144,23 @@ def _without_echo(body: str, focus: str) -> str:
     return " ".join(sentences[k:]) if k else body
 
 
+#: The context's own marks a small model copies into its reply: the speaker labels of its memory
+#: lines at the start of a sentence ("I said: Your gym locker code is 7419.", "The user said: Next
+#: month I'm going to…") and their date stamps ("… (Sun 22 Nov 2026, 7 days ago)"),
+#: src/recall/speakers.SAID_AS and src/recall/when.said_when.
+_COPIED_LABEL = re.compile(r"(?:(?<=^)|(?<=[.!?:]\s))(?:The user said|I said|I thought|I concluded):\s*")
+_COPIED_STAMP = re.compile(r"\s*\((?:today, \d{1,2}:\d{2}(?: UTC)?|[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2} \d{4}, [^()]*)\)")
+
+
+def without_context_marks(answer: str) -> str:
+    """`answer` without the speaker labels and date stamps of the context it copied (its words
+    otherwise as they were); as it is when that would leave nothing."""
+    bare = _COPIED_STAMP.sub("", _COPIED_LABEL.sub("", answer.strip())).strip()
+    if not _words(bare):
+        return answer
+    return bare[0].upper() + bare[1:] if bare != answer.strip() else answer
+
+
 def without_question_said_back(answer: str, focus: str) -> str:
     """`answer` without the question `focus` it opens by saying back, when an answer follows
     ("Remind me, what is my job? You work as a veterinary radiographer…": a 1.5B model); as it
@@ -194,4 +211,4 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
 
 
 __all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "exchanges", "form_defect",
-           "without_question_said_back"]
+           "without_context_marks", "without_question_said_back"]
