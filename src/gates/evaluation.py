@@ -22,6 +22,7 @@ class Neighbour:
     content: str
     memory_id: int | None = None
     batch_index: int | None = None
+    users: bool = False                 # the user's own line (a stored one, or one of the chunk)
 
 
 @dataclass

@@ -68,6 +68,7 @@ from src.gates.matrix import (
     novelty_band,
     novelty_cell,
 )
+from src.gates.mind_replies import yields_to_user
 from src.gates.modes import MemoryMode
 from src.gates.novelty import check_novelty_many
 from src.gates.persist_hooks import PersistHooks
@@ -80,6 +81,7 @@ from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.settings import MATURITY_MEMORIES
+from src.recall.speakers import SAID_TAG, USER, speaker_of
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, StoreSize
 from src.text import first_sentence
 from src.weights.safety import Safety
@@ -257,8 +259,9 @@ class ExitGate:
             act = activation([item.created_at], now, self.rng, vec, context, layers)
             floor = bootstrap_floor(item.source_tag, maturity, cfg)
             said = classify(item.content) if item.source_tag in cfg.statement_sources else None
-            neighbours = [Neighbour(m.similarity, m.content, memory_id=m.id) for m in found[j]]
-            neighbours += [Neighbour(float(in_batch[j, i]), items[i].content, batch_index=i)
+            neighbours = [Neighbour(m.similarity, m.content, memory_id=m.id, users=m.users) for m in found[j]]
+            neighbours += [Neighbour(float(in_batch[j, i]), items[i].content, batch_index=i,
+                                     users=speaker_of(items[i].source_tag, items[i].metadata) == USER)
                            for i in range(j)]
             neighbours.sort(key=lambda n: -n.similarity)
             nearest = neighbours[0] if neighbours else None
@@ -335,6 +338,8 @@ class ExitGate:
         e.cell = decide_item(ItemSignals(e.relevance, e.act, e.utterance, e.charge), e.novelty, th, cfg, self.rng,
                              BufferRounds(e.round, cfg.max_buffer_rounds, e.item.expires_at <= self.clock()))
         e.cell = replace(e.cell, reason=e.cell.reason + said_more)
+        if e.item.source_tag == SAID_TAG and e.cell.action != "drop" and (why := yields_to_user(e)) is not None:
+            e.cell = replace(e.cell, action="drop", reason=f"{e.cell.reason}; {why} -> drop")
         if e.compressed is None:
             e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 

@@ -13,31 +13,31 @@ from typing import NamedTuple
 import numpy as np
 
 from src.db.sql import Executor
-from src.recall.search import NEWEST_EXACT, query_vector
+from src.recall.search import NEWEST_EXACT, USER_STATED, query_vector
 
 # Per item, the index's nearest and the newest $4 rows' nearest compared exactly (read once):
 # the index can miss a row stored after it was built (src/recall/search.py NEWEST_EXACT), and
 # a fact said again one flush later must meet the first saying, not pass as novel.
-NOVELTY_SQL = """
+NOVELTY_SQL = f"""
 WITH newest AS MATERIALIZED (
-    SELECT id, content, embedding FROM memories
+    SELECT id, content, embedding, {USER_STATED} AS users FROM memories
      WHERE embed_model = $2::text
      ORDER BY id DESC
      LIMIT $4::int)
-SELECT q.ord, n.id, 1 - n.distance AS similarity, n.content, n.embedding
+SELECT q.ord, n.id, 1 - n.distance AS similarity, n.content, n.embedding, n.users
 FROM unnest($1::halfvec[]) WITH ORDINALITY AS q(vec, ord)
 CROSS JOIN LATERAL (
     SELECT * FROM (
-        SELECT DISTINCT ON (id) id, content, embedding, distance FROM (
-            (SELECT id, content, embedding, embedding <=> q.vec AS distance
+        SELECT DISTINCT ON (id) id, content, embedding, users, distance FROM (
+            (SELECT id, content, embedding, {USER_STATED} AS users, embedding <=> q.vec AS distance
                FROM memories
               WHERE embed_model = $2::text
               ORDER BY embedding <=> q.vec
               LIMIT $3::int)
             UNION ALL
-            (SELECT id, content, embedding, embedding <=> q.vec
+            (SELECT id, content, embedding, users, embedding <=> q.vec
                FROM newest
-              ORDER BY 4
+              ORDER BY 5
               LIMIT $3::int)) both_parts
         ORDER BY id) distinct_rows
     ORDER BY distance, id
@@ -50,6 +50,7 @@ class SimilarMemory(NamedTuple):
     id: int
     similarity: float
     content: str
+    users: bool = False          # the user's own line (src/recall/search.USER_STATED)
 
 
 async def check_novelty(executor: Executor, vec: np.ndarray | Sequence[float], embed_model: str,
@@ -79,6 +80,6 @@ async def check_novelty_many(executor: Executor, vecs: Sequence[np.ndarray] | np
     if not queries:
         return found, embeddings
     for r in await executor.fetch(NOVELTY_SQL, queries, embed_model, k, NEWEST_EXACT):
-        found[r["ord"] - 1].append(SimilarMemory(r["id"], r["similarity"], r["content"]))
+        found[r["ord"] - 1].append(SimilarMemory(r["id"], r["similarity"], r["content"], r["users"]))
         embeddings[r["id"]] = r["embedding"].to_numpy().astype(np.float32)
     return found, embeddings

@@ -1,0 +1,46 @@
+"""The mind's reply gives way to the user's own words at the exit gate (issue 38 item 3).
+
+Run with a 1.5B model, the mind's replies became memories that outranked what the user said:
+"Remind me, what do I do for a living? I do not have a job." was stored as "I said: …" and then
+ranked first for the job question; a wrong reply that contradicted the user's statement was
+a "contradicting" item, and the gate's persist_flag weakened the user's statement in its
+favour. So a reply of the mind's (`internal_self`) is dropped when
+
+- the user's own statement contradicts it (the contradiction found is with one of the user's
+  lines, stored or of the same chunk): the user's words stand, untouched; or
+- it only restates one of the user's lines: at least `RESTATES` of its content words (and
+  `MIN_WORDS`) are in that line ("Your sister Maren lives in Gdansk." after "My sister Maren
+  lives in Gdansk."): the user's statement already holds it, and a copy in the mind's voice
+  would compete with it in recall.
+
+What the mind adds in its own words (a question, an opinion, a fact the user did not state)
+is judged as before.
+"""
+
+from __future__ import annotations
+
+from src.gates.evaluation import Evaluation, Neighbour
+from src.gates.utterance import content_words
+
+#: The share of a reply's content words a line of the user's must hold for the reply to restate it.
+RESTATES = 0.8
+MIN_WORDS = 2
+
+
+def _restates(reply: set[str], line: Neighbour) -> bool:
+    shared = reply & content_words(line.content)
+    return len(shared) >= MIN_WORDS and len(shared) >= RESTATES * len(reply)
+
+
+def yields_to_user(e: Evaluation) -> str | None:
+    """Why the mind's reply judged in `e` is dropped for the user's words; None when it is not."""
+    if e.novelty == "contradicting" and e.decided_by is not None and e.decided_by[0].users:
+        return "the user's own statement contradicts this reply of the mind's: the user's words stand"
+    reply = content_words(e.item.content)
+    near = [n for n in [e.nearest, *(n for n, _ in e.verdicts)] if n is not None and n.users]
+    if reply and any(_restates(reply, n) for n in near):
+        return "it restates the user's own statement, which holds it already"
+    return None
+
+
+__all__ = ["MIN_WORDS", "RESTATES", "yields_to_user"]
