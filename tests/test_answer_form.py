@@ -108,6 +108,12 @@ def test_an_earlier_answer_to_another_message_is_a_repeat_of_any_length():
     # an acknowledgement said again to a statement answers it, if blandly
     acked = [ChatMessage("user", "I like tea."), ChatMessage("assistant", "I will remember that, it matters.")]
     assert form_defect("I will remember that, it matters.", focus="My bike is blue.", earlier=exchanges(acked)) is None
+    # the answer to an earlier statement, about that one, given again to another: a repeat (1.5B, measured)
+    icelandic = [ChatMessage("user", "I'm currently studying Icelandic on Tuesday evenings."),
+                 ChatMessage("assistant", "You're currently studying Icelandic on Tuesday evenings.")]
+    found = form_defect("You're currently studying Icelandic on Tuesday evenings.", focus="My sister Maren lives in Gdansk.",
+                        earlier=exchanges(icelandic))
+    assert found is not None and found.kind == "repeat"
     # not knowing is an honest answer to any number of questions
     unsure = [ChatMessage("user", "What tea do I like?"), ChatMessage("assistant", "I could not say much about that.")]
     assert form_defect("I could not say much about that.", focus="What colour is my bike?",

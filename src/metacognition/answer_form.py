@@ -26,7 +26,9 @@ protocol. None of that is an answer, however confident. Each is recognised by it
   city is my sister in?" is right twice; "Remind me, what do I do for a living?" said again
   to "Where does my sister live?" (a 1.5B model, at 0.90) is not. A long one (a paragraph
   said turn after turn) is a loop whatever it shares. A short acknowledgement said again to
-  a statement ("I will remember that, it sounds important.") answers it, if blandly, and
+  a statement ("I will remember that, it sounds important.") answers it, if blandly — but the
+  answer to an earlier statement, about that one, does not ("You're currently studying
+  Icelandic on Tuesday evenings." to "My sister Maren lives in Gdansk.", a 1.5B model) — and
   "I could not say much about that." is an honest answer to any number of questions. Sentence
   by sentence too: "Noted: your favourite tea is lapsang souchong." after an echo of "What is my
   dog called?" is an earlier answer given again;
@@ -195,9 +197,14 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     loop = len(flat.split()) >= REPEAT_LOOP_WORDS
     wrong_answer = (classify(focus).kind == "question" and not content_words(body) & content_words(focus)
                     and not _NOT_KNOWING.search(lowered))
+    asked = _words(focus)
+    if stated and body == whole and not content_words(body) & content_words(focus) and any(
+            _words(strip_verbalized_confidence(said)) == flat and content_words(body) & content_words(before)
+            for before, said in list(earlier)[-REPEAT_LOOKBACK:] if _words(before) != asked):
+        # the answer to an earlier statement, about that one, given again to this one
+        return Defect("repeat", body[:60])
     if not (loop or wrong_answer):
         return None
-    asked = _words(focus)
     others = [strip_verbalized_confidence(said) for before, said in list(earlier)[-REPEAT_LOOKBACK:]
               if _words(before) != asked]
     if any(_words(said) == flat for said in others):
