@@ -79,5 +79,9 @@ async def test_consecutive_turns_share_at_least_80_percent_of_their_prompt(pool,
     # measured (Llama 2's tokenizer, a 4,096-token window, ~400 tokens added a turn): 0.58 on
     # the second turn, 0.73-0.85 later; the old layout (memories in the system prompt) 0.1-0.2
     assert sorted(shared)[len(shared) // 2] >= 0.75, [round(x, 2) for x in shared]
+    # a state part said word for word in the newest context sent is not said again: the cost line
+    # and the memory mode once while their context is in the window, not every turn
+    costs = [sum("Session cost:" in (m.get("content") or "") for m in messages) for messages in answers]
+    assert costs == [1] * len(costs), costs          # each turn's own context said it before
     # a memory an earlier context in the window lists is not listed again (but the top one)
     assert sum("listed earlier in this conversation)" in m[-1]["content"] for m in answers[1:]) >= len(answers) // 2

@@ -42,6 +42,7 @@ class Attended:
     goal_vecs: Sequence[np.ndarray]     # the goals layer as this cycle read it
     layer_vecs: Sequence[tuple[np.ndarray, float]] | None = None   # values and goals for recall's S_i
     recent: Sequence[np.ndarray] = ()   # the foci of the cycles before (newest last)
+    mode_line: str = ""                 # the memory mode, for the prompt (src/gates/modes.py)
 
     @property
     def focus(self) -> np.ndarray | None:
@@ -83,9 +84,10 @@ class Attending:
         self.cycles += 1
         turn = take_turn(allocation.winner, queue, self.combine_max)
         inputs = self.intake.begin(turn)
-        report = f"{cognitive_state_report(allocation, queue.settings)}\n{self.gates.mode.report_line()}"
+        report = cognitive_state_report(allocation, queue.settings)
         return Attended(self.cycles, turn, allocation, report, inputs, tuple(self.goal_vecs),
-                        None if self.layer_vecs is None else tuple(self.layer_vecs), tuple(recent))
+                        None if self.layer_vecs is None else tuple(self.layer_vecs), tuple(recent),
+                        mode_line=self.gates.mode.report_line())
 
     async def _reread_layers(self) -> None:
         """Values/goals files edited while running take effect now (recall's S_i, salience,

@@ -35,7 +35,7 @@ from src.loop.conversation import Conversation
 from src.loop.degraded import NoContext, Shortfalls
 from src.loop.outage import DB_ERRORS
 from src.loop.prompts import frame_input, system_prompt
-from src.loop.turn_context import TurnContext, listed_in, turn_context
+from src.loop.turn_context import TurnContext, contexts_of, listed_in, turn_context
 from src.loop.turn_tasks import TurnTasks
 from src.loop.turns import combined_texts
 from src.metacognition.reflection import PastCorrection, corrections_for, reflection_block
@@ -140,7 +140,7 @@ class Composing:
         boundaries = next((s.text for s in assembled.sections if s.name == "immutable"), "")
         system = system_prompt(self.settings.agent_name, boundaries)
         user_text = frame_input(winner.source, winner.text)
-        beside = [shortfalls.line(), skills, attended.report, gut, block, cost]
+        beside = [shortfalls.line(), skills, attended.report, attended.mode_line, gut, block, cost]
         # the whole prompt is measured against System 1's window (issue 27, src/context/request.py)
         parts = [p.text for p in attended.turn.parts] if attended.turn.combined else []
         history = window.messages
@@ -151,11 +151,12 @@ class Composing:
             return fit_turn(self.sources.providers.system1, assembled.budget, system, history, said,
                             limit=assembled.conversation_budget, context_from=start)
 
-        context = turn_context(assembled.sections, listed_in(history[anchor:]), beside, now=now_line(now))
+        context = turn_context(assembled.sections, listed_in(history[anchor:]), beside, now=now_line(now),
+                               said_before=contexts_of(history[anchor:]))
         turn = fit(context, anchor)
         if turn.context_from != anchor:   # older contexts are not sent: what they listed may be listed here
             context = turn_context(assembled.sections, listed_in(history[turn.context_from:]), beside,
-                                   now=now_line(now))
+                                   now=now_line(now), said_before=contexts_of(history[turn.context_from:]))
             turn = fit(context, turn.context_from)
         self._context_anchor = history[turn.context_from] if turn.context_from < len(history) else None
         return Prompt(assembled, system, user_text, turn.messages, context)

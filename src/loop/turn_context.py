@@ -12,7 +12,9 @@ cores, a median turn of 33.8 s). So the request is laid out stable first:
    (`Message.context`, src/context/fifo.py), so every earlier message reads the same;
 3. this input, after its context (`TurnContext.text`): what "now" is, the memories that
    surfaced (identity and situational tracks, plan §3.2), the skills near it, the cognitive
-   state report, the gut line, past corrections, the cost line.
+   state report, the memory mode, the gut line, past corrections, the cost line — each of the
+   last said only when no context the request sends says it already (a cost line of
+   "$0.00" every turn is tokens the server reads anew for nothing).
 
 A memory already listed in a context still in the window is not listed again, except the
 `repeat_top` most relevant of this turn's situational memories (a small model uses what sits
@@ -44,12 +46,20 @@ def listed_in(messages: Iterable[Message]) -> frozenset[int]:
     return frozenset().union(*(m.shown for m in messages))
 
 
+def contexts_of(messages: Sequence[Message]) -> str:
+    """The contexts `messages` are sent with, one text ("" when none is)."""
+    return "\n".join(m.context for m in messages if m.context)
+
+
 def turn_context(sections: Sequence, listed: frozenset[int], parts: Sequence[str], *,
-                 now: str = "", repeat_top: int = REPEAT_TOP, new_top: int = NEW_TOP) -> TurnContext:
+                 now: str = "", repeat_top: int = REPEAT_TOP, new_top: int = NEW_TOP,
+                 said_before: str = "") -> TurnContext:
     """This input's context: `now`, the memory `sections` (identity, situational; the
     immutable one is the system prompt's) less what `listed` holds (situational: the
     `repeat_top` first again, at most `new_top` new), then `parts` (missing line, skills,
-    state report, gut, corrections, cost line; empty ones left out)."""
+    state report, memory mode, gut, corrections, cost line; empty ones left out, and one
+    `said_before` word for word — in a context the request sends further up — left out: it is
+    still in view, and what a turn adds is what the server reads anew)."""
     shown: set[int] = set()
     blocks = [now] if now else []
     for section in sections:
@@ -72,7 +82,7 @@ def turn_context(sections: Sequence, listed: frozenset[int], parts: Sequence[str
             lines = "\n".join(x for x in (lines or section.text.split("\n", 1)[0], earlier_listed(more)) if x)
         if lines:
             blocks.append(lines)
-    blocks += [p for p in parts if p]
+    blocks += [p for p in parts if p and p not in said_before]
     if not blocks:
         return TurnContext("", frozenset())
     return TurnContext("\n\n".join([CONTEXT_OPEN, *blocks, CONTEXT_CLOSE]), frozenset(shown))
