@@ -212,6 +212,19 @@ async def test_system1_lists_its_files_then_reads_one(pool, tmp_path):
         ("LIST_DOCS", "read_doc", True, False), ("READ_DOC", "read_doc", True, False)]
 
 
+async def test_a_model_that_only_looks_things_up_gives_the_user_what_it_found(pool, tmp_path):
+    """Issue 38's script: asked "How do I brew my tea, step by step?", a 1.5B model answered
+    with tool calls even when asked to answer without tools. What its last call found is what the
+    user asked for: it is the reply, said as found, instead of "I cannot answer"."""
+    s1 = ScriptedLLM().say(*["LIST_DOCS: src/loop"] * 6)
+    mind, delivered = await _mind(pool, tmp_path, system1=s1)
+    await mind.loop.submit("user", "which file holds your loop code?")
+    record = await mind.loop.cycle()
+    assert record.path == "tool_result" and record.output == delivered[0]
+    assert delivered[0].startswith("(The language model only looked this up — LIST_DOCS: src/loop — ")
+    assert "src/loop/cognitive_loop.py (" in delivered[0] and "LIST_DOCS src/loop]" not in delivered[0]
+
+
 async def test_a_model_that_only_writes_tool_lines_never_reaches_the_user(pool, tmp_path):
     """Issue 18: a small model answered with `READ_DOC:` lines; none may be delivered, and the
     refusal must not be what the next cycle answers."""

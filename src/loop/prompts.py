@@ -80,6 +80,17 @@ def tools_section(offered: Sequence[ToolVerb]) -> str:
     return "Tools (use one only when the line says so; otherwise just answer):\n" + "\n".join(lines)
 
 
+#: Characters of a tool's result given to the user when the model answered only with calls.
+TOOL_FOUND_CHARS = 2000
+
+
+def tool_found(call: str, text: str) -> str:
+    """The reply when the model answered only with tool calls, its last one having found `text`:
+    what was found, said as such (the model's words are missing, not the answer)."""
+    return f"(The language model only looked this up — {call} — and did not answer in words; what it found:)\n" \
+           f"{excerpt(text.strip(), TOOL_FOUND_CHARS)}"
+
+
 def tool_result(verb: str, argument: str, text: str) -> str:
     """A tool's result as the model reads it, after its call."""
     return f"[{verb} {argument}]\n{text}"

@@ -37,7 +37,7 @@ from src.loop.composing import Prompt
 from src.loop.degraded import Shortfalls
 from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
-from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply
+from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply, tool_found
 from src.loop.speaker_check import going_on_as_user, said_as_users, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
@@ -222,6 +222,12 @@ class Thinking:
                                               because="the language model answered with no words"),
                            "empty_answer", tool_actions=tool_actions)
         if outcome is None:
+            found = next((r for r in reversed(rounds.results) if not r.refused and r.text.strip()), None)
+            if found is not None and attended.winner.source == "user":
+                # the model kept calling instead of answering, but its call found something: the
+                # user asked for it ("How do I brew my tea?" -> RECALL_SKILL, a 1.5B model twice)
+                log.info("the model answered with tool calls only; its last result is the reply")
+                return Thought(tool_found(found.call.line, found.text), "tool_result", tool_actions=tool_actions)
             because = ("the language model answered with a tool call instead of words, "
                        "even when asked to answer without tools")
             return Thought(self.reflex_answer(retrieval, shortfalls, because=because, now=turn.now), "tool_protocol_failed",
