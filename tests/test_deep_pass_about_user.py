@@ -266,3 +266,17 @@ async def test_the_merge_leaves_chatter_alone_and_says_the_user_only_of_the_user
     assert "none of its memories is the user's" in _problem(insights, merged)
     fine = MergedInsight(cluster=2, insight="Kevin was born in Albania and is from there.", cited_ids=[3, 4])
     assert _problem(insights, fine) is None
+
+
+async def test_the_questions_see_only_themes_of_the_users_and_the_minds_own_memories(pool):
+    """Run F: a theme the light ticker noticed among imported strangers' lines ("What do you think
+    of this as a lost and found poster") came back as all three of the pass's questions."""
+    from src.consolidation.light import findings_repository
+    embedder = HashEmbedder()
+    ids = await seeded_store(pool, embedder)
+    await findings_repository.insert_finding(pool, "theme", "a", ids["A"][:3], {"label": "racing video game nights"})
+    await findings_repository.insert_finding(pool, "theme", "u", ids["user"][:3], {"label": "chess at the harbour"})
+    backend = ConsolidationModel().push("questions", json.dumps({"questions": [QUESTION]}))
+    await deep(pool, language_model(backend, pool), embedder, ("questions",))
+    asked = prompt_of(backend, "questions")
+    assert "chess at the harbour" in asked and "racing video game nights" not in asked

@@ -12,6 +12,8 @@ questions about strangers, joined two people from different conversations in one
   Nicolas?" beside one question about the user), from one imported conversation (the newest).
   A store with fewer than `MIN_OWN` memories of the user's and the mind's own (a store of
   imported chats only) is read from one imported conversation instead, so it still reflects;
+- **the themes** the questions see (`own_themes`): only those noticed among the user's and the
+  mind's own memories;
 - **a question's evidence** (`user_first`): the hits a question retrieves (the own arm on
   for a question about the user, `OWN_WEIGHT`), reordered: the user's statements, then the
   mind's own and what names no speaker, then — unless the question is about the user —
@@ -171,5 +173,25 @@ async def reflection_input(conn: Executor, limit: int, share: float) -> list[Map
     return sorted(own + theirs, key=lambda r: (r["created_at"], r["id"]), reverse=True)
 
 
-__all__ = ["MIN_OWN", "OWN_WEIGHT", "SEARCH_DEPTH", "conversation", "conversations", "is_stranger", "is_users",
+async def own_themes(conn: Executor, limit: int) -> list[str]:
+    """The labels of the newest themes the light ticker noticed among the user's and the mind's
+    own memories, at most `limit`: a theme of strangers' lines ("What do you think of this lost
+    and found poster") became the pass's questions, all three of them, in a 1.5B model's run."""
+    themes = await conn.fetch(
+        "SELECT memory_ids, details FROM consolidation_findings WHERE kind = 'theme' ORDER BY at DESC LIMIT $1",
+        limit * 4)
+    ids = sorted({i for t in themes for i in t["memory_ids"]})
+    rows = {r["id"]: r for r in await conn.fetch(
+        "SELECT id, content, source_tag, metadata, import_key IS NOT NULL AS imported FROM memories "
+        "WHERE id = ANY($1::bigint[])", ids)}
+    labels = []
+    for t in themes:
+        members = [rows[i] for i in t["memory_ids"] if i in rows]
+        label = json.loads(t["details"]).get("label", "") if t["details"] else ""
+        if label and members and not any(is_stranger(m) for m in members):
+            labels.append(label)
+    return labels[:limit]
+
+
+__all__ = ["MIN_OWN", "OWN_WEIGHT", "SEARCH_DEPTH", "conversation", "conversations", "is_stranger", "is_users", "own_themes",
            "reflection_input", "speaks_of_user", "speaker", "strangers_allowed", "user_first"]

@@ -22,7 +22,6 @@ half-way resumes writing from the same answer instead of asking again.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
@@ -37,7 +36,6 @@ from src.consolidation.deep.structured import (
     ask_insights,
     run_guarded,
 )
-from src.consolidation.light import findings_repository
 from src.errors import ProviderError
 from src.providers.context_window import most_that_fit
 from src.recall.current import successors_missing
@@ -64,7 +62,7 @@ async def run_questions(ctx: DeepPassContext) -> PhaseResult:
     if len(memories) < MIN_MEMORIES:
         result.skipped = f"only {len(memories)} memories; need {MIN_MEMORIES}"
         return result
-    theme_texts = [json.loads(t["details"]).get("label", "") for t in await findings_repository.recent_themes(ctx.pool, 5)]
+    theme_texts = await evidence.own_themes(ctx.pool, 5)
 
     def validate(_batch: Sequence, answer: Questions) -> None:
         if not [q for q in answer.questions if q.strip()]:
