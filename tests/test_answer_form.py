@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from src.metacognition.answer_form import (
+    about_itself,
     exchanges,
     form_defect,
     without_context_marks,
@@ -175,3 +176,18 @@ def test_a_question_said_back_before_the_answer_is_left_out():
 ])
 def test_the_contexts_labels_and_stamps_are_left_out_of_a_reply(copied, bare):
     assert without_context_marks(copied) == bare
+
+
+@pytest.mark.parametrize(("reply", "focus", "kind"), [
+    ("I am a software engineer. My primary area of expertise is software development.",   # 1.5B, run G
+     "What do I do for a living?", "self"),
+    ("I'm learning Spanish.", "What language am I learning?", "self"),
+    ("No, I am not allergic to anything.", "Am I allergic to anything?", "self"),     # 1.5B, run E
+    ("I think you work as a radiographer.", "What do I do for a living?", None),
+    ("I don't know what you do for a living.", "What do I do for a living?", None),
+    ("I can't remember you telling me that.", "What language am I learning?", None),
+    ("I am MoltBot, a mind with memory.", "Who are you?", None),                        # asked about itself
+])
+def test_a_question_about_the_user_answered_about_the_mind_itself_is_no_answer(reply, focus, kind):
+    found = about_itself(reply, focus)
+    assert (found.kind if found is not None else None) == kind

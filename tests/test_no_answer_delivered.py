@@ -75,3 +75,21 @@ async def test_a_stutter_to_a_question_is_not_delivered_and_an_empty_answer_to_a
     paths = [r["path"] for r in await pool.fetch("SELECT winner->>'path' AS path FROM thought_log ORDER BY id")]
     assert paths == ["no_answer", "acknowledged"]
     await mind.close()
+
+
+async def test_a_question_about_the_user_answered_about_the_mind_itself_is_not_delivered(pool, tmp_path):
+    """Run G of issue 38's script: "What do I do for a living?" -> "I am a software engineer. My
+    primary area of expertise…" (a 1.5B model speaking of itself; the user is a radiographer)."""
+    llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say("Noted: you work as a radiographer. Confidence: 0.9",
+                                                  "I am a software engineer. My primary area of expertise is "
+                                                  "software development. Confidence: 0.9")
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    await mind.loop.submit("user", "I work as a radiographer at the animal hospital.")
+    await mind.loop.run(burst=True)
+    await mind.loop.submit("user", "What do I do for a living?")
+    await mind.loop.run(burst=True)
+    assert delivered[-1].startswith("(I cannot answer in words right now: the language model's answer was about "
+                                    "itself, asked about you.)")
+    assert "software engineer" not in delivered[-1]
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content ILIKE '%software engineer%'") == 0
+    await mind.close()

@@ -129,7 +129,8 @@ def reflex_reply(recalled: Sequence[str | tuple[str, str]], *, said: str | None 
 #: What a model's reply was when it was no answer, in the reflex reply's "because" (src/loop/thinking.py)
 DEFECT_WORDS = {"empty": "empty", "refusal": "a refusal", "meta": "about itself, not an answer",
                 "protocol": "internal markup", "repeat": "a repeat of an earlier answer",
-                "stutter": "the same words over and over", "echo": "the message said back"}
+                "stutter": "the same words over and over", "echo": "the message said back",
+                "self": "about itself, asked about you"}
 
 
 _YOU = {"You", "Your", "You're", "Yours", "Yourself", "You've", "You'd", "You'll"}

@@ -43,6 +43,7 @@ from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
 from src.metacognition.answer_form import (
     Defect,
+    about_itself,
     exchanges,
     form_defect,
     without_context_marks,
@@ -247,6 +248,8 @@ class Thinking:
             if (cut := going_on_as_user(outcome.answer, [attended.winner.text, *user_lines])) is not None:
                 log.info("the answer went on as if the user's life were the mind's own; cut there")
                 outcome = replace(outcome, answer=cut)
+            if (defect := about_itself(outcome.answer, attended.winner.text)) is not None:
+                return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
                        tool_actions, escalated_at=datetime.now(UTC) if outcome.escalated else None)
 

@@ -35,6 +35,9 @@ protocol. None of that is an answer, however confident. Each is recognised by it
 - **echo**: a question said back and nothing else ("How do you brew your tea, step by step?"
   to "How do I brew my tea, step by step?"), in its words or turned to the second person
   (a statement said back acknowledges it); what follows an echo is judged as the reply;
+- **self** (`about_itself`, judged by the loop after the speaker checks): a question about the
+  user ("What do I do for a living?") answered about the mind itself — opening in the first
+  person, never saying "you" ("I am a software engineer…"), and not saying it does not know;
 - **stutter**: a few words said over and over in one reply ("Noted: Noted: Noted: …" until
   the output cap: a 1.5B model, issue 38's script) — `STUTTER_TIMES` times in a row.
 
@@ -54,7 +57,7 @@ from src.metacognition.confidence import strip_verbalized_confidence
 from src.metacognition.prompts import DEFECT_CAUSES
 from src.recall.speakers import to_second_person
 
-DefectKind = Literal["empty", "refusal", "meta", "protocol", "repeat", "stutter", "echo"]
+DefectKind = Literal["empty", "refusal", "meta", "protocol", "repeat", "stutter", "echo", "self"]
 
 #: A run of 1-`STUTTER_SPAN` words said this many times in a row is a stutter, not an answer.
 STUTTER_TIMES = 4
@@ -92,6 +95,12 @@ _NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|ca
 #: reply to a DMN thought by saying the thought back, frame and all, and it reached the user).
 _MARKUP = re.compile(r"^\s*\[(?:[A-Z][A-Z0-9 _/-]{2,}|internal\b[^\]]*)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: A question about the user (in the first person singular), and a reply that opens speaking
+#: of itself and never says "you": "What do I do for a living?" -> "I am a software engineer. My
+#: primary area…" (a 1.5B model, run G of issue 38's script).
+_ASKS_OF_USER = re.compile(r"\b(?:i|i'm|i've|my|me|mine|myself)\b", re.IGNORECASE)
+_SPEAKS_AS_SELF = re.compile(r"\s*(?:(?:yes|no)[,.!]?\s+)?(?:i|i'm|i am|my|i've|i have)\b", re.IGNORECASE)
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|you're|yourself)\b", re.IGNORECASE)
 
 
 class Said(Protocol):
@@ -173,6 +182,22 @@ def without_question_said_back(answer: str, focus: str) -> str:
     return rest if rest != answer.strip() and _words(rest) else answer
 
 
+def about_itself(answer: str, focus: str) -> Defect | None:
+    """`self` when `answer` to the user's question about themselves `focus` speaks of the mind
+    itself (module docstring); None otherwise. Judged after the user's facts said in the first
+    person were turned to the second (src/loop/speaker_check.py): "My favourite tea is lapsang
+    souchong." restates the user's line and is said back as theirs; "I am a software engineer."
+    restates nothing. Only for the user's messages: a thought of the mind's own asking "What do
+    I value?" is about itself."""
+    body = strip_verbalized_confidence(answer).strip()
+    if classify(focus).kind != "question" or not _ASKS_OF_USER.search(focus.replace("\u2019", "'")):
+        return None
+    if _SPEAKS_AS_SELF.match(body) and not _ADDRESSED.search(body) \
+            and not _NOT_KNOWING.search(body.lower().replace("\u2019", "'")):
+        return Defect("self", body[:60])
+    return None
+
+
 def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
     """What is wrong with `answer` to `focus` by its form; None when it is an answer.
     `earlier`: (message, answer) pairs of the conversation (`exchanges`)."""
@@ -217,5 +242,5 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     return None
 
 
-__all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "exchanges", "form_defect",
+__all__ = ["REFUSAL_MAX_WORDS", "REPEAT_LOOKBACK", "REPEAT_LOOP_WORDS", "Defect", "DefectKind", "about_itself", "exchanges", "form_defect",
            "without_context_marks", "without_question_said_back"]

@@ -104,6 +104,8 @@ DEFECT_CAUSES = {
     "protocol": "your reply above repeated internal markup of the prompt instead of answering",
     "repeat": "your reply above repeats, word for word, what you answered to an earlier, different message",
     "stutter": "your reply above says the same few words over and over",
+    "self": "your reply above talks about yourself, but the message asks about the person you talk "
+            "with: answer about them, as \"you\", from what they told you",
     "echo": "your reply above only says the message back",
 }
 
