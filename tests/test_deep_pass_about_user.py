@@ -280,3 +280,22 @@ async def test_the_questions_see_only_themes_of_the_users_and_the_minds_own_memo
     await deep(pool, language_model(backend, pool), embedder, ("questions",))
     asked = prompt_of(backend, "questions")
     assert "chess at the harbour" in asked and "racing video game nights" not in asked
+
+
+async def test_a_narrative_calls_a_stranger_the_user_only_when_its_insight_does(pool):
+    """Run G: the merge insight "Nicolas consistently uses the phrase 'Oh dang that sucks'" got the
+    narrative "The user consistently uses the phrase…"."""
+    embedder = HashEmbedder()
+    store = MemoryStore(pool, embedder)
+    sources = await store.store_many([NewMemory(f"Nicolas: Oh dang that sucks ({i})", source_tag="import",
+                                                metadata={"speaker": "Nicolas"}) for i in range(3)])
+    [insight] = await store.store_many([NewMemory("Nicolas consistently says 'Oh dang that sucks'.", "reflection",
+                                                  source_tag="internal_consolidation",
+                                                  metadata={"kind": "insight", "via": "merge"})])
+    await pool.executemany("INSERT INTO memory_supersedes (insight_id, source_id, via) VALUES ($1, $2, 'merge')",
+                           [(insight, s) for s in sources])
+    backend = ConsolidationModel().push("narrative", json.dumps({"narratives": [
+        {"insight_id": insight, "narrative": "The user consistently says 'Oh dang that sucks' when things go wrong."}]}))
+    report = await deep(pool, language_model(backend, pool), embedder, ("narrative",))
+    assert report.phases["narrative"]["counts"].get("refused_not_the_users") == 1
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type = 'narrative'") == 0

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from src.consolidation.deep import memories_repository, supersedes_repository
 from src.consolidation.deep.derived import DerivedMemory, write_derived
+from src.consolidation.deep.evidence import speaks_of_user
 from src.consolidation.deep.per_item import Item, Pairs, PerItemPhase
 from src.consolidation.deep.phase import DeepPassContext, PhaseResult
 from src.consolidation.deep.prompts import Narratives, narrative_prompt
@@ -35,8 +36,16 @@ async def _with_experiences(ctx: DeepPassContext, candidates: Sequence) -> list[
 
 
 async def _write(ctx: DeepPassContext, answer: Pairs, result: PhaseResult) -> None:
-    """Each narrative a memory of its own, linked to the insight it explains (which stays as it is)."""
+    """Each narrative a memory of its own, linked to the insight it explains (which stays as it is).
+    One that speaks of "the user" when its insight does not is refused (`refused_not_the_users`):
+    a 1.5B model turned "Nicolas consistently uses the phrase 'Oh dang that sucks'" into "The
+    user consistently uses…" (issue 38 item 6, run G)."""
+    insights = {r["id"]: r["content"] for r in await memories_repository.memories_by_id(
+        ctx.pool, [i for i, _ in answer])}
     for insight_id, text in answer:
+        if speaks_of_user(text) and not speaks_of_user(insights.get(insight_id, "")):
+            result.add("refused_not_the_users")
+            continue
         new_id = await write_derived(
             ctx, DerivedMemory(" ".join(text.split()), "narrative", sources=[insight_id], via="narrative",
                                metadata={"kind": "narrative", "insight_id": insight_id}),
