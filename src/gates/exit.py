@@ -13,7 +13,7 @@ A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
    LLM micro-calls) for the pairs still undecided; the emotional charge;
 3. draws the matrix cell and its noise floor, in item order, from the injected
    generator (reproducible: the LLM's answers never change the sequence of draws);
-   the charge's bonus and ACT-R's τ raise the item's row (src/gates/matrix.py);
+   charge and τ raise the row (matrix.py); a reply of the mind's gives way (mind_replies.py);
 4. writes in one transaction: re-claims the rows still unflushed, inserts the
    survivors, applies reinforce / contradict through the weight choke point,
    records every decision, and marks the rows flushed (or buffered for another
@@ -22,12 +22,11 @@ A flush takes unflushed scratch rows in chunks of `flush_batch` and, per chunk:
 Relevance is judged against the conversation in which an item was said, never the
 focus at flush time (issue 22: five exchanges later the conversation has moved on,
 and a fact the user stated looked irrelevant to it). The loop stores that focus with
-the scratch row (`BufferedItem.focus`, src/gates/scratch.py); an item without one (a
-pruned message, an input without a vector) is judged against its window: the other
-items of its chunk and the most recent memories. The user's own lines are further classified (src/gates/utterance.py):
-a statement that carries information is core, whatever the store's maturity; chatter
-is irrelevant; a question is not a fact and is dropped (no noise flip: stored, it
-would answer later questions with a question).
+the scratch row (`BufferedItem.focus`, src/gates/scratch.py); one without (a pruned
+message, an input without a vector) is judged against the other items of its chunk and
+the newest memories. The user's own lines are classified (src/gates/utterance.py): a
+statement that carries information is core at any maturity; chatter is irrelevant; a
+question is not a fact and is dropped (stored, it would answer later questions).
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ from src.gates.matrix import (
     novelty_band,
     novelty_cell,
 )
-from src.gates.mind_replies import yields_to_user
+from src.gates.mind_replies import give_way, said_by_user
 from src.gates.modes import MemoryMode
 from src.gates.novelty import check_novelty_many
 from src.gates.persist_hooks import PersistHooks
@@ -81,7 +80,6 @@ from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.settings import MATURITY_MEMORIES
-from src.recall.speakers import SAID_TAG, USER, speaker_of
 from src.recall.store import EMBED_MAX_CHARS, EMBEDDING_DIMENSIONS, StoreSize
 from src.text import first_sentence
 from src.weights.safety import Safety
@@ -261,8 +259,7 @@ class ExitGate:
             said = classify(item.content) if item.source_tag in cfg.statement_sources else None
             neighbours = [Neighbour(m.similarity, m.content, memory_id=m.id, users=m.users) for m in found[j]]
             neighbours += [Neighbour(float(in_batch[j, i]), items[i].content, batch_index=i,
-                                     users=speaker_of(items[i].source_tag, items[i].metadata) == USER)
-                           for i in range(j)]
+                                     users=said_by_user(items[i])) for i in range(j)]
             neighbours.sort(key=lambda n: -n.similarity)
             nearest = neighbours[0] if neighbours else None
             charge = self._charge(vec, centroid)
@@ -338,8 +335,7 @@ class ExitGate:
         e.cell = decide_item(ItemSignals(e.relevance, e.act, e.utterance, e.charge), e.novelty, th, cfg, self.rng,
                              BufferRounds(e.round, cfg.max_buffer_rounds, e.item.expires_at <= self.clock()))
         e.cell = replace(e.cell, reason=e.cell.reason + said_more)
-        if e.item.source_tag == SAID_TAG and e.cell.action != "drop" and (why := yields_to_user(e)) is not None:
-            e.cell = replace(e.cell, action="drop", reason=f"{e.cell.reason}; {why} -> drop")
+        e.cell = give_way(e)       # the mind's reply gives way to the user's words (mind_replies.py)
         if e.compressed is None:
             e.compressed = first_sentence(e.item.content, COMPRESSED_FALLBACK_CHARS)
 

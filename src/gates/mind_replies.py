@@ -19,8 +19,13 @@ is judged as before.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from src.gates.evaluation import Evaluation, Neighbour
+from src.gates.matrix import CellDecision
+from src.gates.scratch import BufferedItem
 from src.gates.utterance import content_words
+from src.recall.speakers import SAID_TAG, USER, speaker_of
 
 #: The share of a reply's content words a line of the user's must hold for the reply to restate it.
 RESTATES = 0.8
@@ -43,4 +48,17 @@ def yields_to_user(e: Evaluation) -> str | None:
     return None
 
 
-__all__ = ["MIN_WORDS", "RESTATES", "yields_to_user"]
+def give_way(e: Evaluation) -> CellDecision | None:
+    """`e`'s cell, dropped when it is the mind's reply and `yields_to_user` says why."""
+    if e.cell is None or e.item.source_tag != SAID_TAG or e.cell.action == "drop":
+        return e.cell
+    why = yields_to_user(e)
+    return e.cell if why is None else replace(e.cell, action="drop", reason=f"{e.cell.reason}; {why} -> drop")
+
+
+def said_by_user(item: BufferedItem) -> bool:
+    """Whether a buffered item is the user's own line (src/recall/speakers.py)."""
+    return speaker_of(item.source_tag, item.metadata) == USER
+
+
+__all__ = ["MIN_WORDS", "RESTATES", "give_way", "said_by_user", "yields_to_user"]

@@ -20,14 +20,18 @@ user's life were the mind's, is cut after the saying back (`going_on_as_user`).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 
 from src.gates.contradiction import has_negation
 from src.gates.utterance import content_words
+from src.metacognition.answer_form import without_context_marks, without_question_said_back
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
 from src.recall.speakers import USER, first_person, speaker_of, to_second_person
+
+log = logging.getLogger(__name__)
 
 #: The share of a sentence's content words one of the user's lines must hold for the
 #: sentence to be a restatement of it, and how many at least ("Glad I got the quokkas
@@ -90,4 +94,18 @@ def going_on_as_user(answer: str, user_lines: Iterable[str]) -> str | None:
     return " ".join(out) if cut and out else None
 
 
-__all__ = ["MIN_SHARED", "RESTATES", "going_on_as_user", "said_as_users", "users_lines"]
+def said_to_user(answer: str, focus: str, user_lines: Sequence[str]) -> str:
+    """`answer` to the user's `focus` as the user reads it: without the context's marks and the
+    question said back (src/metacognition/answer_form.py), the user's facts said as theirs
+    (`said_as_users`), cut where it goes on as the user (`going_on_as_user`)."""
+    answer = without_question_said_back(without_context_marks(answer), focus)
+    if (theirs := said_as_users(answer, user_lines)) is not None:
+        log.info("the answer said the user's facts in the first person; said back as the user's")
+        answer = theirs
+    if (cut := going_on_as_user(answer, [focus, *user_lines])) is not None:
+        log.info("the answer went on as if the user's life were the mind's own; cut there")
+        answer = cut
+    return answer
+
+
+__all__ = ["MIN_SHARED", "RESTATES", "going_on_as_user", "said_as_users", "said_to_user", "users_lines"]

@@ -38,7 +38,7 @@ from src.loop.degraded import Shortfalls
 from src.loop.just_said import Said, bearing_on
 from src.loop.parts import LoopSections
 from src.loop.prompts import DEFECT_WORDS, acknowledgement, reflex_reply, tool_found
-from src.loop.speaker_check import going_on_as_user, said_as_users, users_lines
+from src.loop.speaker_check import said_to_user, users_lines
 from src.loop.tool_protocol import ToolProtocol
 from src.loop.triggers import cycle_triggers
 from src.metacognition.answer_form import (
@@ -46,8 +46,6 @@ from src.metacognition.answer_form import (
     about_itself,
     exchanges,
     form_defect,
-    without_context_marks,
-    without_question_said_back,
 )
 from src.metacognition.escalation import (
     Asking,
@@ -238,16 +236,8 @@ class Thinking:
             return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         # in a reply to the user; a thought of its own may take up what the user holds (a value it forms)
         if attended.winner.source == "user":
-            if (bare := without_question_said_back(without_context_marks(outcome.answer),
-                                                   attended.winner.text)) != outcome.answer:
-                outcome = replace(outcome, answer=bare)
-            user_lines = users_lines(prompt.messages, retrieval)
-            if (theirs := said_as_users(outcome.answer, user_lines)) is not None:
-                log.info("the answer said the user's facts in the first person; said back as the user's")
-                outcome = replace(outcome, answer=theirs)
-            if (cut := going_on_as_user(outcome.answer, [attended.winner.text, *user_lines])) is not None:
-                log.info("the answer went on as if the user's life were the mind's own; cut there")
-                outcome = replace(outcome, answer=cut)
+            said = said_to_user(outcome.answer, attended.winner.text, users_lines(prompt.messages, retrieval))
+            outcome = replace(outcome, answer=said) if said != outcome.answer else outcome
             if (defect := about_itself(outcome.answer, attended.winner.text)) is not None:
                 return self._instead_of(defect, attended, retrieval, shortfalls, turn, tool_actions)
         return Thought(outcome.answer, outcome.path, outcome.confidence.composite, outcome.escalated, outcome,
