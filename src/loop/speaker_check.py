@@ -15,7 +15,8 @@ checked: a thought of the mind's own may take up what the user holds — that is
 of its own forms from the user's (readiness milestone 10).
 
 A reply that says one of the user's lines back and then goes on in the first person, as if the
-user's life were the mind's, is cut after the saying back (`going_on_as_user`).
+user's life were the mind's, is cut after the saying back (`going_on_as_user`). `said_to_user`
+is the whole check the loop runs on a reply to the user (src/loop/thinking.py).
 """
 
 from __future__ import annotations
