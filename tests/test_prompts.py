@@ -106,6 +106,7 @@ SAMPLES: dict[str, tuple[tuple, dict]] = {
     "src.loop.prompts:earlier_listed": ((3,), {}),
     "src.loop.prompts:tools_section": (([_VERB],), {}),
     "src.loop.prompts:tool_result": (("SAMPLE_VERB", "SAMPLE-ARG", "SAMPLE-RESULT"), {}),
+    "src.loop.prompts:tool_found": (("SAMPLE_VERB: SAMPLE-ARG", "SAMPLE-RESULT"), {}),
     "src.loop.prompts:reflex_reply": ((["SAMPLE-RECALLED"],), {"because": "SAMPLE-BECAUSE", "missing": "SAMPLE-MISSING"}),
     "src.loop.prompts:acknowledgement": (("SAMPLE-STATEMENT",), {}),
     "src.consolidation.deep.prompts:merge_question": (([_Cluster(1, [10, 11], ["SAMPLE-ONE", "SAMPLE-TWO"])],), {}),
