@@ -69,8 +69,12 @@ async def test_a_consolidated_secret_forgotten_from_the_shell_leaves_no_word(db_
     # said once more, a week earlier, in a conversation the guardian imports: the typed line
     # and the imported one are two memories the deep pass merges
     earlier = tmp_path / "earlier.jsonl"
-    earlier.write_text(json.dumps({"content": SECRET, "source_tag": "external_user",
-                                   "event_time": "2026-11-20T10:00:00+00:00"}) + "\n", encoding="utf-8")
+    # with two more lines of the user's: the questions read the user's own memories (at least 3),
+    # and which typed lines the exit gate kept by the time of the pass may vary
+    earlier.write_text("".join(json.dumps({"content": text, "source_tag": "external_user",
+                                           "event_time": "2026-11-20T10:00:00+00:00"}) + "\n"
+                               for text in (SECRET, "I water the ficus on Mondays.",
+                                            "I cycle to work along the canal.")), encoding="utf-8")
     imported = run_memory_cli(("import", str(earlier)), env)
     assert imported.returncode == 0, imported.stderr.decode()
 
