@@ -68,6 +68,10 @@ async def deep(pool, llm, embedder, names, settings=None):
                                phases=[p for p in DEEP_PHASES if p.name in names])
 
 
+async def stored_insights(pool) -> list[str]:
+    return [r["content"] for r in await pool.fetch("SELECT content FROM memories WHERE metadata->>'via' = 'insight'")]
+
+
 def prompt_of(backend: ConsolidationModel, kind: str, at: int = 0) -> str:
     return [r.messages[0].content for r in backend.requests if ConsolidationModel.kind_of(r) == kind][at]
 
@@ -159,8 +163,7 @@ async def test_an_insight_that_calls_a_strangers_words_the_users_or_joins_two_co
     report = await deep(pool, language_model(backend, pool), embedder, ("questions", "insights"))
     counts = report.phases["insights"]["counts"]
     assert counts.get("refused_not_the_users") == 1 and counts.get("insights") == 1
-    stored = [r["content"] for r in await pool.fetch("SELECT content FROM memories WHERE metadata->>'via' = 'insight'")]
-    assert stored == [CHESS]
+    assert await stored_insights(pool) == [CHESS]
 
 
 async def test_two_conversations_in_one_insight_are_refused(pool):
@@ -247,8 +250,7 @@ async def test_an_insight_said_again_or_with_a_copied_date_stamp_is_written_once
     report = await deep(pool, language_model(backend, pool), embedder, ("questions", "insights"))
     counts = report.phases["insights"]["counts"]
     assert counts.get("insights") == 1 and counts.get("duplicate_insights") == 2
-    stored = [r["content"] for r in await pool.fetch("SELECT content FROM memories WHERE metadata->>'via' = 'insight'")]
-    assert stored == [CHESS]
+    assert await stored_insights(pool) == [CHESS]
 
 
 async def test_the_merge_leaves_chatter_alone_and_says_the_user_only_of_the_users_words(pool):
@@ -299,3 +301,17 @@ async def test_a_narrative_calls_a_stranger_the_user_only_when_its_insight_does(
     report = await deep(pool, language_model(backend, pool), embedder, ("narrative",))
     assert report.phases["narrative"]["counts"].get("refused_not_the_users") == 1
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE memory_type = 'narrative'") == 0
+
+
+async def test_the_merge_takes_statements_not_chatter(pool):
+    """Run D: "That is amazing!" said twice became the insight "Emi said that is amazing!"."""
+    embedder = HashEmbedder()
+    store = MemoryStore(pool, embedder)
+    chatter = await store.store_many([NewMemory("That is amazing!", source_tag="import", metadata={"speaker": "Emi"})
+                                      for _ in range(2)])
+    said = await store.store_many([NewMemory("Emi: I ran the coast path from Porthleven today.", source_tag="import",
+                                             metadata={"speaker": "Emi"}) for _ in range(2)])
+    report = await deep(pool, None, embedder, ("merge",))
+    assert report.phases["merge"]["counts"].get("clusters") == 1
+    cited = {r["source_id"] for r in await pool.fetch("SELECT source_id FROM memory_supersedes WHERE via = 'merge'")}
+    assert cited <= set(said) and not cited & set(chatter)
