@@ -56,6 +56,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 _THEN = re.compile(r"(,?\s+(?:and\s+)?(?:then|after\s+that|afterwards|and\s+finally|finally)\b[,:]?\s+)",
                    re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*(?:if|when|unless|in case)\b", re.IGNORECASE)
+#: A sentence that announces the procedure instead of giving a step: "Let me teach you how I
+#: brew my tea.", "I'll show you how…", "This is how I do it." (the 1.5B run's skill kept
+#: "Let me teach you how I brew my tea" as its first step: it shares the skill's words).
+_INTRO = re.compile(r"^\s*(?:(?:ok(?:ay)?|so|now|right)[,!]?\s+)?(?:(?:let\s+me|let's|i'?ll|i\s+will|i\s+want\s+to|"
+                    r"i'?d\s+like\s+to|i\s+can)\s+(?:teach|show|tell|explain|walk)\b|"
+                    r"(?:here'?s|here\s+is|this\s+is|that'?s|that\s+is)\s+how\b)", re.IGNORECASE)
 _LEADING = re.compile(r"^(?:(?:and|so)\s+)?(?:first(?:ly)?|second(?:ly)?|then|next|after\s+that|afterwards|"
                       r"finally|lastly|now)\b[,:]?\s*", re.IGNORECASE)
 
@@ -138,7 +144,8 @@ def _clean(piece: str) -> str:
 def steps_of(text: str) -> list[str]:
     """The steps a guardian's message gives, in their words and order: cut at lines, list
     markers, sentence ends and "then"; without the questions, the lines that introduce a
-    list ("Here's how I do it:") and thanks or asks to save."""
+    list ("Here's how I do it:", "Let me teach you how I brew my tea.") and thanks or asks
+    to save."""
     out = []
     for line in text.splitlines():
         for item in _INLINE_MARKER.split(line):
@@ -146,7 +153,7 @@ def steps_of(text: str) -> list[str]:
                 for piece in _cut_at_then(sentence):
                     step = _clean(piece)
                     content = stems(step)
-                    if not content or step.endswith(("?", ":")) or content <= _CHATTER:
+                    if not content or step.endswith(("?", ":")) or content <= _CHATTER or _INTRO.match(step):
                         continue
                     out.append(step)
     return out
