@@ -31,12 +31,15 @@ class HashEmbedder:
     """Bag-of-words embedder: texts sharing words point the same way, deterministically.
 
     `ignore` lists words it pretends not to understand (to build cases where the
-    vector arm misses and only full text finds a memory). Records every call.
+    vector arm misses and only full text finds a memory); `alias` reads a word as another
+    (a paraphrase it knows: "medicine" and "penicillin" both as "drug", so a question and a
+    fact that share no word still point the same way). Records every call.
     """
 
     model_name: str = "fake-hash-768"
     dimensions: int = 768
     ignore: frozenset[str] = frozenset()
+    alias: dict[str, str] = field(default_factory=dict)
     calls: list[EmbedCall] = field(default_factory=list)
 
     async def embed(self, texts: Sequence[str], task_type: str,
@@ -48,7 +51,7 @@ class HashEmbedder:
         self.calls.append(EmbedCall(list(texts), task_type, None if titles is None else list(titles)))
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for i, text in enumerate(texts):
-            words = [w for w in _WORD.findall(text.lower()) if w not in self.ignore]
+            words = [self.alias.get(w, w) for w in _WORD.findall(text.lower()) if w not in self.ignore]
             for w in words or ["<empty>"]:
                 out[i] += _word_vector(w, self.dimensions)
             out[i] /= np.linalg.norm(out[i])

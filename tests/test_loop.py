@@ -46,14 +46,14 @@ def _meta(question: str, schema: type, fok=("KNOWN", 0.9)) -> dict:
 
 
 async def _mind(pool, tmp_path, *, system1=None, system2=None, overrides=None, fok=("KNOWN", 0.9),
-                session="test-session"):
+                session="test-session", embedder=None):
     settings = load_settings(tmp_path / "none.yaml", env={}, overrides={
         "gates": {"seed": 1, "exit": {"noise_floor": 0.0}},
         "layers": {"values_path": str(tmp_path / "v.json"), "goals_path": str(tmp_path / "g.json"),
                    "cache_dir": str(tmp_path / "cache")},
         **(overrides or {})})
     providers = SimpleNamespace(endpoints=EndpointGates(),
-        embedder=HashEmbedder(), reranker=None,
+        embedder=embedder or HashEmbedder(), reranker=None,
         system1=system1 or ScriptedLLM(configured=False), system2=system2 or ScriptedLLM(configured=False),
         meta=system1 or ScriptedLLM(configured=False),
         ledger=CostLedger(pool, session_id=session, prices=ProvidersSettings().prices))
@@ -127,6 +127,27 @@ async def test_state_report_and_memories_reach_system1(pool, tmp_path):
     assert len(query_calls) == 1
     fok_calls = s1.of("meta_call_structured")
     assert fok_calls and all(c.messages == () for c in fok_calls)   # isolated meta calls
+
+
+async def test_a_fact_just_said_reaches_the_model_for_a_question_in_other_words(pool, tmp_path):
+    """Before any flush, "Which medicine must I avoid?" shares no word with "I'm allergic to
+    penicillin.": the turn's context carries the line (working memory's vector path), and
+    the cycle's log names the scratch row it came from."""
+    s1 = ScriptedLLM().say("You are allergic to penicillin. Confidence: 0.9",
+                           "Penicillin. Confidence: 0.9")
+    embedder = HashEmbedder(alias={"medicine": "drug", "penicillin": "drug", "avoid": "allergic"})
+    mind, delivered = await _mind(pool, tmp_path, system1=s1, embedder=embedder, overrides={
+        "recall": {"retrieval": {"arms": {"fake-hash-768": {"working_floor": 0.3}}}}})
+    await mind.loop.submit("user", "I'm allergic to penicillin.")
+    await mind.loop.cycle()
+    await mind.loop.submit("user", "Which medicine must I avoid?")
+    await mind.loop.cycle()
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content LIKE '%penicillin%'") == 0
+    context = s1.of("generate")[-1].messages[-1].context
+    assert "just said, not yet consolidated] The user said: I'm allergic to penicillin." in context
+    summary = json.loads(await pool.fetchval("SELECT context_summary FROM thought_log ORDER BY id DESC LIMIT 1"))
+    fact_row = await pool.fetchval("SELECT id FROM scratch_buffer WHERE content = $1", "I'm allergic to penicillin.")
+    assert summary["working_scratch_ids"] == [fact_row]
 
 
 async def test_low_confidence_retries_once_then_escalates_and_the_correction_surfaces(pool, tmp_path):

@@ -4,6 +4,7 @@ has judged it, marked as not consolidated, and questions and chatter stay out.""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import aiohttp
 import numpy as np
@@ -14,9 +15,9 @@ from src.gates.memory_gate import Gates
 from src.gates.modes import MemoryMode
 from src.recall.explain import retrieval_json
 from src.recall.retrieval import Cue, Retriever
-from src.recall.settings import RetrievalSettings
+from src.recall.settings import ArmWeights, RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
-from src.recall.working import NOT_CONSOLIDATED, recall_working
+from src.recall.working import NOT_CONSOLIDATED, WorkingHit, fused, recall_working
 from src.web.app import WebServer
 from src.web.settings import WebSettings
 from src.web.view import View
@@ -136,3 +137,73 @@ async def test_a_line_flushed_while_recall_runs_comes_back_once(pool, monkeypatc
     found = [m.hit.content for m in result.memories] + [w.content for w in result.working]
     assert found.count("my neighbour's parrot is called Captain Biscuit") == 1
     assert said.scratch_id not in [w.scratch_id for w in result.working]     # it is a memory now
+
+
+#: A fake that knows three paraphrases: the question and the fact share no word.
+KNOWS = {"medicine": "drug", "penicillin": "drug", "avoid": "allergic", "learning": "study",
+         "studying": "study"}
+
+
+def _floor_of(embedder: HashEmbedder, floor: float | None) -> RetrievalSettings:
+    return RetrievalSettings(arms={embedder.model_name: ArmWeights(working_floor=floor)})
+
+
+async def test_a_fact_just_said_is_found_by_a_question_in_other_words(pool):
+    """The local model's script typed ten facts and asked about them in other words before
+    any flush: full text alone could not reach "I'm allergic to penicillin" from "Which
+    medicine must I avoid?". The user's unflushed lines are compared by vector as well."""
+    gates = await _gates(pool)
+    fact = await gates.admit("I'm allergic to penicillin.", exchange=False)
+    other = await gates.admit("I drive a red Fiat Panda.", exchange=False)
+    mine = await gates.admit("Aspirin should be avoided by you.", source_tag="internal_self", exchange=False)
+    asked = await gates.admit("Which medicine must I avoid?", exchange=False)
+    embedder = HashEmbedder(alias=KNOWS)
+    retriever = Retriever(pool, embedder, None, Safety(), _floor_of(embedder, 0.3))
+    cue = Cue("Which medicine must I avoid?", exclude_scratch=[asked.scratch_id])
+
+    result = await retriever.retrieve(cue, rng=np.random.default_rng(0), mutate=False)
+    by_id = {w.scratch_id: w for w in result.working}
+    assert fact.scratch_id in by_id and by_id[fact.scratch_id].cosine >= 0.3
+    assert by_id[fact.scratch_id].fts_score == 0                 # no word of the question in it
+    assert other.scratch_id not in by_id                         # the unrelated fact stays below the floor
+    # the mind's reply is not compared by vector: only its words can bring it back ("avoided")
+    assert by_id[mine.scratch_id].cosine is None and by_id[mine.scratch_id].fts_score > 0
+    # each line is embedded once, as memories are; the question's own row never
+    rows_sent = [t for c in embedder.calls if c.task_type == "RETRIEVAL_DOCUMENT" for t in c.texts]
+    assert sorted(rows_sent) == sorted(["I'm allergic to penicillin.", "I drive a red Fiat Panda."])
+    await retriever.retrieve(cue, rng=np.random.default_rng(0), mutate=False)
+    assert [t for c in embedder.calls if c.task_type == "RETRIEVAL_DOCUMENT" for t in c.texts] == rows_sent
+
+    # by words only, as before: the fact is not found
+    words_only = Retriever(pool, HashEmbedder(alias=KNOWS), None, Safety(), _floor_of(embedder, None))
+    result = await words_only.retrieve(cue, rng=np.random.default_rng(0), mutate=False)
+    assert fact.scratch_id not in [w.scratch_id for w in result.working]
+
+
+async def test_working_memory_falls_back_to_words_when_the_embedder_fails(pool):
+    gates = await _gates(pool)
+    fact = await gates.admit("I'm allergic to penicillin, the doctor said avoid it.", exchange=False)
+
+    class Failing(HashEmbedder):
+        async def embed(self, texts, task_type, titles=None):
+            if task_type == "RETRIEVAL_DOCUMENT":
+                raise TimeoutError("embedder down")
+            return await super().embed(texts, task_type, titles)
+
+    embedder = Failing(alias=KNOWS)
+    result = await Retriever(pool, embedder, None, Safety(), _floor_of(embedder, 0.3)).retrieve(
+        Cue("Which medicine must I avoid?"), rng=np.random.default_rng(0), mutate=False)
+    assert [(w.scratch_id, w.cosine) for w in result.working] == [(fact.scratch_id, None)]   # by "avoid"
+    assert any("working memory by words only" in d for d in result.degraded)
+
+
+def _hit(i: int, fts: float, cosine: float | None) -> WorkingHit:
+    return WorkingHit(i, f"line {i}", "external_user", datetime(2026, 11, 29, tzinfo=UTC), fts, None, cosine)
+
+
+def test_words_and_vectors_are_fused_by_rank():
+    hits = [_hit(1, 0.0, 0.62), _hit(2, 0.3, 0.1), _hit(3, 0.1, 0.5), _hit(4, 0.0, 0.2), _hit(5, 0.0, None)]
+    # 3 is in both lists; 1 is the best by vector, 2 by words (a tie: the newer row first);
+    # 4 is under the floor, 5 unmatched
+    assert [h.scratch_id for h in fused(hits, 0.25)] == [3, 2, 1]
+    assert [h.scratch_id for h in fused(hits, None)] == [2, 3]           # words only

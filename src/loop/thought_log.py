@@ -137,7 +137,9 @@ async def log_cycle(db: asyncpg.Pool | asyncpg.Connection, session_id: str, reco
     summary = assembled.summary()
     if record.retrieval is not None:
         summary |= {"recalled": record.retrieval.ids, "rerank_skipped": record.retrieval.rerank_skipped_reason,
-                    "degraded": record.retrieval.degraded}
+                    "degraded": record.retrieval.degraded,
+                    # what was just said and matched (scratch rows, not memories: src/recall/working.py)
+                    "working_scratch_ids": [w.scratch_id for w in record.retrieval.working]}
     summary["timings_ms"] = {k: round(v, 2) for k, v in record.timings_ms.items()}
     await record_cycle(db, ThoughtRow(
         session_id=session_id, cycle=record.cycle, source_tag=winner.source_tag,

@@ -74,8 +74,9 @@ def format_text(result: Retrieval, now: datetime) -> str:
         lines.append(f"rerank skipped: {printable(result.rerank_skipped_reason)}")
     lines += [f"degraded: {printable(d)}" for d in result.degraded]
     for w in result.working:
+        cosine = "" if w.cosine is None else f", cos {w.cosine:.4f}"
         lines.append(f"*. scratch #{w.scratch_id}  [{NOT_CONSOLIDATED}, {printable(w.source_tag)}, "
-                     f"ts_rank {w.fts_score:.4f}]  said {said_when(w.created_at, now)}")
+                     f"ts_rank {w.fts_score:.4f}{cosine}]  said {said_when(w.created_at, now)}")
         lines.append(f"   content: {excerpt(w.content)}")
     if not result.memories:
         lines.append("nothing recalled")

@@ -44,7 +44,8 @@ def working_json(w: WorkingHit) -> dict[str, Any]:
     """A working-memory hit (src/recall/working.py): a scratch row, not a memory."""
     return {"scratch_id": w.scratch_id, "consolidated": False, "note": NOT_CONSOLIDATED,
             "source_tag": w.source_tag, "created_at": w.created_at.isoformat(),
-            "fulltext_score": _num(w.fts_score, 6), "content": w.content}
+            "fulltext_score": _num(w.fts_score, 6),
+            "cosine": None if w.cosine is None else _num(w.cosine, 4), "content": w.content}
 
 
 def retrieval_json(result: Retrieval) -> dict[str, Any]:

@@ -66,6 +66,10 @@ from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
 
+#: Unflushed scratch rows whose vectors the retriever keeps (the buffer holds a few exchanges;
+#: after an outage, more): past this the oldest go first.
+WORKING_VECS_KEPT = 1_000
+
 
 @dataclass(frozen=True)
 class Cue:
@@ -144,6 +148,8 @@ class Retriever:
         # the mind's one notion of age (`agent.maturity_memories`), shared with gates and §3.5
         self.maturity_memories = maturity_memories
         self._store_size = StoreSize()
+        # unflushed scratch rows' vectors by id (working memory's vector path), oldest first
+        self._working_vecs: dict[int, np.ndarray] = {}
         # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
         self.dirichlet = DirichletFactors()
 
@@ -168,7 +174,8 @@ class Retriever:
         arms = cfg.arm_weights(self.embedder.model_name)
         found.frame = question_time(found.query, found.now)
         with _timed(timings, "search"):   # with what does not wait for its hits, side by side
-            found.working = await self._working(found.query, cue.exclude_scratch)
+            found.working = await self._working(found.query, cue.exclude_scratch, found.query_vec,
+                                                arms.working_floor, found.degraded)
             found.hits, found.early, found.blend, framed = await asyncio.gather(
                 self._search(found.query, found.query_vec, arms, found.now),
                 self._early_spread(cue.active_ids, cue.hops, found.query_vec, found.now) if cue.active_ids
@@ -232,11 +239,29 @@ class Retriever:
             safety=self.safety, at=now, settings=self.settings, query=logged_query,
             contributions=[np.asarray(m.components) * blend for m in memories]), lane="weights")
 
-    async def _working(self, query: str, exclude: Sequence[int]) -> list[WorkingHit]:
+    async def _working(self, query: str, exclude: Sequence[int], query_vec: np.ndarray | None,
+                       floor: float | None, degraded: list[str]) -> list[WorkingHit]:
         """Step 8, read before the search, not beside it: a line the exit gate flushes meanwhile
         is then a memory the later search finds. Side by side, a flush that committed between
         the two reads lost the line to both (a user asking right after saying it, issue 35)."""
-        return await recall_working(self.pool, query, limit=self.settings.working_k, exclude=exclude)
+        return await recall_working(self.pool, query, limit=self.settings.working_k, exclude=exclude,
+                                    query_vec=query_vec, embed=functools.partial(self._embed_working, degraded=degraded),
+                                    floor=floor)
+
+    async def _embed_working(self, rows: Sequence[tuple[int, str]], *, degraded: list[str]) -> list[np.ndarray | None]:
+        """The vectors of unflushed scratch rows, each embedded once (a row's words never
+        change); on failure none (their words still match, said in `degraded`)."""
+        missing = [(i, text) for i, text in rows if i not in self._working_vecs]
+        if missing:
+            try:
+                vecs = await self.embedder.embed([text for _, text in missing], "RETRIEVAL_DOCUMENT")
+            except Exception as exc:  # noqa: BLE001 - recall degrades, it does not fail
+                degraded.append(f"working memory by words only (embedding failed: {type(exc).__name__})")
+                return [self._working_vecs.get(i) for i, _ in rows]
+            while len(self._working_vecs) + len(missing) > WORKING_VECS_KEPT:
+                self._working_vecs.pop(next(iter(self._working_vecs)))      # the oldest first
+            self._working_vecs.update((i, np.asarray(v, np.float32)) for (i, _), v in zip(missing, vecs, strict=True))
+        return [self._working_vecs.get(i) for i, _ in rows]
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         """The query's RETRIEVAL_QUERY vector; None when the embedder fails (full text only,

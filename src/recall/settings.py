@@ -47,6 +47,11 @@ class ArmWeights(_Section):
     # the user's own statements as a third arm, for a question about the user (src/recall/
     # search.py's own arm); 0: off
     w_own: float = Field(0.0, ge=0)
+    # the cosine at which a line the user just said (unflushed) matches the question by vector
+    # (src/recall/working.py); None: by its words only. MiniLM and wordllama: the 95th
+    # percentile of a question's cosine with the user's other facts (paraphrases' dev half);
+    # "default" (Gemini's cosines run higher) is not measured
+    working_floor: float | None = Field(0.55, ge=-1, le=1)
 
 
 #: The offline embedder's `embed_model` (src/providers/embed_wordllama.wordllama_model_name).
@@ -57,7 +62,7 @@ WORDLLAMA = "wordllama-l2-supercat-256"
 #: on chat turns, so the vector arm weighs less than full text (notes.md "Settings: the numbers
 #: behind them").
 WORDLLAMA_ARMS = ArmWeights(w_vector=0.25, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75,
-                            w_own=1.0)
+                            w_own=1.0, working_floor=0.15)
 
 #: The sentence embedder's `embed_model` (src/providers/embed_minilm.py).
 MINILM = "minilm-l6-v2-int8"
@@ -66,7 +71,8 @@ MINILM = "minilm-l6-v2-int8"
 #: that full text's matches of common words do not fill the candidates; fts_confidence lets a
 #: full-text row count fully only when it holds a rarer word; w_own ranks the user's own lines
 #: (notes.md "Settings: the numbers behind them").
-MINILM_ARMS = ArmWeights(w_vector=0.5, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75, w_own=0.5)
+MINILM_ARMS = ArmWeights(w_vector=0.5, w_fulltext=1.0, w_recency=0.1, rrf_k=30, fts_confidence=0.75, w_own=0.5,
+                         working_floor=0.24)
 
 
 class RetrievalSettings(_Section):
