@@ -10,6 +10,7 @@ from src.metacognition.answer_form import (
     about_itself,
     exchanges,
     form_defect,
+    only_not_knowing,
     without_context_marks,
     without_question_said_back,
 )
@@ -191,3 +192,16 @@ def test_the_contexts_labels_and_stamps_are_left_out_of_a_reply(copied, bare):
 def test_a_question_about_the_user_answered_about_the_mind_itself_is_no_answer(reply, focus, kind):
     found = about_itself(reply, focus)
     assert (found.kind if found is not None else None) == kind
+
+
+@pytest.mark.parametrize(("answer", "absent"), [
+    ("I'm sorry, but I don't know any information about your dog.", True),
+    ("I don't know. Could you tell me more? Confidence: 0.3", True),
+    ("Sorry, I cannot say.", True),
+    ("Could you tell me more about Pepper?", False),          # a question alone is judged as before
+    ("I cannot recall that. Your sister lives in Krakow.", False),
+    ("Your dog is a greyhound called Pepper.", False),
+    ("", False),
+])
+def test_a_reply_that_only_says_it_does_not_know(answer, absent):
+    assert only_not_knowing(answer) is absent

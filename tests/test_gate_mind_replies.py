@@ -73,3 +73,29 @@ def test_what_the_mind_adds_in_its_own_words_is_judged_as_before():
     assert yields_to_user(E()) is not None
     E.nearest = Neighbour(0.9, SISTER, memory_id=1, users=False)      # not the user's line
     assert yields_to_user(E()) is None
+
+
+async def test_a_reply_that_only_says_the_mind_does_not_know_is_not_kept(pool):
+    """Run G stored "I'm sorry, but I don't know any information about your dog.", and it came
+    first by full text and by vector for the next question about the dog. An absence is no
+    memory; a reply that knows something beside it, or asks something, is judged as before."""
+    await _mature_store(pool)
+    gates = await _gates(pool)
+    await gates.admit("My dog is a three-legged greyhound called Pepper.", exchange=False)
+    await gates.exit.flush(reason="test")
+    for reply in ["I'm sorry, but I don't know any information about your dog.",
+                  "I don't know what your dog eats. Could you tell me?",
+                  "I cannot recall his age. Greyhounds often race until they are four or five years old.",
+                  "Does Pepper like long walks on the beach near the harbour?"]:
+        await gates.admit(reply, source_tag="internal_self", exchange=False)
+    await gates.exit.flush(reason="test")
+    decided = await _decisions(pool)
+    reasons = {r["content_preview"]: r["reason"] for r in await pool.fetch(
+        "SELECT content_preview, reason FROM gate_decisions WHERE gate = 'exit'")}
+    for absent in ["I'm sorry, but I don't know any information about your dog.",
+                   "I don't know what your dog eats. Could you tell me?"]:
+        assert decided[absent][1] == "drop"
+        assert any(p in absent and "does not know" in r for p, r in reasons.items())
+    for judged in ["I cannot recall his age. Greyhounds often race until they are four or five years old.",
+                   "Does Pepper like long walks on the beach near the harbour?"]:
+        assert not any(p in judged and "does not know" in r for p, r in reasons.items())

@@ -13,8 +13,15 @@ favour. So a reply of the mind's (`internal_self`) is dropped when
   lives in Gdansk."): the user's statement already holds it, and a copy in the mind's voice
   would compete with it in recall.
 
-What the mind adds in its own words (a question, an opinion, a fact the user did not state)
-is judged as before.
+- it only says that the mind does not know, or takes nothing up (every sentence; a question
+  aside): run G of the local model's script stored "I'm sorry, but I don't know any
+  information about your dog." — first by full text and by vector for the next question about
+  the dog, which teaches the model to not know again, while the user's "My dog is a
+  three-legged greyhound called Pepper." ranked below it. An absence is no memory: the user's
+  next statement ends it.
+
+What the mind adds in its own words (a question with something in it, an opinion, a fact
+the user did not state) is judged as before.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import CellDecision
 from src.gates.scratch import BufferedItem
 from src.gates.utterance import content_words
+from src.metacognition.answer_form import only_not_knowing
 from src.recall.speakers import SAID_TAG, USER, speaker_of
 
 #: The share of a reply's content words a line of the user's must hold for the reply to restate it.
@@ -41,6 +49,8 @@ def yields_to_user(e: Evaluation) -> str | None:
     """Why the mind's reply judged in `e` is dropped for the user's words; None when it is not."""
     if e.novelty == "contradicting" and e.decided_by is not None and e.decided_by[0].users:
         return "the user's own statement contradicts this reply of the mind's: the user's words stand"
+    if only_not_knowing(e.item.content):
+        return "it only says the mind does not know: an absence, which the user's next statement ends"
     reply = content_words(e.item.content)
     near = [n for n in [e.nearest, *(n for n, _ in e.verdicts)] if n is not None and n.users]
     if reply and any(_restates(reply, n) for n in near):

@@ -198,6 +198,22 @@ def about_itself(answer: str, focus: str) -> Defect | None:
     return None
 
 
+def only_not_knowing(answer: str) -> bool:
+    """Whether `answer` says the mind does not know, cannot say, or takes nothing up (an
+    apology, a refusal), and nothing else but questions: "I'm sorry, but I don't know any
+    information about your dog.", "I don't know. Could you tell me more?". It tells of an
+    absence, which the user's next statement ends. A reply of questions only is not this. Pure."""
+    sentences = [s for s in _SENTENCE_END.split(strip_verbalized_confidence(answer).strip()) if _words(s)]
+    not_knowing = 0
+    for sentence in sentences:
+        lowered = sentence.lower().replace("\u2019", "'")
+        if _NOT_KNOWING.search(lowered) or _EVADES.search(lowered) or _REFUSAL.search(lowered):
+            not_knowing += 1
+        elif not sentence.rstrip().endswith("?"):
+            return False
+    return not_knowing > 0
+
+
 def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
     """What is wrong with `answer` to `focus` by its form; None when it is an answer.
     `earlier`: (message, answer) pairs of the conversation (`exchanges`)."""
