@@ -235,12 +235,14 @@ def _candidate(row: asyncpg.Record, now: datetime) -> tracks.ContextCandidate:
 
 
 def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int] = (),
-                           now: datetime | None = None) -> list[tracks.ContextCandidate]:
+                           now: datetime | None = None, first: int = 0) -> list[tracks.ContextCandidate]:
     """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped;
-    each dated relative to `now` (none without it)."""
+    each dated relative to `now` (none without it). Recall's best `first` are `recalled`:
+    placed first, in recall's order."""
     if retrieval is None:
         return []
     seen = set(exclude)
+    kept = set(retrieval.ids[:first])
     out = []
     recalled: Sequence[Recalled] = [*retrieval.memories, *retrieval.near_misses]
     for r in recalled:
@@ -252,7 +254,7 @@ def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int]
         until = the_date(h.superseded_at) if h.superseded_at is not None else ""
         out.append(tracks.ContextCandidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
                                            h.compressed, r.relevance, h.immutable,
-                                           speaker_of(h.source_tag, h.metadata), when, until))
+                                           speaker_of(h.source_tag, h.metadata), when, until, r.id in kept))
     return out
 
 
@@ -354,7 +356,7 @@ class ContextAssembler:
         id_section = _section("identity", IDENTITY_HEADER, roll.placed, budget.identity_cap, stats)
 
         injected = {p.id for p in im_placed} | {p.id for p in roll.placed}
-        cands = situational_candidates(retrieval, injected, now)
+        cands = situational_candidates(retrieval, injected, now, cfg.recall_first)
         scores = tracks.injection_scores(cands, rng, evidence_cap=cap)
         # what was just said and matches (working memory) leads the situational track and
         # takes its tokens first: the next message must be able to use the last one

@@ -162,6 +162,9 @@ class ContextSettings(_Section):
     identity_threshold: float = Field(0.6, ge=0, le=1)
     identity_refresh_cycles: int = Field(20, ge=1)
     full_text_ratio: float = Field(0.5, ge=0, le=1)
+    # recall's best this many lead the situational track, in recall's order and full text:
+    # no Beta draw leaves the best match out (src/context/tracks.py); the rest compete
+    recall_first: int = Field(2, ge=0)
     compressed_max_chars: int = Field(200, ge=20)
     min_injection_score: float = Field(0.0, ge=0, le=1)
     big_shift: float = Field(0.7, ge=0, le=2)

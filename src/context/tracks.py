@@ -6,7 +6,16 @@ replayed cycle) gets the same context.
 
 Track 1, situational (`fill_situational`). Every candidate gets
 ``injection_score = observe(Beta(alpha, beta)) × hybrid relevance``. Sorted best
-first, candidates fill the budget top-down. The form of an entry:
+first, candidates fill the budget top-down — after recall's best for the question (its
+first `context.recall_first`, 2; `ContextCandidate.recalled`), which go first in recall's
+order, in full text where it fits. Recall has already weighed them (ACT-R, its noise, the
+Dirichlet blend, the user's own words for a question about the user); a second draw from a
+young store's Beta(1.2, 4.1) spans 0.01–0.6 and decided alone: in run H of the local
+model's script (bench/local_model_script.py) recall put "Next month I'm going to walk the
+West Highland Way." first for "Which long walk am I doing next month?", the draw left it
+out of the context, and the model answered that it had no information. The competition
+decides the rest (with all of recall's five placed first, a 120-token track showed the
+same five every time: tests/test_context_assembly.py). The form of an entry:
 
 - **full text** when its score is at least ``full_text_ratio`` (0.5) of the best
   score this cycle *and* the full text still fits. Relative to the best, because
@@ -79,6 +88,7 @@ class ContextCandidate:
     speaker: Speaker | None = None  # who said it (src/recall/speakers.py); None: shown as it is
     when: str = ""                  # when it was said, in words (src/recall/when.py); "": timeless
     until: str = ""                 # superseded by an update: the date it held until; "": current
+    recalled: bool = False          # recall kept it for the question: placed first, in the order given
 
 
 @dataclass(frozen=True)
@@ -181,23 +191,26 @@ def injection_scores(candidates: Sequence[ContextCandidate], rng: np.random.Gene
 def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[float], budget: int, *,
                      header: str, full_text_ratio: float = 0.5, compressed_max_chars: int = 200,
                      min_score: float = 0.0) -> Situational:
-    """Fill `budget` tokens (header included) top-down by score; see the module docstring."""
+    """Fill `budget` tokens (header included): recall's kept memories first in the order
+    given, then the rest top-down by score; see the module docstring."""
     if len(candidates) != len(scores):
         raise ValueError(f"{len(candidates)} candidates but {len(scores)} scores")
-    order = sorted(range(len(candidates)), key=lambda i: (-float(scores[i]), candidates[i].id))
-    best = float(scores[order[0]]) if order else 0.0
+    kept = [i for i, c in enumerate(candidates) if c.recalled]
+    order = kept + sorted((i for i, c in enumerate(candidates) if not c.recalled),
+                          key=lambda i: (-float(scores[i]), candidates[i].id))
+    best = max((float(s) for s in scores), default=0.0)
     remaining = budget - line_tokens(header)
     placed: list[Placed] = []
     no_room: list[int] = []
     below: list[int] = []
     for i in order:
         cand, score = candidates[i], float(scores[i])
-        if score < min_score:
+        if score < min_score and not cand.recalled:
             below.append(cand.id)
             continue
         full = render_line(cand.memory_type, cand.content, cand.speaker, cand.when, cand.until)
         full_tokens = line_tokens(full)
-        if score >= full_text_ratio * best and full_tokens + 1 <= remaining:
+        if (cand.recalled or score >= full_text_ratio * best) and full_tokens + 1 <= remaining:
             # the full text is wanted and fits: the compressed form is never looked at
             # (it was rendered and counted for every candidate, a new line each to count)
             placed.append(Placed(cand.id, "situational", "full", score, full, full_tokens))
@@ -206,7 +219,7 @@ def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[fl
         short = render_line(cand.memory_type, compressed_form(cand, compressed_max_chars), cand.speaker, cand.when, cand.until)
         short_tokens = line_tokens(short)
         options: list[tuple[Form, str, int]] = []
-        if score >= full_text_ratio * best or full_tokens <= short_tokens:
+        if cand.recalled or score >= full_text_ratio * best or full_tokens <= short_tokens:
             options.append(("full", full, full_tokens))
         if short_tokens < full_tokens:
             options.append(("compressed", short, short_tokens))
