@@ -20,6 +20,7 @@ from src.db.manifest import record_start
 from src.loop.prompts import CONTEXT_CLOSE, CONTEXT_OPEN
 from src.mind import build_mind
 from src.recall.store import MemoryStore, NewMemory
+from src.recall.when import WHEN_NOTE
 from tests.context_window_fakes import FakeLlamaServer, chatml, providers_for
 
 STORED = [f"{who} {did} {what} on day {n}." for n, (who, did, what) in enumerate(
@@ -83,5 +84,9 @@ async def test_consecutive_turns_share_at_least_80_percent_of_their_prompt(pool,
     # and the memory mode once while their context is in the window, not every turn
     costs = [sum("Session cost:" in (m.get("content") or "") for m in messages) for messages in answers]
     assert costs == [1] * len(costs), costs          # each turn's own context said it before
+    # the time is said every turn, what it means for the memory lines once in the window
+    notes = [sum(WHEN_NOTE in (m.get("content") or "") for m in messages) for messages in answers]
+    assert notes == [1] * len(notes), notes
+    assert all("Now: " in m[-1]["content"] for m in answers)
     # a memory an earlier context in the window lists is not listed again (but the top one)
     assert sum("listed earlier in this conversation)" in m[-1]["content"] for m in answers[1:]) >= len(answers) // 2

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from src.context.fifo import Message, TurnContext
 from src.context.tracks import render_section
 from src.loop.prompts import CONTEXT_CLOSE, CONTEXT_OPEN, earlier_listed
+from src.recall.when import WHEN_NOTE
 
 #: Of this turn's situational memories, the most relevant are listed again even when an
 #: earlier context in the window listed them: next to the question is where a small model
@@ -54,13 +55,16 @@ def contexts_of(messages: Sequence[Message]) -> str:
 def turn_context(sections: Sequence, listed: frozenset[int], parts: Sequence[str], *,
                  now: str = "", repeat_top: int = REPEAT_TOP, new_top: int = NEW_TOP,
                  said_before: str = "") -> TurnContext:
-    """This input's context: `now`, the memory `sections` (identity, situational; the
+    """This input's context: `now` (its `WHEN_NOTE` once while a context further up says it),
+    the memory `sections` (identity, situational; the
     immutable one is the system prompt's) less what `listed` holds (situational: the
     `repeat_top` first again, at most `new_top` new), then `parts` (missing line, skills,
     state report, memory mode, gut, corrections, cost line; empty ones left out, and one
     `said_before` word for word — in a context the request sends further up — left out: it is
     still in view, and what a turn adds is what the server reads anew)."""
     shown: set[int] = set()
+    if now.endswith(WHEN_NOTE) and WHEN_NOTE in said_before:   # the time changes; the note does not
+        now = now.removesuffix(WHEN_NOTE).rstrip()
     blocks = [now] if now else []
     for section in sections:
         if section.name == "immutable":

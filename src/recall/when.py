@@ -65,10 +65,15 @@ def the_date(at: datetime) -> str:
     return f"{at.day} {at:%b %Y}"
 
 
+#: What `now_line` adds after the time: said once while a context in the window says it
+#: (src/loop/turn_context.py), since it never changes.
+WHEN_NOTE = "Each memory line says when it was said."
+
+
 def now_line(now: datetime) -> str:
-    """The system prompt's line about the present."""
+    """The context's line about the present."""
     now = _utc(now)
-    return f"Now: {now:%A} {now.day} {now:%B %Y}, {now:%H:%M} UTC. Each memory line says when it was said."
+    return f"Now: {now:%A} {now.day} {now:%B %Y}, {now:%H:%M} UTC. {WHEN_NOTE}"
 
 
 def _utc(at: datetime) -> datetime:
