@@ -30,6 +30,8 @@ from src.context.assembly import (
     SITUATIONAL_HEADER,
     ContextAssembler,
     IdentityCache,
+    others_left_out,
+    situational_candidates,
 )
 from src.context.fifo import AdaptiveFifo
 from src.context.settings import ContextBudget, ContextSettings
@@ -415,3 +417,34 @@ def test_session_stats_line():
     m = Manifest(NOW, 1, 0.0, NOW - timedelta(hours=2), 0.04)
     assert session_stats_line(m, NOW) == ("Continuity: 0.0 days old, restarted 1 time, 2.0 hours "
                                           "awake in total (this session 2.0 h).")
+
+
+async def test_other_peoples_lines_stay_out_of_the_users_question_about_themselves(pool):
+    """Runs G, H and J of the local model's script: "Which tea do I like best?" answered from
+    Emi's imported "I love mint tea" with the user's own line first in the same context."""
+    stranger = "I love mint tea, it is my favourite tea of all"
+    ids = await _seed(pool, [stranger], source_tag="import", metadata={"speaker": "Emi"})
+    ids |= await _seed(pool, ["My favourite tea is lapsang souchong"])
+    await _seed(pool, FILLER[:20], source_tag="import")          # no speaker: nobody's line
+    retriever = Retriever(pool, HashEmbedder(), None, Safety(), RetrievalSettings())
+    assembler = ContextAssembler(pool)
+
+    async def shown(question: str, users_question: str) -> set[int]:
+        recall = await retriever.retrieve(question, rng=np.random.default_rng(0), now=NOW, mutate=False)
+        assert ids[stranger] in recall.ids
+        ctx = await assembler.assemble(recall, rng=np.random.default_rng(0), now=NOW, users_question=users_question)
+        return set(ctx.situational.ids)
+
+    question = "Which tea do I like best?"
+    assert ids["My favourite tea is lapsang souchong"] in await shown(question, question)
+    assert ids[stranger] not in await shown(question, question)
+    assert ids[stranger] in await shown(question, "")                 # not the user's question: as before
+    named = "What did Emi say about my favourite tea?"
+    assert ids[stranger] in await shown(named, named)                  # the person the question names
+
+    # without a line of the user's in view, other people's lines are all there is: they stay
+    await pool.execute("DELETE FROM memories WHERE id = $1", ids["My favourite tea is lapsang souchong"])
+    recall = await retriever.retrieve(question, rng=np.random.default_rng(0), now=NOW, mutate=False)
+    candidates = situational_candidates(recall, now=NOW)
+    assert ids[stranger] in [c.id for c in others_left_out(candidates, recall, question)]
+    assert others_left_out(candidates, recall, question) == candidates

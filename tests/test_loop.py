@@ -150,6 +150,21 @@ async def test_a_fact_just_said_reaches_the_model_for_a_question_in_other_words(
     assert summary["working_scratch_ids"] == [fact_row]
 
 
+async def test_the_users_question_about_themselves_is_not_shown_other_peoples_lines(pool, tmp_path):
+    s1 = ScriptedLLM().say("Lapsang souchong. Confidence: 0.9", "Emi loves mint tea. Confidence: 0.9")
+    mind, _ = await _mind(pool, tmp_path, system1=s1)
+    await mind.store.store(NewMemory("My favourite tea is lapsang souchong"))
+    await mind.store.store(NewMemory("I love mint tea, it is my favourite tea", source_tag="import",
+                                     metadata={"speaker": "Emi"}))
+    await mind.loop.submit("user", "Which tea is my favourite?")
+    await mind.loop.cycle()
+    context = s1.of("generate")[-1].messages[-1].context
+    assert "The user said: My favourite tea is lapsang souchong" in context and "Emi said" not in context
+    await mind.loop.submit("user", "What tea does Emi love?")          # not about the user
+    await mind.loop.cycle()
+    assert "Emi said: I love mint tea" in s1.of("generate")[-1].messages[-1].context
+
+
 async def test_low_confidence_retries_once_then_escalates_and_the_correction_surfaces(pool, tmp_path):
     s1 = ScriptedLLM().say(HEDGED, HEDGED)
     s2 = ScriptedLLM(model="scripted-2").answer_structured({

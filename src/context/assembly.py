@@ -30,6 +30,16 @@ always injected anyway and would crowd real identity out of the top-N. An identi
 candidate that did not roll in this cycle still competes in Track 1 like any memory;
 one that did is not injected twice.
 
+Other people's words for the user's question about themselves. A small model asked "Which
+tea do I like best?" answered "You like mint tea." from "Emi said: I love mint tea…", an
+imported stranger's line, with the user's own "My favourite tea is lapsang souchong." first
+in the same context (the local model's runs G, H and J of bench/local_model_script.py; also
+"Spanish", "Max, a golden retriever"). So when the user asks about themselves in the first
+person (`users_question`) and the context holds a line of the user's own (recalled or just
+said), the lines of other people (imported speakers, `Speaker.kind` "person") stay out of
+Track 1 — but those of a person the question names ("What did Emi say about my tea?").
+Without a line of the user's, they stay: they may be all there is.
+
 Co-access. The plan records it in Track 1 ("record co-access for Hebbian
 learning"): the situational memories injected together are paired. Identity and
 immutable memories are not paired with them: they are present regardless of the
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,7 +69,7 @@ from src.db.deferred import Deferred
 from src.db.sql import Executor
 from src.recall.co_access import co_access_pairs, record_co_access
 from src.recall.retrieval import Recalled, Retrieval
-from src.recall.speakers import speaker_of
+from src.recall.speakers import USER, speaker_of
 from src.recall.when import memory_time, said_when, the_date
 from src.recall.working import NOT_CONSOLIDATED
 from src.text import excerpt
@@ -68,6 +79,7 @@ log = logging.getLogger(__name__)
 
 #: Characters of one working-memory line (what was just said is usually short).
 WORKING_LINE_CHARS = 600
+_WORD = re.compile(r"[^\W_]+")
 
 # memory_standing (sql/141): its center index walks the top-N, never the whole store
 _TOP_BY_CENTER = """
@@ -234,6 +246,20 @@ def _candidate(row: asyncpg.Record, now: datetime) -> tracks.ContextCandidate:
                                    said_when(memory_time(row["event_time"], row["created_at"]), now))
 
 
+def others_left_out(candidates: Sequence[tracks.ContextCandidate], retrieval: Retrieval | None,
+                    users_question: str) -> list[tracks.ContextCandidate]:
+    """`candidates` without other people's lines, for the user's question about themselves when
+    a line of the user's own is in view (module docstring); as they are otherwise."""
+    if not users_question or retrieval is None:
+        return list(candidates)
+    users = any(c.speaker == USER for c in candidates) or any(w.speaker == USER for w in retrieval.working)
+    if not users:
+        return list(candidates)
+    named = {w.lower() for w in _WORD.findall(users_question)}
+    return [c for c in candidates
+            if c.speaker is None or c.speaker.kind != "person" or (c.speaker.name or "").lower() in named]
+
+
 def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int] = (),
                            now: datetime | None = None, first: int = 0) -> list[tracks.ContextCandidate]:
     """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped;
@@ -319,13 +345,15 @@ class ContextAssembler:
     async def assemble(self, retrieval: Retrieval | None, *, rng: np.random.Generator,
                        now: datetime, session: tracks.SessionStats | None = None,
                        refresh_identity: bool = False,
-                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext:
+                       identity: Awaitable[IdentityRows] | None = None,
+                       users_question: str = "") -> AssembledContext:
         """Build this cycle's memory context.
 
         `identity`: `read_identity` already started (the loop starts it as recall's search
         returns); else read here, with `refresh_identity`. Draws from `rng` in a fixed
         order: identity rolls, then situational scores. The co-access of the placed
-        memories comes back in `writes`, not run (src/db/deferred.py).
+        memories comes back in `writes`, not run (src/db/deferred.py). `users_question`: the
+        user's message when it asks about the user (`others_left_out`).
         """
         cfg, budget = self.settings, self.budget
         self.cycle += 1
@@ -356,7 +384,8 @@ class ContextAssembler:
         id_section = _section("identity", IDENTITY_HEADER, roll.placed, budget.identity_cap, stats)
 
         injected = {p.id for p in im_placed} | {p.id for p in roll.placed}
-        cands = situational_candidates(retrieval, injected, now, cfg.recall_first)
+        cands = others_left_out(situational_candidates(retrieval, injected, now, cfg.recall_first),
+                                retrieval, users_question)
         scores = tracks.injection_scores(cands, rng, evidence_cap=cap)
         # what was just said and matches (working memory) leads the situational track and
         # takes its tokens first: the next message must be able to use the last one

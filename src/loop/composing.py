@@ -42,6 +42,7 @@ from src.metacognition.reflection import PastCorrection, corrections_for, reflec
 from src.metacognition.settings import ReflectionSettings
 from src.providers.protocols import ChatMessage
 from src.recall.retrieval import Retrieval
+from src.recall.scoring import about_user
 from src.recall.when import now_line
 from src.skills.recall_skill import SkillRecall
 
@@ -130,7 +131,8 @@ class Composing:
         (src/loop/turn_context.py)."""
         winner, window = attended.winner, self.conversation.window
         assembled, corrections, skills = await asyncio.gather(
-            self.assemble(retrieval, now, shortfalls, reads.identity if reads else None),
+            self.assemble(retrieval, now, shortfalls, reads.identity if reads else None,
+                          users_question=winner.text if winner.source == "user" and about_user(winner.text) else ""),
             reads.corrections if reads else self.corrections(attended, shortfalls),
             reads.skills if reads else self.skills_section(attended))
         block = reflection_block(corrections, field_chars=self.settings.reflection.block_field_chars, now=now)
@@ -162,14 +164,16 @@ class Composing:
         return Prompt(assembled, system, user_text, turn.messages, context)
 
     async def assemble(self, retrieval: Retrieval | None, now: datetime, shortfalls: Shortfalls,
-                       identity: Awaitable[IdentityRows] | None = None) -> AssembledContext | NoContext:
+                       identity: Awaitable[IdentityRows] | None = None, *,
+                       users_question: str = "") -> AssembledContext | NoContext:
         """Context assembly; when it fails the cycle goes on without memories (said so).
-        Its situational memories seed the next cycle's spreading (`active_ids`)."""
+        Its situational memories seed the next cycle's spreading (`active_ids`).
+        `users_question`: the user's message when it asks about the user (src/context/assembly.py)."""
         window = self.conversation.window
         try:
             assembled = await self.assembler.assemble(
                 retrieval, rng=self.rng, now=now, session=self.sources.manifest, identity=identity,
-                refresh_identity=window.needs_identity_reinjection)
+                refresh_identity=window.needs_identity_reinjection, users_question=users_question)
         except DB_ERRORS as exc:
             shortfalls.note("context assembly", exc)
             return NoContext(self.settings.budget, shortfalls.line())
