@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from src.gates.declining import only_not_knowing
 from src.metacognition.answer_form import (
     about_itself,
     exchanges,
     form_defect,
-    only_not_knowing,
     without_context_marks,
     without_question_said_back,
 )
@@ -196,7 +196,7 @@ def test_a_question_about_the_user_answered_about_the_mind_itself_is_no_answer(r
 
 @pytest.mark.parametrize(("answer", "absent"), [
     ("I'm sorry, but I don't know any information about your dog.", True),
-    ("I don't know. Could you tell me more? Confidence: 0.3", True),
+    ("I don't know. Could you tell me more?", True),
     ("Sorry, I cannot say.", True),
     ("Could you tell me more about Pepper?", False),          # a question alone is judged as before
     ("I cannot recall that. Your sister lives in Krakow.", False),

@@ -30,11 +30,10 @@ from src.context.assembly import (
     SITUATIONAL_HEADER,
     ContextAssembler,
     IdentityCache,
-    others_left_out,
-    situational_candidates,
 )
 from src.context.fifo import AdaptiveFifo
 from src.context.settings import ContextBudget, ContextSettings
+from src.context.situational import others_left_out, situational_candidates
 from src.context.tracks import (
     ContextCandidate,
     blend_attention,

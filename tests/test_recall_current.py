@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from src.context.assembly import situational_candidates
+from src.context.situational import situational_candidates
 from src.context.tracks import render_line
 from src.db.deferred import run_now
 from src.gates.memory_gate import Gates

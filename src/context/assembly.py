@@ -30,16 +30,6 @@ always injected anyway and would crowd real identity out of the top-N. An identi
 candidate that did not roll in this cycle still competes in Track 1 like any memory;
 one that did is not injected twice.
 
-Other people's words for the user's question about themselves. A small model asked "Which
-tea do I like best?" answered "You like mint tea." from "Emi said: I love mint tea…", an
-imported stranger's line, with the user's own "My favourite tea is lapsang souchong." first
-in the same context (the local model's runs G, H and J of bench/local_model_script.py; also
-"Spanish", "Max, a golden retriever"). So when the user asks about themselves in the first
-person (`users_question`) and the context holds a line of the user's own (recalled or just
-said), the lines of other people (imported speakers, `Speaker.kind` "person") stay out of
-Track 1 — but those of a person the question names ("What did Emi say about my tea?").
-Without a line of the user's, they stay: they may be all there is.
-
 Co-access. The plan records it in Track 1 ("record co-access for Hebbian
 learning"): the situational memories injected together are paired. Identity and
 immutable memories are not paired with them: they are present regardless of the
@@ -53,8 +43,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -65,21 +54,17 @@ import numpy as np
 from src.context import tracks
 from src.context.prompts import IDENTITY_HEADER, IMMUTABLE_HEADER, SITUATIONAL_HEADER
 from src.context.settings import ContextBudget, ContextSettings
+from src.context.situational import others_left_out, situational_candidates, working_lines
 from src.db.deferred import Deferred
 from src.db.sql import Executor
 from src.recall.co_access import co_access_pairs, record_co_access
-from src.recall.retrieval import Recalled, Retrieval
-from src.recall.speakers import USER, speaker_of
-from src.recall.when import memory_time, said_when, the_date
-from src.recall.working import NOT_CONSOLIDATED
-from src.text import excerpt
+from src.recall.retrieval import Retrieval
+from src.recall.speakers import speaker_of
+from src.recall.when import memory_time, said_when
 
 log = logging.getLogger(__name__)
 
 
-#: Characters of one working-memory line (what was just said is usually short).
-WORKING_LINE_CHARS = 600
-_WORD = re.compile(r"[^\W_]+")
 
 # memory_standing (sql/141): its center index walks the top-N, never the whole store
 _TOP_BY_CENTER = """
@@ -246,57 +231,6 @@ def _candidate(row: asyncpg.Record, now: datetime) -> tracks.ContextCandidate:
                                    said_when(memory_time(row["event_time"], row["created_at"]), now))
 
 
-def others_left_out(candidates: Sequence[tracks.ContextCandidate], retrieval: Retrieval | None,
-                    users_question: str) -> list[tracks.ContextCandidate]:
-    """`candidates` without other people's lines, for the user's question about themselves when
-    a line of the user's own is in view (module docstring); as they are otherwise."""
-    if not users_question or retrieval is None:
-        return list(candidates)
-    users = any(c.speaker == USER for c in candidates) or any(w.speaker == USER for w in retrieval.working)
-    if not users:
-        return list(candidates)
-    named = {w.lower() for w in _WORD.findall(users_question)}
-    return [c for c in candidates
-            if c.speaker is None or c.speaker.kind != "person" or (c.speaker.name or "").lower() in named]
-
-
-def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int] = (),
-                           now: datetime | None = None, first: int = 0) -> list[tracks.ContextCandidate]:
-    """Track 1's field: the retrieval's memories and near-misses, minus `exclude`, deduped;
-    each dated relative to `now` (none without it). Recall's best `first` are `recalled`:
-    placed first, in recall's order."""
-    if retrieval is None:
-        return []
-    seen = set(exclude)
-    kept = set(retrieval.ids[:first])
-    out = []
-    recalled: Sequence[Recalled] = [*retrieval.memories, *retrieval.near_misses]
-    for r in recalled:
-        if r.id in seen or r.hit.immutable:
-            continue
-        seen.add(r.id)
-        h = r.hit
-        when = said_when(memory_time(h.event_time, h.created_at), now) if now is not None else ""
-        until = the_date(h.superseded_at) if h.superseded_at is not None else ""
-        out.append(tracks.ContextCandidate(h.id, h.content, h.memory_type, h.alpha, h.beta,
-                                           h.compressed, r.relevance, h.immutable,
-                                           speaker_of(h.source_tag, h.metadata), when, until, r.id in kept))
-    return out
-
-
-def working_lines(retrieval: Retrieval | None, budget: int, now: datetime | None = None) -> list[str]:
-    """Working-memory hits as context lines, marked as not yet consolidated, within `budget`
-    (dated relative to `now`)."""
-    lines: list[str] = []
-    for w in retrieval.working if retrieval is not None else []:
-        when = said_when(w.created_at, now) if now is not None else ""
-        line = tracks.render_line(NOT_CONSOLIDATED, excerpt(w.content, WORKING_LINE_CHARS), w.speaker, when)
-        if tracks.section_tokens("", [*lines, line]) > budget // 2:
-            break
-        lines.append(line)
-    return lines
-
-
 class ContextAssembler:
     """One per process: holds the identity cache and the previous attention vector."""
 
@@ -418,4 +352,4 @@ class ContextAssembler:
 
 
 __all__ = ["AssembledContext", "ContextAssembler", "ContextBudget", "ContextSection",
-           "ContextSettings", "IdentityCache", "IdentityRows", "situational_candidates"]
+           "ContextSettings", "IdentityCache", "IdentityRows"]

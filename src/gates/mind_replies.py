@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from src.gates.declining import only_not_knowing
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import CellDecision
 from src.gates.scratch import BufferedItem
 from src.gates.utterance import content_words
-from src.metacognition.answer_form import only_not_knowing
 from src.recall.speakers import SAID_TAG, USER, speaker_of
 
 #: The share of a reply's content words a line of the user's must hold for the reply to restate it.

@@ -52,6 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from src.gates.declining import EVADES, NOT_KNOWING, REFUSAL
 from src.gates.utterance import classify, content_words
 from src.metacognition.confidence import strip_verbalized_confidence
 from src.metacognition.prompts import DEFECT_CAUSES
@@ -71,25 +72,10 @@ REPEAT_LOOP_WORDS = 25
 #: A refusal is short: a long reply that declines one part answers the rest.
 REFUSAL_MAX_WORDS = 40
 
-_NEGATED = (r"(?:can ?not|can't|cannot|could not|couldn't|won't|will not|am unable to|'m unable to|am not able to|"
-            r"'m not able to|am not allowed to|'m not allowed to|am not permitted to|must decline to|must decline|"
-            r"have to decline|'m afraid i can't|do not feel comfortable|don't feel comfortable)")
-_HELPING = (r"(?:assist|help|comply|provide|answer|respond|fulfil+|engage|support|continue|share|process|do (?:that|this)|"
-            r"with (?:that|this)|that request|this request|such requests?|generate|discuss)")
-_REFUSAL = re.compile(rf"\bi(?: really| truly)?\s*{_NEGATED}\s+(?:\w+\s+){{0,3}}?{_HELPING}\b"
-                      rf"|\bi\s+{_NEGATED}\b\s*[.!]|\bas an ai(?: language model)?\b[^.]*\b(?:can't|cannot|not able)\b")
 _META = re.compile(r"\b(?:confidence (?:level|score|rating|of (?:the|my|this) (?:answer|reply|response))|my confidence|"
                    r"the confidence|self-?check|threshold|scored \d|"
                    r"(?:previous|above|earlier|last|first) (?:answer|reply|response|draft)|"
                    r"my (?:answer|reply|response|draft) (?:was|scored|had|lacked|did|is low|is incomplete))\b")
-#: A reply that says it cannot take the message up: not sure how to respond, does not
-#: understand or follow it, an apology. To a statement of fact, with none of its words, that is
-#: a refusal: "I am sorry, but I'm not sure how to respond to that message." (a 1.5B model, said
-#: to nine statements in a row and then to a question, issue 38's script).
-_EVADES = re.compile(r"\bnot (?:sure|certain) (?:how|what) to\b|\b(?:don't|do not|can't|cannot|can not|didn't|did not)"
-                     r" (?:quite |really |fully )?(?:understand|follow|get)\b|\bsorry\b|\bapologi[sz]e\b")
-_NOT_KNOWING = re.compile(r"\b(?:don't|do not|can't|cannot|could not|couldn't|can not) (?:\w+ )?(?:know|say|tell|"
-                          r"remember|recall|find)\b|\bnot sure\b|\bno idea\b")
 #: The prompt's markup: an upper-case header, or the frame of an internal input ("[internal
 #: thought — default mode] …", src/loop/prompts.py INTERNAL_FRAMES: a 1.5B model began its
 #: reply to a DMN thought by saying the thought back, frame and all, and it reached the user).
@@ -193,25 +179,9 @@ def about_itself(answer: str, focus: str) -> Defect | None:
     if classify(focus).kind != "question" or not _ASKS_OF_USER.search(focus.replace("\u2019", "'")):
         return None
     if _SPEAKS_AS_SELF.match(body) and not _ADDRESSED.search(body) \
-            and not _NOT_KNOWING.search(body.lower().replace("\u2019", "'")):
+            and not NOT_KNOWING.search(body.lower().replace("\u2019", "'")):
         return Defect("self", body[:60])
     return None
-
-
-def only_not_knowing(answer: str) -> bool:
-    """Whether `answer` says the mind does not know, cannot say, or takes nothing up (an
-    apology, a refusal), and nothing else but questions: "I'm sorry, but I don't know any
-    information about your dog.", "I don't know. Could you tell me more?". It tells of an
-    absence, which the user's next statement ends. A reply of questions only is not this. Pure."""
-    sentences = [s for s in _SENTENCE_END.split(strip_verbalized_confidence(answer).strip()) if _words(s)]
-    not_knowing = 0
-    for sentence in sentences:
-        lowered = sentence.lower().replace("\u2019", "'")
-        if _NOT_KNOWING.search(lowered) or _EVADES.search(lowered) or _REFUSAL.search(lowered):
-            not_knowing += 1
-        elif not sentence.rstrip().endswith("?"):
-            return False
-    return not_knowing > 0
 
 
 def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] = ()) -> Defect | None:
@@ -231,13 +201,13 @@ def form_defect(answer: str, *, focus: str, earlier: Sequence[tuple[str, str]] =
     if (m := _STUTTER.search(flat + " ")) is not None:
         return Defect("stutter", m.group(1).strip())
     if len(flat.split()) <= REFUSAL_MAX_WORDS and not (content_words(body) & content_words(focus)) and (
-            _REFUSAL.search(lowered) or (stated and (_EVADES.search(lowered) or _NOT_KNOWING.search(lowered)))):
+            REFUSAL.search(lowered) or (stated and (EVADES.search(lowered) or NOT_KNOWING.search(lowered)))):
         return Defect("refusal", body[:80])
     if (m := _META.search(lowered)) is not None:
         return Defect("meta", m.group(0))
     loop = len(flat.split()) >= REPEAT_LOOP_WORDS
     wrong_answer = (classify(focus).kind == "question" and not content_words(body) & content_words(focus)
-                    and not _NOT_KNOWING.search(lowered))
+                    and not NOT_KNOWING.search(lowered))
     asked = _words(focus)
     if stated and body == whole and not content_words(body) & content_words(focus) and any(
             _words(strip_verbalized_confidence(said)) == flat and content_words(body) & content_words(before)

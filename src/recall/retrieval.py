@@ -60,15 +60,11 @@ from src.recall.scoring import Focus, Recalled, about_user, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
 from src.recall.timeframe import TimeFrame, asks_before, question_time
-from src.recall.working import WorkingHit, recall_working
+from src.recall.working import WorkingHit, WorkingVectors, not_recalled, recall_working
 from src.text import clean_text
 from src.weights.safety import Safety
 
 log = logging.getLogger(__name__)
-
-#: Unflushed scratch rows whose vectors the retriever keeps (the buffer holds a few exchanges;
-#: after an outage, more): past this the oldest go first.
-WORKING_VECS_KEPT = 1_000
 
 
 @dataclass(frozen=True)
@@ -148,8 +144,7 @@ class Retriever:
         # the mind's one notion of age (`agent.maturity_memories`), shared with gates and §3.5
         self.maturity_memories = maturity_memories
         self._store_size = StoreSize()
-        # unflushed scratch rows' vectors by id (working memory's vector path), oldest first
-        self._working_vecs: dict[int, np.ndarray] = {}
+        self._working_vecs = WorkingVectors(embedder)
         # Alphas evolved by consolidation (§4.5) on top of the maturity schedule.
         self.dirichlet = DirichletFactors()
 
@@ -225,7 +220,7 @@ class Retriever:
                                      found.blend, earlier),)
         return Retrieval(query, memories, near, dict(zip(rel.COMPONENTS, map(float, found.blend), strict=True)),
                          reranked.reranked, reranked.skipped_reason, found.degraded, timings,
-                         _not_recalled(found.working, memories), writes)
+                         not_recalled(found.working, {m.hit.content for m in memories}), writes)
 
     def _mutation(self, memories: list[Recalled], near: list[Recalled], now: datetime, logged_query: str,
                   blend: np.ndarray, earlier: Collection[int] = ()) -> Deferred:
@@ -245,23 +240,8 @@ class Retriever:
         is then a memory the later search finds. Side by side, a flush that committed between
         the two reads lost the line to both (a user asking right after saying it, issue 35)."""
         return await recall_working(self.pool, query, limit=self.settings.working_k, exclude=exclude,
-                                    query_vec=query_vec, embed=functools.partial(self._embed_working, degraded=degraded),
-                                    floor=floor)
-
-    async def _embed_working(self, rows: Sequence[tuple[int, str]], *, degraded: list[str]) -> list[np.ndarray | None]:
-        """The vectors of unflushed scratch rows, each embedded once (a row's words never
-        change); on failure none (their words still match, said in `degraded`)."""
-        missing = [(i, text) for i, text in rows if i not in self._working_vecs]
-        if missing:
-            try:
-                vecs = await self.embedder.embed([text for _, text in missing], "RETRIEVAL_DOCUMENT")
-            except Exception as exc:  # noqa: BLE001 - recall degrades, it does not fail
-                degraded.append(f"working memory by words only (embedding failed: {type(exc).__name__})")
-                return [self._working_vecs.get(i) for i, _ in rows]
-            while len(self._working_vecs) + len(missing) > WORKING_VECS_KEPT:
-                self._working_vecs.pop(next(iter(self._working_vecs)))      # the oldest first
-            self._working_vecs.update((i, np.asarray(v, np.float32)) for (i, _), v in zip(missing, vecs, strict=True))
-        return [self._working_vecs.get(i) for i, _ in rows]
+                                    query_vec=query_vec, floor=floor,
+                                    embed=functools.partial(self._working_vecs.embed, degraded=degraded))
 
     async def _embed_query(self, query: str, degraded: list[str]) -> np.ndarray | None:
         """The query's RETRIEVAL_QUERY vector; None when the embedder fails (full text only,
@@ -370,7 +350,6 @@ class Retriever:
         return activated
 
 
-
 #: The spreading weight of a seed whose relevance to the question cannot be measured.
 NEUTRAL_SEED = 0.5
 
@@ -384,13 +363,6 @@ class Spread(NamedTuple):
 
     activation: dict[int, float]
     rows: dict[int, search.SearchHit]
-
-
-def _not_recalled(working: list[WorkingHit], memories: list[Recalled]) -> list[WorkingHit]:
-    """Working hits whose words are not a recalled memory's: read first, a line may have been
-    flushed into a memory the search then found."""
-    recalled = {m.hit.content for m in memories}
-    return [w for w in working if w.content not in recalled]
 
 
 def _most_activated(spread: dict[int, float], found: Collection[int], n: int) -> list[int]:

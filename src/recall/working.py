@@ -24,7 +24,7 @@ local_model_script.py) the ten facts typed one after another stayed unflushed fo
 and "What language am I learning?" could not reach "I'm currently studying Icelandic on
 Tuesday evenings." until the flush (the questions before the restart were right 5 of 9
 times, after it 8 of 10). So the user's own statements are also compared by vector with
-the question: each row is embedded once (the caller's `embed`, cached by scratch id) and
+the question: each row is embedded once (`WorkingVectors`, kept by scratch id) and
 matches at a cosine of at least `floor` — per embed model, the 95th percentile of a
 question's cosine with other facts of the user (bench/data/paraphrase_facts.jsonl, dev
 half: an unrelated line of theirs passes one time in twenty). The two lists are fused by
@@ -42,6 +42,7 @@ import numpy as np
 
 from src.db.sql import Executor
 from src.gates.utterance import classify
+from src.providers.protocols import Embedder
 from src.recall.search import QUESTION_TSQUERY
 from src.recall.speakers import Speaker, speaker_of
 
@@ -56,8 +57,36 @@ FUSE_K = 10
 #: The user's unflushed lines: the rows the vector path compares.
 USER_SOURCE = "external_user"
 
-#: Embeds texts as memories are embedded (RETRIEVAL_DOCUMENT); None where a row cannot be.
+#: Unflushed scratch rows whose vectors are kept (the buffer holds a few exchanges; after an
+#: outage, more): past this the oldest go first.
+VECTORS_KEPT = 1_000
+
+#: The vectors of (scratch id, text) rows; None where a row has none.
 Embed = Callable[[Sequence[tuple[int, str]]], Awaitable[list[np.ndarray | None]]]
+
+
+class WorkingVectors:
+    """The vectors of unflushed scratch rows, each embedded once as memories are embedded
+    (RETRIEVAL_DOCUMENT): a row's words never change. One per retriever."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self._vecs: dict[int, np.ndarray] = {}          # by scratch id, oldest first
+
+    async def embed(self, rows: Sequence[tuple[int, str]], *, degraded: list[str]) -> list[np.ndarray | None]:
+        """`rows`' vectors; when the embedder fails, only those already kept (their words still
+        match; said in `degraded`)."""
+        missing = [(i, text) for i, text in rows if i not in self._vecs]
+        if missing:
+            try:
+                vecs = await self.embedder.embed([text for _, text in missing], "RETRIEVAL_DOCUMENT")
+            except Exception as exc:  # noqa: BLE001 - recall degrades, it does not fail
+                degraded.append(f"working memory by words only (embedding failed: {type(exc).__name__})")
+                return [self._vecs.get(i) for i, _ in rows]
+            while self._vecs and len(self._vecs) + len(missing) > VECTORS_KEPT:
+                self._vecs.pop(next(iter(self._vecs)))
+            self._vecs.update((i, np.asarray(v, np.float32)) for (i, _), v in zip(missing, vecs, strict=True))
+        return [self._vecs.get(i) for i, _ in rows]
 
 
 @dataclass(frozen=True)
@@ -140,3 +169,9 @@ def fused(hits: Sequence[WorkingHit], floor: float | None) -> list[WorkingHit]:
         for rank, h in enumerate(ranked, start=1):
             score[h.scratch_id] = score.get(h.scratch_id, 0.0) + 1.0 / (FUSE_K + rank)
     return sorted((h for h in hits if h.scratch_id in score), key=lambda h: (-score[h.scratch_id], -h.scratch_id))
+
+
+def not_recalled(working: Sequence[WorkingHit], recalled: set[str]) -> list[WorkingHit]:
+    """Working hits whose words are not a recalled memory's (`recalled`: their contents): read
+    first, a line may have been flushed into a memory the search then found."""
+    return [w for w in working if w.content not in recalled]
