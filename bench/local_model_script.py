@@ -4,7 +4,8 @@
         [--import chat.jsonl] [--base runtime.local.yaml]
 
 Not part of `make bench` (it needs a running OpenAI-compatible server, e.g. llama.cpp's
-`llama-server -m model.gguf -c 4096 --parallel 1 -t 2`, and takes tens of minutes). It runs
+`llama-server -m model.gguf -c 8192 --parallel 2 --cache-reuse 256 -t 2`, as README says, and
+takes tens of minutes; the runs of notes.md name the server's flags they used). It runs
 the service the way its user does (`python -m src.main`, the config `--base` with only the
 store, the port and the endpoint changed) and sends the script bench/data/local_model_script.json:
 ten statements of fact, questions in other words, a changed fact, a procedure taught in three
