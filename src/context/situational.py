@@ -45,9 +45,9 @@ def others_left_out(candidates: Sequence[tracks.ContextCandidate], retrieval: Re
     users = any(c.speaker == USER for c in candidates) or any(w.speaker == USER for w in retrieval.working)
     if not users:
         return list(candidates)
-    named = {w.lower() for w in _WORD.findall(users_question)}
-    return [c for c in candidates
-            if c.speaker is None or c.speaker.kind != "person" or (c.speaker.name or "").lower() in named]
+    asked = set(_WORD.findall(users_question.lower()))
+    return [c for c in candidates if c.speaker is None or c.speaker.kind != "person"
+            or set(_WORD.findall((c.speaker.name or "").lower())) & asked]   # "Emi" of "Emi Tanaka"
 
 
 def situational_candidates(retrieval: Retrieval | None, exclude: Collection[int] = (),
