@@ -14,8 +14,9 @@ young store's Beta(1.2, 4.1) spans 0.01–0.6 and decided alone: in run H of the
 model's script (bench/local_model_script.py) recall put "Next month I'm going to walk the
 West Highland Way." first for "Which long walk am I doing next month?", the draw left it
 out of the context, and the model answered that it had no information. The competition
-decides the rest (with all of recall's five placed first, a 120-token track showed the
-same five every time: tests/test_context_assembly.py). The form of an entry:
+decides the rest (with all five of recall's placed first, two of the six emotional memories
+of tests/test_context_assembly.py's 120-token track surfaced 0 and 1 times in 20). The form
+of an entry:
 
 - **full text** when its score is at least ``full_text_ratio`` (0.5) of the best
   score this cycle *and* the full text still fits. Relative to the best, because
@@ -191,7 +192,7 @@ def injection_scores(candidates: Sequence[ContextCandidate], rng: np.random.Gene
 def fill_situational(candidates: Sequence[ContextCandidate], scores: Sequence[float], budget: int, *,
                      header: str, full_text_ratio: float = 0.5, compressed_max_chars: int = 200,
                      min_score: float = 0.0) -> Situational:
-    """Fill `budget` tokens (header included): recall's kept memories first in the order
+    """Fill `budget` tokens (header included): recall's best (`recalled`) first in the order
     given, then the rest top-down by score; see the module docstring."""
     if len(candidates) != len(scores):
         raise ValueError(f"{len(candidates)} candidates but {len(scores)} scores")

@@ -168,7 +168,7 @@ class Composing:
                        users_question: str = "") -> AssembledContext | NoContext:
         """Context assembly; when it fails the cycle goes on without memories (said so).
         Its situational memories seed the next cycle's spreading (`active_ids`).
-        `users_question`: the user's message when it asks about the user (src/context/assembly.py)."""
+        `users_question`: the user's message when it asks about the user (src/context/situational.py)."""
         window = self.conversation.window
         try:
             assembled = await self.assembler.assemble(
