@@ -48,10 +48,12 @@ def _say_one_at_a_time(env: dict[str, str], lines: list[str], config: Path) -> l
         proc.stdin.write(b"/quit\n")
         proc.stdin.flush()
         proc.stdin.close()
-        # read through the same buffered reader as read_until (communicate() reads the raw
-        # pipe and would miss what that reader already holds)
+        # wait first, with a timeout: a child that never exits fails the test instead of hanging
+        # the suite on a read; then read through the same buffered reader as read_until
+        # (communicate() reads the raw pipe and would miss what that reader already holds)
+        code = proc.wait(timeout=120)
         out, err = proc.stdout.read(), proc.stderr.read()
-        assert proc.wait(timeout=120) == 0, err.decode()[-2000:]
+        assert code == 0, err.decode()[-2000:]
         assert b"Traceback" not in err
         seen += out.decode().splitlines()
     finally:
