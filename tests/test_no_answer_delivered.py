@@ -40,15 +40,21 @@ async def test_a_question_answered_about_the_answer_gets_the_reflex_reply_saying
     await mind.close()
 
 
+async def _told_then_asked(pool, tmp_path, llm, fact: str, question: str):
+    """A mind told `fact`, then asked `question`, each answered in full; (mind, delivered)."""
+    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
+    for line in (fact, question):
+        await mind.loop.submit("user", line)
+        await mind.loop.run(burst=True)
+    return mind, delivered
+
+
 async def test_the_users_fact_said_in_the_first_person_is_said_back_as_theirs(pool, tmp_path):
     """A 1.5B model answered with the user's fact as its own ("My favourite tea is …", issue 38)."""
     llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say("Noted: your favourite tea is lapsang souchong. Confidence: 0.9",
                                                   "My favourite tea is lapsang souchong. Confidence: 0.9")
-    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
-    await mind.loop.submit("user", "My favourite tea is lapsang souchong.")
-    await mind.loop.run(burst=True)
-    await mind.loop.submit("user", "What tea do I like?")
-    await mind.loop.run(burst=True)
+    mind, delivered = await _told_then_asked(pool, tmp_path, llm, "My favourite tea is lapsang souchong.",
+                                             "What tea do I like?")
     assert delivered[-1] == "Your favourite tea is lapsang souchong."
     assert await pool.fetchval("SELECT output FROM thought_log ORDER BY id DESC LIMIT 1") == delivered[-1]
     await mind.close()
@@ -83,11 +89,8 @@ async def test_a_question_about_the_user_answered_about_the_mind_itself_is_not_d
     llm = ScriptedLLM(meta=fok("KNOWN", 0.9)).say("Noted: you work as a radiographer. Confidence: 0.9",
                                                   "I am a software engineer. My primary area of expertise is "
                                                   "software development. Confidence: 0.9")
-    mind, delivered = await _mind(pool, tmp_path, llm, {"cycle_deadline_s": None})
-    await mind.loop.submit("user", "I work as a radiographer at the animal hospital.")
-    await mind.loop.run(burst=True)
-    await mind.loop.submit("user", "What do I do for a living?")
-    await mind.loop.run(burst=True)
+    mind, delivered = await _told_then_asked(pool, tmp_path, llm, "I work as a radiographer at the animal hospital.",
+                                             "What do I do for a living?")
     assert delivered[-1].startswith("(I cannot answer in words right now: the language model's answer was about "
                                     "itself, asked about you.)")
     assert "software engineer" not in delivered[-1]
