@@ -82,8 +82,11 @@ async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
     # The emotional charge is |cos(item, centroid)|, and the hash embedder's cosines are arbitrary:
     # its bonus (tests/test_gate_uses_charge_and_activation.py) would decide by hash which of the
     # scenario's lines are kept. The scenario is about what the mind does with what it keeps.
+    # It flushes the scratch buffer itself: the loop's background flush (every 5 exchanges, on
+    # the wall clock) raced it, and which of them took a reply decided what recall found next.
     mind, delivered = await _mind(pool, tmp_path, system1=s1,
-                                  overrides={"gates": {"seed": 1, "exit": {"charge_bonus": 0.0}}})
+                                  overrides={"gates": {"seed": 1, "exit": {"charge_bonus": 0.0},
+                                                       "scratch": {"flush_every": 1000}}})
     # what the operator imported before the first start: notes and an old memory (no kinds:
     # the value above is the values file's)
     await mind.store.store_many(
