@@ -127,10 +127,8 @@ async def test_a_scripted_mind_reaches_all_ten_milestones(pool, tmp_path):
     backend.tension_contradicts = False
     await _deep(mind, backend, t0 + timedelta(days=34))
     # the promoted memories climb to their ranges, at most 0.1 of center a pass (issue 25):
-    # goal-equivalent weight (4) and identity-equivalent weight (6) come with the passes. Which
-    # memory recall kept raising depends on recall's order (HNSW levels are random per
-    # process): once the goal tier came only at the third of five passes, and the identity
-    # climb ran out of passes (session 19), so there are eight
+    # goal-equivalent weight (4) and identity-equivalent weight (6) come with the passes; eight
+    # leave room (the climb to identity takes up to seven)
     for hour in range(1, 9):
         await _deep(mind, backend, t0 + timedelta(days=34, hours=hour))
 
