@@ -312,7 +312,9 @@ async def test_micro_calls_are_bounded_in_flight(pool):
     embedder = HashEmbedder()
     await MemoryStore(pool, embedder).store_many([NewMemory(f"The {s} is fast") for s in subjects])
     llm = SlowMetaLLM(verdict=lambda a, b: True)
-    gates = Gates.build(pool, embedder, llm, gate_settings(noise_floor=0.0, llm_concurrency=2),
+    # one screened pair per statement; the relation questions about the other subjects' lines
+    # (tests/test_gate_updates.py) would only add calls to count
+    gates = Gates.build(pool, embedder, llm, gate_settings(noise_floor=0.0, llm_concurrency=2, relation_pairs=0),
                         Safety(), rng=random.Random(0))
     for s in subjects:
         await gates.admit(f"The {s} is slow", exchange=False)

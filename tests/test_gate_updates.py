@@ -161,3 +161,77 @@ def test_change_and_time_words_say_nothing_of_the_subject():
                Earlier(2, "My sister Maren lives in Porto.", 0.55)]
     older, _ = pick("Update: my sister Maren moved to Lisbon last month.", earlier, TH)
     assert older.memory_id == 2
+
+
+FOCUS = "I drive a Ford Focus to work every day."
+KIA = "The Kia is great for work every day, charging is so cheap."   # cosine 0.48 stored (hash embedder)
+
+
+async def _told_the_kia(pool, llm, **exit_settings):
+    await _user_fact(pool, FOCUS)
+    gates = Gates.build(pool, HashEmbedder(), llm, gate_settings(noise_floor=0.0, **exit_settings), Safety(),
+                        rng=random.Random(3))
+    await gates.admit(KIA, exchange=False)
+    await gates.exit.flush(reason="test")
+    return [c.statements for c in llm.calls if c.schema is RelationAnswer]
+
+
+async def test_a_change_told_without_a_cue_below_the_screen_is_asked_of_the_model(pool):
+    """No verb of change and a cosine under the contradiction screen's 0.7: only a model can
+    tell that the Kia replaced the Focus; the relation question is asked once."""
+    llm = ScriptedMetaLLM(relation=lambda a, b: "update" if "Kia" in a and "Focus" in b else "neither")
+    assert await _told_the_kia(pool, llm) == [(KIA, FOCUS)]
+    assert await _links(pool) == {(KIA, FOCUS)}
+    why = json.loads(await pool.fetchval("SELECT details FROM gate_decisions WHERE gate = 'exit'"))["update_of"]["why"]
+    assert why == "layer 3: the model said the newer updates it"
+    assert {c.purpose for c in llm.calls} == {"gate_contradiction"}
+
+
+async def test_the_models_other_answers_link_nothing_and_flag_nothing(pool):
+    for answer in ("neither", "contradiction"):
+        await pool.execute("TRUNCATE memories CASCADE")
+        llm = ScriptedMetaLLM(relation=lambda a, b, answer=answer: answer)
+        assert await _told_the_kia(pool, llm) == [(KIA, FOCUS)]
+        assert await _links(pool) == set()
+        # below the screen's similarity a model's "contradiction" is no verdict (plan §2.8)
+        assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'flag' = 'contradiction'") == 0
+
+
+async def test_no_relation_question_in_reflex_mode_or_when_turned_off(pool):
+    reflex = ScriptedMetaLLM(relation=lambda a, b: "update", configured=False)
+    assert await _told_the_kia(pool, reflex) == []
+    await pool.execute("TRUNCATE memories CASCADE")
+    off = ScriptedMetaLLM(relation=lambda a, b: "update")
+    assert await _told_the_kia(pool, off, relation_pairs=0) == []
+    assert await _links(pool) == set()
+
+
+def test_what_is_asked_is_the_closest_few_but_not_what_the_form_rules_out():
+    from src.gates.evaluation import Neighbour
+    from src.gates.updates import to_ask
+    earlier = [Neighbour(0.62, "I take metformin for diabetes.", memory_id=1),
+               Neighbour(0.55, "I work nights at the bakery.", memory_id=2),
+               Neighbour(0.50, "I live in Leeds.", memory_id=3),
+               Neighbour(0.20, "I like jazz.", memory_id=4)]
+    assert [n.memory_id for n in to_ask("I'm on insulin these days.", earlier, 2, 0.35)] == [1, 2]
+    assert [n.memory_id for n in to_ask("I'm on insulin these days.", earlier, 5, 0.35)] == [1, 2, 3]
+    # "also" adds to what was: nothing to ask
+    assert to_ask("I also take a statin.", earlier, 2, 0.35) == []
+
+
+async def test_the_model_confirms_or_overrules_the_offline_pick(pool):
+    """With a model, the cue's pick is a question too: a cue read on another subject links
+    the wrong statement; when the model does not answer, the cue stands."""
+    said = "Update: my sister Maren moved to Lisbon last month."
+    for llm, linked in [(ScriptedMetaLLM(relation=lambda a, b: "neither"), set()),
+                        (ScriptedMetaLLM(fail=True), {(said, "My sister Maren lives in Porto.")}),
+                        (ScriptedMetaLLM(relation=lambda a, b: "update" if "Porto" in b else "neither"),
+                         {(said, "My sister Maren lives in Porto.")})]:
+        await pool.execute("TRUNCATE memories, scratch_buffer, gate_decisions CASCADE")
+        await _user_fact(pool, "My sister Maren lives in Porto.")
+        gates = await _gates(pool, llm)
+        await gates.admit(said, exchange=False)
+        await gates.exit.flush(reason="test")
+        assert await _links(pool) == linked
+        asked = [c.statements for c in llm.calls if c.schema is RelationAnswer]
+        assert asked[0] == (said, "My sister Maren lives in Porto.")       # the pick is asked first

@@ -53,6 +53,9 @@ class Evaluation:
     earlier: list[Neighbour] = field(default_factory=list)
     update_of: Neighbour | None = None
     update_reason: str = ""
+    # the older statement the offline judge picked, and why: marked as `update_of` at once in
+    # reflex mode; with a model, only when the model's relation question did not answer it
+    update_offline: tuple[Neighbour, str] | None = None
     updated_by: Neighbour | None = None     # a statement said after this one that updates it
 
     @property
