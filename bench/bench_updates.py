@@ -7,12 +7,16 @@ bench/data/README.md): first-person statements typed at two times (older, newer,
 between), labelled update / distinct / contradiction / unrelated, with a question for the
 current value and one for the earlier (each written by a helper that saw no code; split dev /
 report; the detector's cues and recall's `current_*` settings were tuned on A's dev half
-only). Each set has a store of its own: 1,500 turns of other people's chat imported as the CLI imports them
-(bench_paraphrase.other_peoples_chat), then every pair's older statement as the user's own
-memory, then each newer one in turn, judged against the user's statements stored before it
-exactly as the exit gate judges a new line (src/gates/updates.py, offline: no model) and
-linked when it updates one; each statement then dated at its time (the newer `days_between`
-days after the older; the newest an hour before the questions).
+only). Each set has a store of its own: 1,500 turns of other people's chat imported as the
+CLI imports them (bench_paraphrase.other_peoples_chat), then every pair's older statement as
+the user's own memory, then each newer one in turn, judged against the user's statements
+stored before it as the exit gate judges a new line (src/gates/updates.py) and linked when it
+updates one; each statement then dated at its time (the newer `days_between` days after the
+older; the newest an hour before the questions). Each set is judged in two modes, three with
+a model: `offline` (the cues alone: reflex mode), `oracle` (and layer 3's relation question
+asked of the earlier statements the gate asks about, answered by the labels: what the gate's
+asking reaches with a model that answers right), `model` (answered by the model of the
+configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
 
 Measured:
 - links: an update pair recognised (its newer linked to its older); a distinct, contradicting
@@ -23,9 +27,6 @@ Measured:
   update pair the newer in the top 5 for the question about now, ranked above the older, and
   the older in the top 5 for the question about before; for a distinct pair each statement
   in the top 5 for its own question (neither may crowd the other out).
-With `BENCH_UPDATES_LLM=runtime.local.yaml` (a configuration naming a model) it also
-measures the exit gate's layer 3 with that model: the relation question asked of the pairs
-the offline judge left unlinked, under the gate's own conditions (`_model_path`).
 Issue 37's targets (report half): updates recognised >= 90%, distinct never superseded
 >= 98%, newer above older >= 95%.
 """
@@ -34,15 +35,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from time import perf_counter
 
 import numpy as np
 
 from bench.bench_paraphrase import SEEDS, SPLITS, import_lines, other_peoples_chat
 from bench.common import bench_pool
 from src.config import load_settings
-from src.gates.updates import UpdateThresholds, earlier_statements, link, pick
+from src.gates.contradiction import ask_relation
+from src.gates.evaluation import Neighbour
+from src.gates.updates import Earlier, UpdateThresholds, earlier_statements, link, pick, to_ask
 from src.providers.embedding import embed_memories
 from src.providers.factory import build_providers
 from src.recall.retrieval import Cue, Retriever
@@ -61,28 +66,65 @@ def _pairs(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds) -> list[tuple[int, int]]:
+#: How the newer statements are judged: "offline" (the cues alone, reflex mode), "oracle" (and
+#: layer 3's relation question asked as the gate asks it, answered by the labels: a model that
+#: answers right, so what the gate's asking can reach), "model" (answered by the model of the
+#: configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
+Relation = Callable[[dict, Earlier, int], Awaitable[str | None]]
+
+
+async def _oracle(pair: dict, asked: Earlier, own_older: int) -> str:
+    """The labels' answer: "update" for an update pair asked about its own older statement."""
+    return "update" if pair["label"] == "update" and asked.memory_id == own_older else "neither"
+
+
+def _model(meta) -> Relation:
+    async def answer(pair: dict, asked: Earlier, own_older: int) -> str | None:
+        return (await ask_relation(meta, pair["newer"], asked.content, None))[1]
+    return answer
+
+
+async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, relation: Relation | None,
+                       asking: tuple[int, float]) -> tuple[list[tuple[int, int]], list[int], list[int], list[int]]:
     """Both statements of every pair as the user's memories, each at its own time, and the
     update links the exit gate would write (src/gates/updates.py): every older statement is
     stored first; then each newer one, in turn, is judged against the user's statements
-    stored before it, exactly as the gate judges a new line. The (newer, older) links made."""
+    stored before it, exactly as the gate judges a new line: the offline judge, then (with
+    `relation`) the relation question about the earlier statements `to_ask` names (the
+    judge's pick first, then closest first), the first "update" linked; the pick stands only
+    if the model gave no answer about it. (The gate also asks it of an undecided pair above the
+    contradiction screen's similarity; those are among the closest, so `to_ask` stands for
+    both.) The (newer, older) links made, the ids, and the questions asked per newer."""
     store = MemoryStore(pool, embedder)
     older_ids = await store.store_many([NewMemory(p["older"], "episodic", source_tag="external_user")
                                         for p in pairs])
     newer_vecs = await embed_memories(embedder, [p["newer"] for p in pairs], ["episodic"] * len(pairs))
     links: list[tuple[int, int]] = []
     newer_ids: list[int] = []
-    earliers: list[list] = []
-    for p, vec in zip(pairs, newer_vecs, strict=True):
+    asked: list[int] = []
+    for i, (p, vec) in enumerate(zip(pairs, newer_vecs, strict=True)):
         earlier = (await earlier_statements(pool, [vec], embedder.model_name, th))[0]
-        earliers.append(earlier)
         (newer_id,) = await store.store_many([NewMemory(p["newer"], "episodic", source_tag="external_user")])
         newer_ids.append(newer_id)
         picked = pick(p["newer"], earlier, th)
-        if picked is not None:
+        older = picked[0] if picked is not None else None
+        asked.append(0)
+        if relation is not None:     # the pick is asked first; a model's answer about it overrules it
+            by_id = {e.memory_id: e for e in earlier}
+            offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
+            for n in to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
+                            *asking, offline):
+                asked[i] += 1
+                answer = await relation(p, by_id[n.memory_id], older_ids[i])
+                if answer == "update":
+                    older = by_id[n.memory_id]
+                    break
+                if answer is not None and older is not None and n.memory_id == older.memory_id:
+                    older = None
+        if older is not None:
             async with pool.acquire() as conn:
-                await link(conn, [(newer_id, picked[0].memory_id)])
-            links.append((newer_id, picked[0].memory_id))
+                await link(conn, [(newer_id, older.memory_id)])
+            links.append((newer_id, older.memory_id))
     newest = await pool.fetchval("SELECT now()") - timedelta(hours=1)
     ids, times = [], []
     for p, o, n in zip(pairs, older_ids, newer_ids, strict=True):
@@ -91,67 +133,7 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds) 
     await pool.execute("UPDATE memories m SET created_at = t.at, event_time = t.at "
                        "FROM unnest($1::bigint[], $2::timestamptz[]) "
                        "AS t(id, at) WHERE m.id = t.id", ids, times)
-    return links, older_ids, newer_ids, earliers, newer_vecs
-
-
-async def _model_path(settings, pool, embedder, pairs, older_ids, newer_ids, earliers, newer_vecs,
-                      links) -> list[dict]:
-    """Layer 3 of the exit gate with the configured model (`BENCH_UPDATES_LLM`: a runtime.yaml
-    naming one, e.g. runtime.local.yaml): a pair the offline judge left unlinked is asked the
-    relation question when the gate would ask it — the older among the user's earlier
-    statements the gate reads, closer than the embed model's `contradicting` threshold, and
-    undecided by layers 1 and 2 — and linked when the model says "update". Per split and
-    label: pairs asked, linked by the model, and the answers; the calls' median seconds."""
-    from collections import Counter
-    from time import perf_counter
-
-    from src.gates.contradiction import ask_relation, learn_direction, screen
-
-    providers = build_providers(settings.providers, settings.secrets, pool, "bench-updates")
-    th = settings.gates.exit.thresholds_for(embedder.model_name)
-    direction = await learn_direction(embedder)
-    stored = {r["id"]: r["embedding"].to_numpy().astype(np.float32) for r in await pool.fetch(
-        "SELECT id, embedding FROM memories WHERE id = ANY($1::bigint[])", older_ids)}
-    linked = set(links)
-    answers: dict[int, str | None] = {}
-    seconds: list[float] = []
-    try:
-        for i, p in enumerate(pairs):
-            older, newer = older_ids[i], newer_ids[i]
-            if (newer, older) in linked or not any(e.memory_id == older for e in earliers[i]):
-                continue
-            sim = float(np.dot(newer_vecs[i], stored[older]) / (np.linalg.norm(newer_vecs[i])
-                                                               * np.linalg.norm(stored[older])))
-            if sim <= th.contradicting:
-                continue
-            verdict = screen(p["newer"], newer_vecs[i], p["older"], stored[older], direction,
-                             th.opposition_no_below, th.opposition_yes_above)
-            if verdict.contradicts is not None:
-                continue
-            t = perf_counter()
-            _, relation = await ask_relation(providers.meta, p["newer"], p["older"], verdict.opposition)
-            seconds.append(perf_counter() - t)
-            answers[i] = relation
-    finally:
-        await providers.aclose()
-    rows = []
-    for split in SPLITS:
-        for label in ("update", "distinct", "contradiction", "unrelated"):
-            picked = [i for i, p in enumerate(pairs) if p["split"] == split and p["label"] == label]
-            offline = sum((newer_ids[i], older_ids[i]) in linked for i in picked)
-            asked = [i for i in picked if i in answers]
-            said = Counter(answers[i] for i in asked)
-            with_model = offline + said.get("update", 0)
-            rows += [{"name": f"{split}: {label} ({len(picked)}): asked the model (gate's conditions)",
-                      "value": len(asked), "unit": "pairs"},
-                     {"name": f"{split}: {label}: model answers " + ", ".join(f"{k} {v}" for k, v in sorted(
-                         said.items(), key=lambda kv: str(kv[0]))), "value": len(asked), "unit": "pairs"},
-                     {"name": f"{split}: {label}: linked offline + by the model",
-                      "value": 100.0 * with_model / len(picked), "unit": "%"}]
-    if seconds:
-        rows.append({"name": f"model: relation calls ({len(seconds)}), median", "value": float(np.median(seconds)),
-                     "unit": "s"})
-    return rows
+    return links, older_ids, newer_ids, asked
 
 
 async def _ranked(retriever: Retriever, embedder, questions: list[str], now, seed: int) -> list[list[str]]:
@@ -175,28 +157,43 @@ def _rank(ranked: list[str], text: str) -> int:
 
 
 async def run(config: str | None = None) -> list[dict]:
+    modes = ["offline", "oracle"] + (["model"] if os.environ.get("BENCH_UPDATES_LLM") else [])
     rows: list[dict] = []
     for name, path in SETS.items():
-        rows += [{**row, "name": f"{name} {row['name']}"} for row in await _run_set(config, _pairs(path))]
+        for mode in modes:
+            rows += [{**row, "name": f"{name} {mode} {row['name']}"}
+                     for row in await _run_set(config, _pairs(path), mode)]
     return rows
 
 
-async def _run_set(config: str | None, pairs: list[dict]) -> list[dict]:
+async def _run_set(config: str | None, pairs: list[dict], mode: str) -> list[dict]:
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     embedder = providers.embedder
     what, lines = other_peoples_chat()
     cfg = settings.recall.retrieval.model_copy(update={"keep": 20, "limit": max(settings.recall.retrieval.limit, 20)})
     rows: list[dict] = []
+    model = None
     try:
         async with bench_pool("bench_updates") as pool:
             await import_lines(pool, embedder, lines)
-            links, older_ids, newer_ids, earliers, newer_vecs = await _store_pairs(pool, embedder, pairs,
-                                                                                    UpdateThresholds())
-            if os.environ.get("BENCH_UPDATES_LLM"):
+            relation: Relation | None = None
+            exit_settings = settings.gates.exit
+            if mode == "oracle":
+                relation = _oracle
+            elif mode == "model":
                 model_settings = load_settings(os.environ["BENCH_UPDATES_LLM"], env={})
-                rows += await _model_path(model_settings, pool, embedder, pairs, older_ids, newer_ids, earliers,
-                                          newer_vecs, links)
+                model = build_providers(model_settings.providers, model_settings.secrets, pool, "bench-updates")
+                relation = _model(model.meta)      # asked as the bench's configuration asks
+            t = perf_counter()
+            links, older_ids, newer_ids, asked = await _store_pairs(
+                pool, embedder, pairs, UpdateThresholds(), relation,
+                (exit_settings.relation_pairs, exit_settings.relation_floor))
+            if relation is not None:
+                rows += [{"name": "relation questions per newer statement", "value": float(np.mean(asked)),
+                          "unit": "calls"},
+                         {"name": f"storing the {len(pairs)} newer statements", "value": perf_counter() - t,
+                          "unit": "s"}]
             now = await pool.fetchval("SELECT max(created_at) FROM memories") + timedelta(hours=1)
             retriever = Retriever(pool, embedder, None, Safety(), cfg)
             rows.append({"name": f"store: {len(lines)} turns of {what} + {len(pairs)} pairs ({embedder.model_name})",
@@ -248,6 +245,8 @@ async def _run_set(config: str | None, pairs: list[dict]) -> list[dict]:
                                      "value": above, "unit": "%"})
     finally:
         await providers.aclose()
+        if model is not None:
+            await model.aclose()
     return rows
 
 
