@@ -93,9 +93,12 @@ async def test_the_loop_benchs_conversation_fires_no_trigger_and_never_escalates
     # the exit gate's layer-3 calls run in the background flushes: how many pairs reach
     # layer 3 depends on which items earlier flushes kept, and those decisions read the
     # wall clock (ACT-R base level of seconds-old items), so the count varies between runs
-    # (7-14 here). They are bounded by the gate's own budget, one pair per item evaluated.
+    # (7-14 here). They are bounded by the gate's own budget: one screened pair per item
+    # evaluated, and for a user's statement the relation question about its closest earlier
+    # statements and the cues' pick (src/gates/model_questions.py).
     gate_calls = sum(p == "gate_contradiction" for p in llm.purposes)
     evaluated = await pool.fetchval("SELECT count(*) FROM gate_decisions WHERE gate = 'exit'")
-    assert 0 < gate_calls <= ExitGateSettings().llm_pairs_per_item * evaluated
+    gate = ExitGateSettings()
+    assert 0 < gate_calls <= (gate.llm_pairs_per_item + gate.relation_pairs + 1) * evaluated
     assert turn_calls / len(turns) <= GUARD_CALLS_PER_TURN - 0.5   # the bench's guard, with room for the gate
     assert sum(tokens for _, tokens, _ in llm.calls) / len(turns) <= GUARD_TOKENS_IN_PER_TURN

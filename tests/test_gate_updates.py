@@ -208,7 +208,7 @@ async def test_no_relation_question_in_reflex_mode_or_when_turned_off(pool):
 
 def test_what_is_asked_is_the_closest_few_but_not_what_the_form_rules_out():
     from src.gates.evaluation import Neighbour
-    from src.gates.updates import to_ask
+    from src.gates.model_questions import to_ask
     earlier = [Neighbour(0.62, "I take metformin for diabetes.", memory_id=1),
                Neighbour(0.55, "I work nights at the bakery.", memory_id=2),
                Neighbour(0.50, "I live in Leeds.", memory_id=3),

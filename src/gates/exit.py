@@ -42,13 +42,10 @@ import asyncpg
 import numpy as np
 
 from src.errors import ProviderError
-from src.gates import copilot, held_repository, scratch, updates
+from src.gates import copilot, held_repository, model_questions, scratch, updates
 from src.gates import record as gate_record
 from src.gates.contradiction import (
     NegationDirection,
-    Verdict,
-    ask_llm,
-    ask_relation,
     load_or_learn,
     screen,
 )
@@ -76,7 +73,6 @@ from src.gates.settings import GateSettings, GateThresholds
 from src.gates.utterance import classify
 from src.providers.embedding import embed_for_novelty, embed_memories
 from src.providers.protocols import Embedder, LanguageModel
-from src.providers.resilience import shared_retries
 from src.recall.activation import activation
 from src.recall.relevance import memory_maturity
 from src.recall.settings import MATURITY_MEMORIES
@@ -287,78 +283,8 @@ class ExitGate:
         return self.gut.charge(vec) if self.gut is not None else emotional_charge(vec, centroid)
 
     async def _ask_llm(self, evaluations: list[Evaluation]) -> None:
-        """Layer 3 for the most similar undecided pairs of items that have no opposed pair, and
-        the relation question for the user's statements (src/gates/updates.py `to_ask`)."""
-        relating = self.llm.configured and self.settings.exit.relation_pairs > 0
-        if not relating:        # reflex mode (or the question turned off): the cues decide
-            for e in evaluations:
-                updates.settle_offline(e, [])
-        asks: list[tuple[Evaluation, int]] = []
-        for e in evaluations:
-            if any(v.contradicts for _, v in e.verdicts):
-                continue
-            undecided = [k for k, (_, v) in enumerate(e.verdicts) if v.contradicts is None]
-            asks += [(e, k) for k in undecided[: self.settings.exit.llm_pairs_per_item]]
-        limit = asyncio.Semaphore(self.settings.exit.llm_concurrency)
-        answered: dict[int, list[Neighbour]] = {}     # id(e) -> the earlier statements the model answered about
-
-        async def ask(e: Evaluation, k: int) -> Verdict:
-            (n, v), relation = e.verdicts[k], None
-            async with limit:   # the user's older statement: one call tells update, contradiction, neither
-                if e.update_of is None and updates.same(n, e.earlier):
-                    v, relation = await ask_relation(self.llm, e.item.content, n.content, v.opposition)
-                else:
-                    v = await ask_llm(self.llm, e.item.content, n.content, v.opposition)
-            if relation is not None:
-                answered.setdefault(id(e), []).append(n)
-            if relation == "update" and e.update_of is None:
-                updates.mark(e, n, "layer 3: the model said the newer updates it")
-            return v
-
-        # Is one of the user's earlier statements what this one replaces? The offline pick
-        # (confirmed or overruled) and the closest ones below the screen's similarity.
-        relation_asks: list[tuple[Evaluation, Neighbour]] = []
-        if relating:
-            for e in evaluations:
-                if not e.earlier or any(v.contradicts for _, v in e.verdicts):
-                    continue
-                asked = [e.verdicts[k][0] for f, k in asks if f is e]
-                offline = e.update_offline[0] if e.update_offline is not None else None
-                relation_asks += [(e, n) for n in updates.to_ask(
-                    e.item.content, e.earlier, self.settings.exit.relation_pairs,
-                    self.settings.exit.relation_floor, offline) if not updates.same(n, asked)]
-
-        async def ask_update(e: Evaluation, n: Neighbour) -> tuple[Verdict, str | None]:
-            async with limit:
-                return await ask_relation(self.llm, e.item.content, n.content, None)
-
-        # a rate limit hits these calls together: they share one retry budget
-        with shared_retries(self.settings.exit.llm_shared_retries):
-            answers, relations = await asyncio.gather(asyncio.gather(*(ask(e, k) for e, k in asks)),
-                                                      asyncio.gather(*(ask_update(e, n) for e, n in relation_asks)))
-        # the offline pick first, then closest first: the first the model says this one updates
-        # is linked; its other answers are not verdicts (a contradiction is screened above the
-        # similarity `contradicting` only, plan §2.8)
-        for (e, n), (verdict, relation) in zip(relation_asks, relations, strict=True):
-            if verdict.layer != "llm":
-                continue
-            e.llm_calls += 1
-            answered.setdefault(id(e), []).append(n)
-            if relation == "update" and e.update_of is None:
-                updates.mark(e, n, "layer 3: the model said the newer updates it")
-            if verdict.summary and e.compressed is None:
-                e.compressed, e.compressed_by = verdict.summary, "llm"
-        if relating:
-            for e in evaluations:
-                updates.settle_offline(e, answered.get(id(e), []))
-        for (e, k), verdict in zip(asks, answers, strict=True):
-            if e.update_of is not None and updates.same(e.verdicts[k][0], [e.update_of]):
-                verdict = replace(verdict, contradicts=False)
-            e.verdicts[k] = (e.verdicts[k][0], verdict)
-            if verdict.layer == "llm":
-                e.llm_calls += 1
-                if verdict.summary and e.compressed is None:
-                    e.compressed, e.compressed_by = verdict.summary, "llm"
+        """Layer 3: the model's questions (src/gates/model_questions.py)."""
+        await model_questions.ask(self.llm, evaluations, self.settings.exit)
 
     def _finish(self, e: Evaluation, th: GateThresholds) -> None:
         opposed = next(((n, v) for n, v in e.verdicts if v.contradicts), None)

@@ -117,7 +117,7 @@ class ExitGateSettings(_Section):
     contradiction_candidates: int = Field(1, ge=1)
     # Layer 3 of contradiction detection: at most this many LLM micro-calls per item.
     llm_pairs_per_item: int = Field(1, ge=0)
-    # Layer 3's relation question for a user's statement (src/gates/updates.py `to_ask`):
+    # Layer 3's relation question for a user's statement (src/gates/model_questions.py `to_ask`):
     # asked of the earlier statement the offline cues picked, if any, and of its closest
     # earlier statements, at most this many, at least `relation_floor` alike (cosine). Most
     # changes are told in words that share little with the older ("Charging the Kia…" after

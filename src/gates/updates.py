@@ -25,17 +25,12 @@ Offline (`judge`): the same subject and a change cue, with nothing saying "as we
 - Either claims a whole life ("never", "always", "ever"): a later change cannot update
   "I've never smoked", nor "I've never been married" an earlier "married to Marta" — such a
   pair is a contradiction, left to the contradiction layers.
-Without a cue the pair is undecided. With a model (layer 3, src/gates/exit.py), the gate asks
-the relation question (update / contradiction / neither: one call a pair, src/gates/prompts.py
-`relation_question`) about the earlier statements `to_ask` names: the offline pick first (a
-cue read on another subject picks the wrong statement; the model's answer overrules it),
-then the closest few (`gates.exit.relation_pairs`, at least `relation_floor` alike); the
-first it calls an update is linked. Most changes are told without a verb of change, and
-only a model knows that a Kia replaces a Ford Focus (bench/bench_updates.py: with a model
-that answers right, set B's report half 40 -> 77.5% recognised, no distinct fact marked
-superseded). A small local model answers at chance: runtime.local.yaml turns the question
-off and the cues decide. Offline (reflex mode) an undecided pair is not linked (a distinct
-fact marked superseded would hide a true one: the costlier error).
+Without a cue the pair is undecided. With a model, the gate's layer 3 asks the relation
+question (update / contradiction / neither) about the cues' pick and the closest earlier
+statements, and its answer decides (src/gates/model_questions.py: most changes are told
+without a verb of change, and only a model knows that a Kia replaces a Ford Focus). Offline
+(reflex mode, or runtime.local.yaml's small model) an undecided pair is not linked (a
+distinct fact marked superseded would hide a true one: the costlier error).
 
 One link per newer statement, to the closest older statement judged an update that is not
 superseded already (a chain Porto → Lisbon → Madrid links each step to the one before).
@@ -360,31 +355,6 @@ def said_beside(items: Sequence[BufferedItem], vecs: np.ndarray, statements: Seq
                     items[i].created_at if items[i].created_at != said
                     else said + (timedelta(microseconds=-1) if i < j else timedelta(microseconds=1)))
             for i in statements if i != j]
-
-
-def to_ask(newer: str, earlier: Sequence[Neighbour], most: int, floor: float,
-           offline: Neighbour | None = None) -> list[Neighbour]:
-    """The user's earlier statements a model is asked the relation question about: the one the
-    offline judge picked (`offline`, first: the model confirms it or not), then the closest
-    `most` at least `floor` alike (`earlier` is closest first), but for those the judge ruled
-    out by form. The offline cues read a change told with a verb of change; most are told
-    otherwise ("Charging the Kia…" after "I drive a Ford Focus": what a Kia has to do with a
-    Focus only a model knows), and a cue read on another subject links the wrong statement
-    (bench/bench_updates.py, set B)."""
-    out: list[Neighbour] = [offline] if offline is not None else []
-    for n in earlier:
-        if len(out) >= most + (offline is not None) or n.similarity < floor:
-            break
-        if not same(n, out) and not judge(n.content, newer, n.similarity, GATE).by_form:
-            out.append(n)
-    return out
-
-
-def settle_offline(e: Evaluation, answered: Sequence[Neighbour]) -> None:
-    """After layer 3: the offline pick stands unless the model answered about it (an "update"
-    it gave marked `update_of` already; any other answer overrules the cue)."""
-    if e.update_of is None and e.update_offline is not None and not same(e.update_offline[0], answered):
-        mark(e, *e.update_offline)
 
 
 def pairs(mine: Sequence[Evaluation], resolve) -> list[tuple[int, int]]:
