@@ -2,9 +2,10 @@
 
 The contradiction question (src/gates/contradiction.py `ask_llm`) for the most similar pairs
 the first two layers left undecided; for two of the user's own statements it is the relation
-question instead (`ask_relation`). And for a user's statement the gate asks a model, for a user's statement, whether it updates,
-contradicts or leaves standing an earlier statement of theirs (one call a pair,
-src/gates/prompts.py `relation_question`). Whom it asks about (`to_ask`): the earlier
+question instead (`ask_relation`). And for each of the user's statements, the relation
+question about earlier statements of theirs below the screen: does it update, contradict or
+leave standing what they said (one call a pair, src/gates/prompts.py `relation_question`)?
+Whom it asks about (`to_ask`): the earlier
 statement the offline cues picked (src/gates/updates.py `pick`), first, since a cue read on
 another subject picks the wrong statement and the model's answer overrules it; then the
 closest few (`gates.exit.relation_pairs`, at least `relation_floor` alike). Most changes are
@@ -55,8 +56,6 @@ def settle_offline(e: Evaluation, answered: Sequence[Neighbour]) -> None:
     it gave marked `update_of` already; any other answer overrules the cue)."""
     if e.update_of is None and e.update_offline is not None and not same(e.update_offline[0], answered):
         mark(e, *e.update_offline)
-
-
 
 
 def plan(evaluations: Sequence[Evaluation], screened: Sequence[tuple[Evaluation, int]],
