@@ -47,7 +47,7 @@ from bench.common import bench_pool
 from src.config import load_settings
 from src.gates.contradiction import ask_relation
 from src.gates.evaluation import Neighbour
-from src.gates.model_questions import to_ask
+from src.gates.model_questions import linked, to_ask
 from src.gates.updates import Earlier, UpdateThresholds, earlier_statements, link, pick
 from src.providers.embedding import embed_memories
 from src.providers.factory import build_providers
@@ -92,8 +92,8 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
     stored first; then each newer one, in turn, is judged against the user's statements
     stored before it, exactly as the gate judges a new line: the offline judge, then (with
     `relation`) the relation question about the earlier statements `to_ask` names (the
-    judge's pick first, then closest first), the first "update" linked; the pick stands only
-    if the model gave no answer about it. (The gate also asks it of an undecided pair above the
+    judge's pick first, then closest first), decided as the gate decides
+    (src/gates/model_questions.py `linked`). (The gate also asks it of an undecided pair above the
     contradiction screen's similarity; those are among the closest, so `to_ask` stands for
     both.) The (newer, older) links made, the ids, and the questions asked per newer."""
     store = MemoryStore(pool, embedder)
@@ -110,18 +110,18 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
         picked = pick(p["newer"], earlier, th)
         older = picked[0] if picked is not None else None
         asked.append(0)
-        if relation is not None:     # the pick is asked first; a model's answer about it overrules it
+        if relation is not None:     # asked as the gate asks; decided as it decides (`linked`)
             by_id = {e.memory_id: e for e in earlier}
             offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
+            answers = []
             for n in to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
                             *asking, offline):
+                answers.append((n, await relation(p, by_id[n.memory_id], older_ids[i])))
                 asked[i] += 1
-                answer = await relation(p, by_id[n.memory_id], older_ids[i])
-                if answer == "update":
-                    older = by_id[n.memory_id]
+                if answers[-1][1] == "update":
                     break
-                if answer is not None and older is not None and n.memory_id == older.memory_id:
-                    older = None
+            chosen = linked(offline, answers)
+            older = by_id[chosen.memory_id] if chosen is not None else None
         if older is not None:
             async with pool.acquire() as conn:
                 await link(conn, [(newer_id, older.memory_id)])

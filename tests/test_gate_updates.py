@@ -235,3 +235,16 @@ async def test_the_model_confirms_or_overrules_the_offline_pick(pool):
         assert await _links(pool) == linked
         asked = [c.statements for c in llm.calls if c.schema is RelationAnswer]
         assert asked[0] == (said, "My sister Maren lives in Porto.")       # the pick is asked first
+
+
+def test_which_earlier_statement_is_linked_from_the_models_answers():
+    from src.gates.evaluation import Neighbour
+    from src.gates.model_questions import linked
+    pick, near, far = (Neighbour(s, t, memory_id=i) for i, (s, t) in
+                       enumerate([(0.6, "I live in Leeds."), (0.5, "I rent in Leeds."), (0.4, "I like jazz.")], 1))
+    assert linked(pick, [(pick, "neither"), (near, "update")]) is near        # the first update, past the pick
+    assert linked(pick, [(pick, "update"), (near, "update")]) is pick
+    assert linked(pick, [(pick, "neither"), (near, "neither")]) is None       # the model overrules the cue
+    assert linked(pick, [(pick, None), (near, "neither")]) is pick            # no answer about it: the cue stands
+    assert linked(pick, []) is pick
+    assert linked(None, [(far, "contradiction")]) is None

@@ -13,10 +13,10 @@ told without a verb of change, far below the contradiction screen's similarity, 
 model was asked before: only a model knows that a Kia replaces a Ford Focus
 (bench/bench_updates.py, set B: with a model that answers right, 40 -> 77.5% of the report
 half's updates recognised and no distinct fact marked superseded). The first earlier
-statement the model calls an update is linked (`take`); its other answers are no verdicts
+statement the model calls an update is linked (`linked`); its other answers are no verdicts
 (contradictions are screened above the similarity `contradicting` only, plan §2.8). Without a
 model, or with the question turned off (runtime.local.yaml: a 1.5B model answers at
-chance), the cues' pick stands (`settle_offline`).
+chance), the cues' pick stands.
 """
 
 from __future__ import annotations
@@ -51,11 +51,17 @@ def to_ask(newer: str, earlier: Sequence[Neighbour], most: int, floor: float,
     return out
 
 
-def settle_offline(e: Evaluation, answered: Sequence[Neighbour]) -> None:
-    """After layer 3: the offline pick stands unless the model answered about it (an "update"
-    it gave marked `update_of` already; any other answer overrules the cue)."""
-    if e.update_of is None and e.update_offline is not None and not same(e.update_offline[0], answered):
-        mark(e, *e.update_offline)
+def linked(offline: Neighbour | None, answers: Sequence[tuple[Neighbour, str | None]]) -> Neighbour | None:
+    """The earlier statement a statement updates, from the model's answers in the order asked
+    (the cues' pick first, then closest first; None: no answer): the first it called an
+    update; else the cues' pick, unless the model answered about it (any other answer
+    overrules the cue)."""
+    for n, relation in answers:
+        if relation == "update":
+            return n
+    if offline is not None and not same(offline, [n for n, relation in answers if relation is not None]):
+        return offline
+    return None
 
 
 def plan(evaluations: Sequence[Evaluation], screened: Sequence[tuple[Evaluation, int]],
@@ -74,17 +80,14 @@ def plan(evaluations: Sequence[Evaluation], screened: Sequence[tuple[Evaluation,
 
 
 def take(asks: Sequence[tuple[Evaluation, Neighbour]], answers: Sequence[tuple[Verdict, str | None]],
-         answered: dict[int, list[Neighbour]]) -> None:
-    """Apply the model's answers in the order asked (the pick first, then closest first): the
-    first "update" marks `update_of`; what the model answered about goes into `answered`
-    (by `id(e)`), the call is counted, its one-line summary kept."""
+         said: dict[int, list[tuple[Neighbour, str | None]]]) -> None:
+    """Note the model's answers in `said` (by `id(e)`, in the order asked), count the calls,
+    keep a call's one-line summary."""
     for (e, n), (verdict, relation) in zip(asks, answers, strict=True):
         if verdict.layer != "llm":
             continue
         e.llm_calls += 1
-        answered.setdefault(id(e), []).append(n)
-        if relation == "update" and e.update_of is None:
-            mark(e, n, MODEL_SAID)
+        said.setdefault(id(e), []).append((n, relation))
         if verdict.summary and e.compressed is None:
             e.compressed, e.compressed_by = verdict.summary, "llm"
 
@@ -96,7 +99,8 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
     relating = llm.configured and settings.relation_pairs > 0
     if not relating:        # reflex mode (or the question turned off): the cues decide
         for e in evaluations:
-            settle_offline(e, [])
+            if e.update_offline is not None:
+                mark(e, *e.update_offline)
     asks: list[tuple[Evaluation, int]] = []
     for e in evaluations:
         if any(v.contradicts for _, v in e.verdicts):
@@ -105,7 +109,7 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
         asks += [(e, k) for k in undecided[: settings.llm_pairs_per_item]]
     relating_asks = plan(evaluations, asks, settings) if relating else []
     limit = asyncio.Semaphore(settings.llm_concurrency)
-    answered: dict[int, list[Neighbour]] = {}     # id(e) -> the earlier statements the model answered about
+    said: dict[int, list[tuple[Neighbour, str | None]]] = {}     # id(e) -> the model's relation answers
 
     async def screened(e: Evaluation, k: int) -> Verdict:
         (n, v), relation = e.verdicts[k], None
@@ -115,9 +119,7 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
             else:
                 v = await ask_llm(llm, e.item.content, n.content, v.opposition)
         if relation is not None:
-            answered.setdefault(id(e), []).append(n)
-        if relation == "update" and e.update_of is None:
-            mark(e, n, MODEL_SAID)
+            said.setdefault(id(e), []).append((n, relation))
         return v
 
     async def ask_update(e: Evaluation, n: Neighbour) -> tuple[Verdict, str | None]:
@@ -129,10 +131,18 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
         answers, relations = await asyncio.gather(
             asyncio.gather(*(screened(e, k) for e, k in asks)),
             asyncio.gather(*(ask_update(e, n) for e, n in relating_asks)))
-    take(relating_asks, relations, answered)
-    if relating:
-        for e in evaluations:
-            settle_offline(e, answered.get(id(e), []))
+    take(relating_asks, relations, said)
+    for e in evaluations:
+        if e.update_of is not None:             # the cues decided (not relating)
+            continue
+        offline = e.update_offline[0] if e.update_offline is not None else None
+        # the cues' pick first, then closest first (a screened pair is among the closest)
+        heard = sorted(said.get(id(e), []), key=lambda a: (not same(a[0], [offline] if offline else []),
+                                                            -a[0].similarity))
+        chosen = linked(offline, heard)
+        if chosen is not None:
+            by_model = any(same(chosen, [n]) and r == "update" for n, r in heard)
+            mark(e, chosen, MODEL_SAID if by_model else e.update_offline[1])
     for (e, k), verdict in zip(asks, answers, strict=True):
         if e.update_of is not None and same(e.verdicts[k][0], [e.update_of]):
             verdict = replace(verdict, contradicts=False)
