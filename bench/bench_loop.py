@@ -115,8 +115,8 @@ class InstantLLM:
     async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
         if schema.__name__ == "FokAnswer":
             value = schema(judgement="PARTIAL", confidence=0.5)
-        elif schema.__name__ == "RelationAnswer":       # two of the user's statements (src/gates/model_questions.py)
-            value = schema(relation="neither", summary_a=question[:40])
+        elif schema.__name__ == "RelationsAnswer":      # a user's statement and earlier ones (src/gates/model_questions.py)
+            value = schema(updates=0, contradicts=[], summary_a=question[:40])
         else:
             value = schema(contradicts=False, summary_a=question[:40])
         return Structured(value, self._result("meta_call_structured", count_tokens(question) if self.count else 0,

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from time import perf_counter
@@ -45,7 +46,7 @@ import numpy as np
 from bench.bench_paraphrase import SEEDS, SPLITS, import_lines, other_peoples_chat
 from bench.common import bench_pool
 from src.config import load_settings
-from src.gates.contradiction import ask_relation
+from src.gates.contradiction import ask_relations
 from src.gates.evaluation import Neighbour
 from src.gates.model_questions import linked, to_ask
 from src.gates.updates import Earlier, UpdateThresholds, earlier_statements, link, pick
@@ -71,17 +72,17 @@ def _pairs(path: Path) -> list[dict]:
 #: layer 3's relation question asked as the gate asks it, answered by the labels: a model that
 #: answers right, so what the gate's asking can reach), "model" (answered by the model of the
 #: configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
-Relation = Callable[[dict, Earlier, int], Awaitable[str | None]]
+Relation = Callable[[dict, list[Earlier], int], Awaitable[list[str | None]]]
 
 
-async def _oracle(pair: dict, asked: Earlier, own_older: int) -> str:
-    """The labels' answer: "update" for an update pair asked about its own older statement."""
-    return "update" if pair["label"] == "update" and asked.memory_id == own_older else "neither"
+async def _oracle(pair: dict, asked: list[Earlier], own_older: int) -> list[str | None]:
+    """The labels' answer: "update" for an update pair's own older statement, else "neither"."""
+    return ["update" if pair["label"] == "update" and e.memory_id == own_older else "neither" for e in asked]
 
 
 def _model(meta) -> Relation:
-    async def answer(pair: dict, asked: Earlier, own_older: int) -> str | None:
-        return (await ask_relation(meta, pair["newer"], asked.content, None))[1]
+    async def answer(pair: dict, asked: list[Earlier], own_older: int) -> list[str | None]:
+        return list((await ask_relations(meta, pair["newer"], [e.content for e in asked])).relations)
     return answer
 
 
@@ -91,7 +92,7 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
     update links the exit gate would write (src/gates/updates.py): every older statement is
     stored first; then each newer one, in turn, is judged against the user's statements
     stored before it, exactly as the gate judges a new line: the offline judge, then (with
-    `relation`) the relation question about the earlier statements `to_ask` names (the
+    `relation`) one relation question about the earlier statements `to_ask` names (the
     judge's pick first, then closest first), decided as the gate decides
     (src/gates/model_questions.py `linked`). (The gate also asks it of an undecided pair above the
     contradiction screen's similarity; those are among the closest, so `to_ask` stands for
@@ -103,24 +104,25 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
     links: list[tuple[int, int]] = []
     newer_ids: list[int] = []
     asked: list[int] = []
+    wide = replace(th, candidates=max(th.candidates, asking[0]), floor=min(th.floor, asking[1]))
     for i, (p, vec) in enumerate(zip(pairs, newer_vecs, strict=True)):
-        earlier = (await earlier_statements(pool, [vec], embedder.model_name, th))[0]
+        earlier = (await earlier_statements(pool, [vec], embedder.model_name, wide))[0]
         (newer_id,) = await store.store_many([NewMemory(p["newer"], "episodic", source_tag="external_user")])
         newer_ids.append(newer_id)
-        picked = pick(p["newer"], earlier, th)
+        picked = pick(p["newer"], [e for e in earlier[: th.candidates] if e.similarity >= th.floor], th)
         older = picked[0] if picked is not None else None
         asked.append(0)
         if relation is not None:     # asked as the gate asks; decided as it decides (`linked`)
             by_id = {e.memory_id: e for e in earlier}
             offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
-            answers = []
-            for n in to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
-                            *asking, offline):
-                answers.append((n, await relation(p, by_id[n.memory_id], older_ids[i])))
-                asked[i] += 1
-                if answers[-1][1] == "update":
-                    break
-            chosen = linked(offline, answers)
+            about = to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
+                           *asking, offline)
+            if about:
+                said = await relation(p, [by_id[n.memory_id] for n in about], older_ids[i])
+                asked[i] = 1
+                chosen = linked(offline, list(zip(about, said, strict=True)))
+            else:
+                chosen = offline
             older = by_id[chosen.memory_id] if chosen is not None else None
         if older is not None:
             async with pool.acquire() as conn:

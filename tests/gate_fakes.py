@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from src.errors import ProviderUnavailable
-from src.gates.prompts import RelationAnswer
+from src.gates.prompts import RelationsAnswer
 from src.gates.settings import GateSettings
 from src.providers.protocols import LLMResult, Structured
 
 _STATEMENT = re.compile(r"^Statement ([AB]): (.*)$", re.M)
+_EARLIER = re.compile(r"^(\d+)\. (.*)$", re.M)
 
 
 @dataclass
@@ -29,15 +30,19 @@ class MetaCall:
     max_tokens: int | None
 
     @property
-    def statements(self) -> tuple[str, str]:
+    def statements(self) -> tuple[str, ...]:
+        """(A, B) of a contradiction question; (A, B1, ..., Bn) of a relation question."""
         found = dict(_STATEMENT.findall(self.question))
-        return found["A"], found["B"]
+        if "B" in found:
+            return found["A"], found["B"]
+        return found["A"], *(b for _, b in _EARLIER.findall(self.question))
 
 
 @dataclass
 class ScriptedMetaLLM:
     """Answers "Does A contradict B?" with `verdict(a, b)`; summary_a = `summary(a)`; asked the
-    relation of two of the user's statements, "contradiction" when `verdict`, else `relation(a, b)`."""
+    relation of a user's statement A to earlier ones B1..Bn, each "contradiction" when
+    `verdict(a, b)`, else `relation(a, b)` (the first "update" is the one A updates)."""
 
     verdict: Callable[[str, str], bool] = lambda a, b: False
     # asked about two of the user's statements and no contradiction: "update" or "neither"
@@ -54,12 +59,14 @@ class ScriptedMetaLLM:
         self.calls.append(MetaCall(question, schema, purpose, max_tokens))
         if self.fail:
             raise ProviderUnavailable("scripted outage", provider=self.provider)
-        a, b = self.calls[-1].statements
-        if schema is RelationAnswer:     # two of the user's own statements (src/gates/updates.py)
-            said = "contradiction" if self.verdict(a, b) else self.relation(a, b)
-            value = schema(relation=said, summary_a=self.summary(a))
+        a, *bs = self.calls[-1].statements
+        if schema is RelationsAnswer:     # a user's statement and earlier ones (src/gates/updates.py)
+            said = ["contradiction" if self.verdict(a, b) else self.relation(a, b) for b in bs]
+            value = schema(updates=said.index("update") + 1 if "update" in said else 0,
+                           contradicts=[k for k, r in enumerate(said, 1) if r == "contradiction"],
+                           summary_a=self.summary(a))
         else:
-            value = schema(contradicts=self.verdict(a, b), summary_a=self.summary(a))
+            value = schema(contradicts=self.verdict(a, bs[0]), summary_a=self.summary(a))
         return Structured(value, LLMResult(value.model_dump_json(), self.model, self.provider,
                                            10, 5, 1.0), repaired=False)
 

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from src.gates.memory_gate import Gates
-from src.gates.prompts import RelationAnswer
+from src.gates.prompts import RelationsAnswer
 from src.gates.updates import UpdateThresholds, change_cues, judge
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
@@ -112,10 +112,10 @@ async def test_layer_three_tells_an_update_without_a_cue_in_one_call(pool):
     gates = await _gates(pool, llm)
     await gates.admit("My sister Maren lives in Lisbon with her cat.", exchange=False)
     await gates.exit.flush(reason="test")
-    asked = [c for c in llm.calls if c.schema is RelationAnswer]
+    asked = [c for c in llm.calls if c.schema is RelationsAnswer]
     assert len(asked) == 1 and asked[0].statements == ("My sister Maren lives in Lisbon with her cat.",
                                                        "My sister Maren lives in Porto with her cat.")
-    assert "said B earlier and A now" in asked[0].question
+    assert "said the numbered statements earlier and A now" in asked[0].question
     assert await _links(pool) == {("My sister Maren lives in Lisbon with her cat.",
                                    "My sister Maren lives in Porto with her cat.")}
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'flag' = 'contradiction'") == 0
@@ -127,7 +127,7 @@ async def test_layer_three_still_flags_a_contradiction(pool):
     gates = await _gates(pool, llm)
     await gates.admit("My sister Maren lives in Lisbon with her cat.", exchange=False)
     await gates.exit.flush(reason="test")
-    assert [c.schema for c in llm.calls] == [RelationAnswer]
+    assert [c.schema for c in llm.calls] == [RelationsAnswer]
     assert await _links(pool) == set()
     assert await pool.fetchval("SELECT count(*) FROM memories WHERE metadata->>'flag' = 'contradiction'") == 1
 
@@ -173,7 +173,7 @@ async def _told_the_kia(pool, llm, **exit_settings):
                         rng=random.Random(3))
     await gates.admit(KIA, exchange=False)
     await gates.exit.flush(reason="test")
-    return [c.statements for c in llm.calls if c.schema is RelationAnswer]
+    return [c.statements for c in llm.calls if c.schema is RelationsAnswer]
 
 
 async def test_a_change_told_without_a_cue_below_the_screen_is_asked_of_the_model(pool):
@@ -185,6 +185,33 @@ async def test_a_change_told_without_a_cue_below_the_screen_is_asked_of_the_mode
     why = json.loads(await pool.fetchval("SELECT details FROM gate_decisions WHERE gate = 'exit'"))["update_of"]["why"]
     assert why == "layer 3: the model said the newer updates it"
     assert {c.purpose for c in llm.calls} == {"gate_contradiction"}
+
+
+async def test_one_relation_question_a_statement_about_all_its_closest_earlier_ones(pool):
+    """The earlier statements a model is asked about go into one call, numbered; at most
+    `relation_pairs` of them, the closest first; the one it names is linked, no other."""
+    others = ["I work every day at the depot, great team.", "Charging my phone every day is a pain."]
+    for text in others:
+        await _user_fact(pool, text)
+    llm = ScriptedMetaLLM(relation=lambda a, b: "update" if "Focus" in b else "neither")
+    asked = await _told_the_kia(pool, llm, relation_floor=0.0, relation_pairs=3)
+    assert len(asked) == 1 and asked[0][0] == KIA and sorted(asked[0][1:]) == sorted([FOCUS, *others])
+    assert await _links(pool) == {(KIA, FOCUS)}
+    question = next(c.question for c in llm.calls if c.schema is RelationsAnswer)
+    assert question.index("1. ") < question.index("2. ") < question.index("3. ")
+    await pool.execute("TRUNCATE memories, scratch_buffer, gate_decisions CASCADE")
+    for text in others:
+        await _user_fact(pool, text)
+    closest = ScriptedMetaLLM(relation=lambda a, b: "neither")
+    (only,) = await _told_the_kia(pool, closest, relation_floor=0.0, relation_pairs=1)
+    assert len(only) == 2 and await _links(pool) == set()      # A and the one closest
+
+
+async def test_a_failed_relation_question_links_nothing_and_the_flush_goes_on(pool):
+    llm = ScriptedMetaLLM(fail=True)
+    assert await _told_the_kia(pool, llm) == [(KIA, FOCUS)]
+    assert await _links(pool) == set()
+    assert await pool.fetchval("SELECT count(*) FROM memories WHERE content = $1", KIA) == 1
 
 
 async def test_the_models_other_answers_link_nothing_and_flag_nothing(pool):
@@ -233,7 +260,7 @@ async def test_the_model_confirms_or_overrules_the_offline_pick(pool):
         await gates.admit(said, exchange=False)
         await gates.exit.flush(reason="test")
         assert await _links(pool) == linked
-        asked = [c.statements for c in llm.calls if c.schema is RelationAnswer]
+        asked = [c.statements for c in llm.calls if c.schema is RelationsAnswer]
         assert asked[0] == (said, "My sister Maren lives in Porto.")       # the pick is asked first
 
 

@@ -40,8 +40,8 @@ def _meta(question: str, schema: type, fok=("KNOWN", 0.9)) -> dict:
         return {"judgement": fok[0], "confidence": fok[1]}
     if schema.__name__ == "ContradictionAnswer":
         return {"contradicts": False, "summary_a": question.splitlines()[-1][:60]}
-    if schema.__name__ == "RelationAnswer":      # two of the user's statements (src/gates/updates.py)
-        return {"relation": "neither", "summary_a": question.splitlines()[-1][:60]}
+    if schema.__name__ == "RelationsAnswer":     # a user's statement and earlier ones (src/gates/updates.py)
+        return {"updates": 0, "contradicts": [], "summary_a": question.splitlines()[-1][:60]}
     raise AssertionError(f"unexpected meta call {schema.__name__}")
 
 

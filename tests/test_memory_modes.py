@@ -47,8 +47,8 @@ def _meta(question: str, schema: type) -> dict:
         return {"judgement": "KNOWN", "confidence": 0.9}
     if schema.__name__ == "ContradictionAnswer":
         return {"contradicts": False, "summary_a": "same"}
-    if schema.__name__ == "RelationAnswer":      # two of the user's statements (src/gates/updates.py)
-        return {"relation": "neither", "summary_a": "same"}
+    if schema.__name__ == "RelationsAnswer":     # a user's statement and earlier ones (src/gates/updates.py)
+        return {"updates": 0, "contradicts": [], "summary_a": "same"}
     raise AssertionError(f"unexpected meta call {schema.__name__}")
 
 

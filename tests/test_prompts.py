@@ -80,7 +80,7 @@ SAMPLES: dict[str, tuple[tuple, dict]] = {
     "src.providers.prompts:schema_instruction": ((pydantic.create_model("SampleAnswer", verdict=(str, ...)),), {}),
     "src.providers.prompts:repair_prompt": (("SAMPLE-ERROR",), {}),
     "src.gates.prompts:contradiction_question": (("SAMPLE-A", "SAMPLE-B"), {}),
-    "src.gates.prompts:relation_question": (("SAMPLE-A", "SAMPLE-B"), {}),
+    "src.gates.prompts:relations_question": (("SAMPLE-A", ["SAMPLE-B1", "SAMPLE-B2"]), {}),
     "src.metacognition.prompts:weaknesses": ((_WEAK,), {}),
     "src.metacognition.prompts:retry_feedback": (("SAMPLE-FOCUS", _WEAK, 0.55), {}),
     "src.metacognition.prompts:system2_brief": (("SAMPLE-FOCUS", "SAMPLE-REASONS", _WEAK), {}),

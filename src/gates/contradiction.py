@@ -25,9 +25,9 @@
 3. LLM micro-call (~100 ms): an isolated meta-context call ("Does A contradict B?",
    src/gates/prompts.py) only for pairs the first two left inconclusive. The same call returns the
    one-line `compressed` summary of A, so the gate never makes an extra call for it.
-   In reflex mode the layer is skipped and logged; the pair stays undecided. For two of
-   the user's own statements the call also tells an update from a contradiction
-   (`ask_relation`, src/gates/updates.py).
+   In reflex mode the layer is skipped and logged; the pair stays undecided. For a user's
+   statement one call asks about the earlier statements of theirs the gate weighs,
+   and also tells an update from a contradiction (`ask_relations`, src/gates/updates.py).
 
 Only statements are judged (issue 27): a question or chatter (src/gates/utterance.py)
 states nothing that could contradict anything, so a pair with one is "not opposed"
@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -55,9 +56,9 @@ from src.gates.negation_pairs import (
 )
 from src.gates.prompts import (
     ContradictionAnswer,
-    RelationAnswer,
+    RelationsAnswer,
     contradiction_question,
-    relation_question,
+    relations_question,
 )
 from src.gates.utterance import classify
 from src.providers.embedding import embed_memories
@@ -273,23 +274,35 @@ async def ask_llm(llm: LanguageModel, a_text: str, b_text: str,
     return Verdict(answer.value.contradicts, "llm", opposition, summary)
 
 
-async def ask_relation(llm: LanguageModel, a_text: str, b_text: str,
-                       opposition: float | None) -> tuple[Verdict, str | None]:
-    """Layer 3 for a user's new statement A and an older one B of theirs: the verdict, and
-    "update" / "contradiction" / "neither" (None when no model answered). An update is no
-    contradiction. Reflex mode and failures leave the pair undecided, as `ask_llm` does."""
+@dataclass(frozen=True)
+class Relations:
+    """Layer 3's answer about a user's new statement and earlier ones of theirs: for each
+    earlier statement "update", "contradiction" or "neither" (None: no model answered), who
+    answered (`layer`: llm | llm_skipped | llm_failed) and A as one line."""
+
+    relations: tuple[str | None, ...]
+    layer: str
+    summary: str | None = None
+
+
+async def ask_relations(llm: LanguageModel, a_text: str, b_texts: Sequence[str]) -> Relations:
+    """Layer 3 for a user's new statement A and earlier ones B1..Bn of theirs, in one call:
+    which one A updates (at most one) and which it contradicts. An update is no contradiction.
+    Reflex mode and failures answer nothing, as `ask_llm` leaves a pair undecided."""
+    unanswered = (None,) * len(b_texts)
     if not llm.configured:
         log.info("contradiction layer 3 skipped: no language model is configured")
-        return Verdict(None, "llm_skipped", opposition), None
+        return Relations(unanswered, "llm_skipped")
     try:
-        answer = await llm.meta_call_structured(relation_question(a_text, b_text), RelationAnswer,
-                                                purpose="gate_contradiction", max_tokens=120)
+        answer = await llm.meta_call_structured(relations_question(a_text, b_texts), RelationsAnswer,
+                                                purpose="gate_contradiction", max_tokens=160)
     except ProviderSkipped as exc:
         log.info("contradiction layer 3 skipped: %s", exc)
-        return Verdict(None, "llm_skipped", opposition), None
+        return Relations(unanswered, "llm_skipped")
     except ProviderError as exc:
-        log.warning("contradiction layer 3 failed, the pair stays undecided: %s", exc)
-        return Verdict(None, "llm_failed", opposition), None
-    summary = " ".join(answer.value.summary_a.split()) or None
-    relation = answer.value.relation
-    return Verdict(relation == "contradiction", "llm", opposition, summary), relation
+        log.warning("contradiction layer 3 failed, the pairs stay undecided: %s", exc)
+        return Relations(unanswered, "llm_failed")
+    said = ["contradiction" if k in answer.value.contradicts else "neither" for k in range(1, len(b_texts) + 1)]
+    if 1 <= answer.value.updates <= len(b_texts):
+        said[answer.value.updates - 1] = "update"
+    return Relations(tuple(said), "llm", " ".join(answer.value.summary_a.split()) or None)

@@ -243,7 +243,9 @@ class ExitGate:
         found, stored = await check_novelty_many(self.pool, novelty_vecs, model, cfg.novelty_k)
         in_batch = novelty_vecs @ novelty_vecs.T
         # the user's statements may update what the user said before (src/gates/updates.py)
-        statements, earlier = await updates.earlier_for(self.pool, items, vecs, cfg.statement_sources, model)
+        statements, earlier = await updates.earlier_for(
+            self.pool, items, vecs, cfg.statement_sources, model,
+            cfg.relation_pairs if self.llm.configured else 0, cfg.relation_floor)
 
         evaluations: list[Evaluation] = []
         for j, (item, vec) in enumerate(zip(items, vecs, strict=True)):

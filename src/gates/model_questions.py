@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from src.gates.contradiction import Verdict, ask_llm, ask_relation
+from src.gates.contradiction import Relations, Verdict, ask_llm, ask_relations
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.settings import ExitGateSettings
 from src.gates.updates import GATE, judge, mark, same
@@ -64,88 +64,96 @@ def linked(offline: Neighbour | None, answers: Sequence[tuple[Neighbour, str | N
     return None
 
 
-def plan(evaluations: Sequence[Evaluation], screened: Sequence[tuple[Evaluation, int]],
-         settings: ExitGateSettings) -> list[tuple[Evaluation, Neighbour]]:
-    """The (statement, earlier statement) pairs to ask about: `to_ask` for each user statement
-    with no opposed pair, but for the pairs the screen's layer 3 asks already (`screened`)."""
-    out: list[tuple[Evaluation, Neighbour]] = []
+@dataclass
+class Ask:
+    """One relation question: a user's statement `e` and the earlier statements of theirs it is
+    asked about (the cues' pick first, then closest first); `screened`: the indices of
+    `e.verdicts` among them, whose verdicts the answer gives."""
+
+    e: Evaluation
+    about: list[Neighbour]
+    screened: list[int]
+
+
+def plan(evaluations: Sequence[Evaluation], settings: ExitGateSettings, relating: bool
+         ) -> tuple[list[tuple[Evaluation, int]], list[Ask]]:
+    """What layer 3 asks: the contradiction question of each undecided pair above the screen
+    (`llm_pairs_per_item` of the most similar, for items with no opposed pair) that is not of
+    two of the user's statements; and one relation question for each user statement, about
+    its screened earlier statements and (`relating`) those `to_ask` names."""
+    singles: list[tuple[Evaluation, int]] = []
+    asks: list[Ask] = []
     for e in evaluations:
-        if not e.earlier or any(v.contradicts for _, v in e.verdicts):
+        if any(v.contradicts for _, v in e.verdicts):
             continue
-        asked = [e.verdicts[k][0] for f, k in screened if f is e]
+        undecided = [k for k, (_, v) in enumerate(e.verdicts) if v.contradicts is None]
+        undecided = undecided[: settings.llm_pairs_per_item]
+        # the user's older statement: the relation question tells update, contradiction, neither
+        own = [k for k in undecided if e.update_of is None and same(e.verdicts[k][0], e.earlier)]
+        singles += [(e, k) for k in undecided if k not in own]
         offline = e.update_offline[0] if e.update_offline is not None else None
-        out += [(e, n) for n in to_ask(e.item.content, e.earlier, settings.relation_pairs,
-                                       settings.relation_floor, offline) if not same(n, asked)]
-    return out
+        about = to_ask(e.item.content, e.earlier, settings.relation_pairs, settings.relation_floor,
+                       offline) if relating else []
+        screened = [e.verdicts[k][0] for k in own]
+        about += [n for n in screened if not same(n, about)]
+        if about:
+            asks.append(Ask(e, about, own))
+    return singles, asks
 
 
-def take(asks: Sequence[tuple[Evaluation, Neighbour]], answers: Sequence[tuple[Verdict, str | None]],
-         said: dict[int, list[tuple[Neighbour, str | None]]]) -> None:
-    """Note the model's answers in `said` (by `id(e)`, in the order asked), count the calls,
-    keep a call's one-line summary."""
-    for (e, n), (verdict, relation) in zip(asks, answers, strict=True):
-        if verdict.layer != "llm":
-            continue
+def take(ask: Ask, answer: Relations) -> list[tuple[Neighbour, str | None]]:
+    """The model's answer to one relation question: each earlier statement with its relation
+    (None: no answer), the verdicts of the screened pairs among them, the call counted and
+    its one-line summary kept."""
+    e = ask.e
+    said = list(zip(ask.about, answer.relations, strict=True))
+    for k in ask.screened:
+        n, v = e.verdicts[k]
+        relation = next(r for m, r in said if same(m, [n]))
+        e.verdicts[k] = (n, replace(v, contradicts=None if relation is None else relation == "contradiction",
+                                    layer=answer.layer, summary=answer.summary))
+    if answer.layer == "llm":
         e.llm_calls += 1
-        said.setdefault(id(e), []).append((n, relation))
-        if verdict.summary and e.compressed is None:
-            e.compressed, e.compressed_by = verdict.summary, "llm"
+        if answer.summary and e.compressed is None:
+            e.compressed, e.compressed_by = answer.summary, "llm"
+    return said
 
 
 async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitGateSettings) -> None:
-    """Layer 3 for the most similar undecided pairs of items that have no opposed pair (the
-    contradiction question; for two of the user's statements the relation question), and the
-    relation question for the user's statements below the screen (`plan`)."""
+    """Layer 3: the contradiction question of the most similar undecided pairs of items that
+    have no opposed pair, and for each user statement one relation question (`plan`)."""
     relating = llm.configured and settings.relation_pairs > 0
     if not relating:        # reflex mode (or the question turned off): the cues decide
         for e in evaluations:
             if e.update_offline is not None:
                 mark(e, *e.update_offline)
-    asks: list[tuple[Evaluation, int]] = []
-    for e in evaluations:
-        if any(v.contradicts for _, v in e.verdicts):
-            continue
-        undecided = [k for k, (_, v) in enumerate(e.verdicts) if v.contradicts is None]
-        asks += [(e, k) for k in undecided[: settings.llm_pairs_per_item]]
-    relating_asks = plan(evaluations, asks, settings) if relating else []
+    singles, asks = plan(evaluations, settings, relating)
     limit = asyncio.Semaphore(settings.llm_concurrency)
-    said: dict[int, list[tuple[Neighbour, str | None]]] = {}     # id(e) -> the model's relation answers
 
-    async def screened(e: Evaluation, k: int) -> Verdict:
-        (n, v), relation = e.verdicts[k], None
-        async with limit:   # the user's older statement: one call tells update, contradiction, neither
-            if e.update_of is None and same(n, e.earlier):
-                v, relation = await ask_relation(llm, e.item.content, n.content, v.opposition)
-            else:
-                v = await ask_llm(llm, e.item.content, n.content, v.opposition)
-        if relation is not None:
-            said.setdefault(id(e), []).append((n, relation))
-        return v
-
-    async def ask_update(e: Evaluation, n: Neighbour) -> tuple[Verdict, str | None]:
+    async def contradiction(e: Evaluation, k: int) -> Verdict:
         async with limit:
-            return await ask_relation(llm, e.item.content, n.content, None)
+            return await ask_llm(llm, e.item.content, e.verdicts[k][0].content, e.verdicts[k][1].opposition)
+
+    async def relations(a: Ask) -> Relations:
+        async with limit:
+            return await ask_relations(llm, a.e.item.content, [n.content for n in a.about])
 
     # a rate limit hits these calls together: they share one retry budget
     with shared_retries(settings.llm_shared_retries):
-        answers, relations = await asyncio.gather(
-            asyncio.gather(*(screened(e, k) for e, k in asks)),
-            asyncio.gather(*(ask_update(e, n) for e, n in relating_asks)))
-    take(relating_asks, relations, said)
+        verdicts, answers = await asyncio.gather(asyncio.gather(*(contradiction(e, k) for e, k in singles)),
+                                                 asyncio.gather(*(relations(a) for a in asks)))
+    said = {id(a.e): take(a, answer) for a, answer in zip(asks, answers, strict=True)}
     for e in evaluations:
         if e.update_of is not None:             # the cues decided (not relating)
             continue
         offline = e.update_offline[0] if e.update_offline is not None else None
-        # the cues' pick first, then closest first (a screened pair is among the closest)
-        heard = sorted(said.get(id(e), []), key=lambda a: (not same(a[0], [offline] if offline else []),
-                                                            -a[0].similarity))
-        chosen = linked(offline, heard)
+        chosen = linked(offline, said.get(id(e), []))
         if chosen is not None:
-            by_model = any(same(chosen, [n]) and r == "update" for n, r in heard)
+            by_model = any(same(chosen, [n]) and r == "update" for n, r in said.get(id(e), []))
             mark(e, chosen, MODEL_SAID if by_model else e.update_offline[1])
-    for (e, k), verdict in zip(asks, answers, strict=True):
+    for (e, k), verdict in zip(singles, verdicts, strict=True):
         if e.update_of is not None and same(e.verdicts[k][0], [e.update_of]):
-            verdict = replace(verdict, contradicts=False)
+            verdict = replace(verdict, contradicts=False)       # a change is no contradiction
         e.verdicts[k] = (e.verdicts[k][0], verdict)
         if verdict.layer == "llm":
             e.llm_calls += 1

@@ -3,14 +3,14 @@
 One isolated meta-context question (src/gates/contradiction.py asks it for the exit
 gate, the light ticker's contradiction scan asks the same): the two statements and
 nothing else. The same answer carries the one-line `compressed` summary of A, so the
-exit gate never makes an extra call for its compression. For two of the user's own
-statements the gate asks `relation_question` instead: the same one call, which also tells
-an update (src/gates/updates.py) from a contradiction.
+exit gate never makes an extra call for its compression. For a user's statement the gate
+asks `relations_question` instead: one call about the earlier statements of theirs it
+weighs, which also tells an update (src/gates/updates.py) from a contradiction.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -33,22 +33,29 @@ def contradiction_question(a: str, b: str) -> str:
             "Also give `summary_a`: statement A as one line of at most 15 words.")
 
 
-class RelationAnswer(BaseModel):
-    """Layer 3 for two of the user's own statements (issue 37 item 3): one call tells an update
-    from a contradiction from neither, and carries A as one line, as the contradiction call does."""
+class RelationsAnswer(BaseModel):
+    """Layer 3 for a user's new statement and earlier ones of theirs (issue 37 item 3): one call
+    tells which earlier statement it updates and which it contradicts, and carries A as one
+    line, as the contradiction call does."""
 
-    relation: Literal["update", "contradiction", "neither"] = Field(
-        description="update: A replaces what B said (the same thing changed since: a move, a new job, "
-                    "a new time); contradiction: A and B cannot both be true at any time; neither: both "
-                    "can be true")
+    updates: int = Field(description="the number of the earlier statement A replaces because that thing "
+                                     "changed since (a move, a new job, a new car, a new time, a new "
+                                     "partner, a changed preference); 0 if A replaces none")
+    contradicts: list[int] = Field(default_factory=list,
+                                   description="the numbers of the earlier statements that cannot be true "
+                                               "together with A at any time; [] if none")
     summary_a: str = Field(description="statement A as one line of at most 15 words")
 
 
-def relation_question(a: str, b: str) -> str:
-    """The isolated question for a user's new statement A and an earlier one B of theirs."""
-    return (f"Statement A: {a[:QUESTION_CHARS]}\n"
-            f"Statement B: {b[:QUESTION_CHARS]}\n"
-            "The same person said B earlier and A now. Give `relation`: \"update\" if A replaces what B said because something changed since "
-            "(a move, a new job, a new time, a new partner, a changed preference); \"contradiction\" if A "
-            "and B cannot both be true at any time; \"neither\" if both can be true (A adds to B or is "
-            "about something else). Also give `summary_a`: statement A as one line of at most 15 words.")
+def relations_question(a: str, earlier: Sequence[str]) -> str:
+    """The isolated question for a user's new statement A and earlier ones of theirs, numbered
+    from 1 (each on one line)."""
+    lines = "\n".join(f"{k}. {' '.join(b[:QUESTION_CHARS].split())}" for k, b in enumerate(earlier, 1))
+    return (f"Statement A: {' '.join(a[:QUESTION_CHARS].split())}\n"
+            f"Earlier statements:\n{lines}\n"
+            "The same person said the numbered statements earlier and A now. Give `updates`: the number "
+            "of the earlier statement A replaces because that thing changed since (a move, a new job, a "
+            "new car, a new time, a new partner, a changed preference), or 0 if A replaces none of them. "
+            "Give `contradicts`: the numbers of the earlier statements that cannot be true together with "
+            "A at any time, [] if none (one A adds to, or one about something else, is neither). Also "
+            "give `summary_a`: statement A as one line of at most 15 words.")

@@ -314,11 +314,14 @@ def user_statement(item: BufferedItem, statement_sources: Sequence[str]) -> bool
 
 
 async def earlier_for(db: Executor, items: Sequence[BufferedItem], vecs: np.ndarray,
-                      statement_sources: Sequence[str], embed_model: str
-                      ) -> tuple[list[int], dict[int, list[Earlier]]]:
-    """The chunk's user statements (indices) and, for each, the user's older stored statements."""
+                      statement_sources: Sequence[str], embed_model: str, most: int = 0,
+                      floor: float = 1.0) -> tuple[list[int], dict[int, list[Earlier]]]:
+    """The chunk's user statements (indices) and, for each, the user's older stored statements:
+    the nearest `GATE.candidates` at least `GATE.floor` alike that the cues judge, and as many
+    as a model is asked about (`most`, at least `floor` alike: src/gates/model_questions.py)."""
     statements = [j for j, i in enumerate(items) if user_statement(i, statement_sources)]
-    found = await earlier_statements(db, [vecs[j] for j in statements], embed_model, GATE)
+    th = replace(GATE, candidates=max(GATE.candidates, most), floor=min(GATE.floor, floor))
+    found = await earlier_statements(db, [vecs[j] for j in statements], embed_model, th)
     return statements, dict(zip(statements, found, strict=True))
 
 
@@ -328,10 +331,12 @@ def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[Earlier]) 
     marked (`update_of`), and the later one that updates it (`updated_by`): a line can be judged
     after a later one was stored (kept in the buffer a round longer)."""
     said = e.item.created_at
-    near = [*stored, *(x for x in in_chunk if x.similarity >= GATE.floor)]
+    judged = [x for x in stored[: GATE.candidates] if x.similarity >= GATE.floor]     # closest first
+    near = [*judged, *(x for x in in_chunk if x.similarity >= GATE.floor)]
     before = [x for x in near if x.at is None or x.at <= said]
     after = [x for x in near if x.at is not None and x.at > said]
-    e.earlier = sorted((_neighbour(x) for x in before), key=lambda n: -n.similarity)
+    asked = [x for x in stored if x.at is None or x.at <= said]     # a model may be asked of more
+    e.earlier = sorted((_neighbour(x) for x in _distinct([*before, *asked])), key=lambda n: -n.similarity)
     picked = pick(e.item.content, before, GATE)
     if picked is not None:
         older, call = picked
@@ -339,6 +344,11 @@ def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[Earlier]) 
     later = pick_later(e.item.content, after, GATE)
     if later is not None:
         e.updated_by = _neighbour(later[0])
+
+
+def _distinct(xs: Sequence[Earlier]) -> list[Earlier]:
+    seen: set[tuple[int | None, int | None]] = set()
+    return [x for x in xs if (key := (x.memory_id, x.batch_index)) not in seen and not seen.add(key)]
 
 
 def _neighbour(x: Earlier) -> Neighbour:
