@@ -48,8 +48,8 @@ from bench.common import bench_pool
 from src.config import load_settings
 from src.gates.contradiction import ask_relations
 from src.gates.evaluation import Neighbour
-from src.gates.model_questions import linked, to_ask
-from src.gates.updates import Earlier, UpdateThresholds, earlier_statements, link, pick
+from src.gates.model_questions import linked, second_look, to_ask
+from src.gates.updates import Earlier, UpdateThresholds, by_about, earlier_statements, link, pick
 from src.providers.embedding import embed_memories
 from src.providers.factory import build_providers
 from src.recall.retrieval import Cue, Retriever
@@ -64,30 +64,38 @@ SETS = {"A": DATA / "updates.jsonl", "B": DATA / "updates_b.jsonl"}
 TOP = 5
 
 
-def _pairs(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _pairs(name: str) -> list[dict]:
+    """Set `name`'s pairs, each with what its newer statement is about as a helper answered
+    (bench/data/updates_about.jsonl: the oracle's `about`)."""
+    pairs = [json.loads(line) for line in SETS[name].read_text(encoding="utf-8").splitlines() if line.strip()]
+    about = {a["i"]: a["about"] for a in map(json.loads, (DATA / "updates_about.jsonl").read_text(
+        encoding="utf-8").splitlines()) if a["set"] == name}
+    return [{**p, "about": about[i]} for i, p in enumerate(pairs)]
 
 
 #: How the newer statements are judged: "offline" (the cues alone, reflex mode), "oracle" (and
 #: layer 3's relation question asked as the gate asks it, answered by the labels: a model that
 #: answers right, so what the gate's asking can reach), "model" (answered by the model of the
 #: configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
-Relation = Callable[[dict, list[Earlier], int], Awaitable[list[str | None]]]
+Relation = Callable[[dict, list[Earlier], int], Awaitable[tuple[list[str | None], str | None]]]
 
 
-async def _oracle(pair: dict, asked: list[Earlier], own_older: int) -> list[str | None]:
-    """The labels' answer: "update" for an update pair's own older statement, else "neither"."""
-    return ["update" if pair["label"] == "update" and e.memory_id == own_older else "neither" for e in asked]
+async def _oracle(pair: dict, asked: list[Earlier], own_older: int) -> tuple[list[str | None], str | None]:
+    """The labels' answer: "update" for an update pair's own older statement, else "neither";
+    and what the newer is about as a helper answered it (bench/data/updates_about.jsonl)."""
+    return (["update" if pair["label"] == "update" and e.memory_id == own_older else "neither" for e in asked],
+            pair["about"])
 
 
 def _model(meta) -> Relation:
-    async def answer(pair: dict, asked: list[Earlier], own_older: int) -> list[str | None]:
-        return list((await ask_relations(meta, pair["newer"], [e.content for e in asked])).relations)
+    async def answer(pair: dict, asked: list[Earlier], own_older: int) -> tuple[list[str | None], str | None]:
+        said = await ask_relations(meta, pair["newer"], [e.content for e in asked])
+        return list(said.relations), said.about if said.layer == "llm" else None
     return answer
 
 
 async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, relation: Relation | None,
-                       asking: tuple[int, float]) -> tuple[list[tuple[int, int]], list[int], list[int], list[int]]:
+                       asking: tuple[int, float, int, float]) -> tuple[list[tuple[int, int]], list[int], list[int], list[int]]:
     """Both statements of every pair as the user's memories, each at its own time, and the
     update links the exit gate would write (src/gates/updates.py): every older statement is
     stored first; then each newer one, in turn, is judged against the user's statements
@@ -105,6 +113,7 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
     newer_ids: list[int] = []
     asked: list[int] = []
     wide = replace(th, candidates=max(th.candidates, asking[0]), floor=min(th.floor, asking[1]))
+    find = by_about(pool, embedder, asking[0] + asking[2] + 2, asking[3])
     for i, (p, vec) in enumerate(zip(pairs, newer_vecs, strict=True)):
         earlier = (await earlier_statements(pool, [vec], embedder.model_name, wide))[0]
         (newer_id,) = await store.store_many([NewMemory(p["newer"], "episodic", source_tag="external_user")])
@@ -116,13 +125,20 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
             by_id = {e.memory_id: e for e in earlier}
             offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
             about = to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
-                           *asking, offline)
+                           asking[0], asking[1], offline)
+            chosen = offline
             if about:
-                said = await relation(p, [by_id[n.memory_id] for n in about], older_ids[i])
+                said, phrase = await relation(p, [by_id[n.memory_id] for n in about], older_ids[i])
                 asked[i] = 1
-                chosen = linked(offline, list(zip(about, said, strict=True)))
-            else:
-                chosen = offline
+                answers = list(zip(about, said, strict=True))
+                if phrase and "update" not in said and asking[2] > 0:     # the second look, as the gate's
+                    near = [n for n in (await find([(None, phrase)]))[0] if n.memory_id != newer_id]
+                    if second := second_look(about, near, asking[2]):
+                        by_id |= {n.memory_id: Earlier(n.memory_id, n.content, n.similarity) for n in second}
+                        more, _ = await relation(p, [by_id[n.memory_id] for n in second], older_ids[i])
+                        asked[i] += 1
+                        answers += list(zip(second, more, strict=True))
+                chosen = linked(offline, answers)
             older = by_id[chosen.memory_id] if chosen is not None else None
         if older is not None:
             async with pool.acquire() as conn:
@@ -162,10 +178,10 @@ def _rank(ranked: list[str], text: str) -> int:
 async def run(config: str | None = None) -> list[dict]:
     modes = ["offline", "oracle"] + (["model"] if os.environ.get("BENCH_UPDATES_LLM") else [])
     rows: list[dict] = []
-    for name, path in SETS.items():
+    for name in SETS:
         for mode in modes:
             rows += [{**row, "name": f"{name} {mode} {row['name']}"}
-                     for row in await _run_set(config, _pairs(path), mode)]
+                     for row in await _run_set(config, _pairs(name), mode)]
     return rows
 
 
@@ -191,7 +207,8 @@ async def _run_set(config: str | None, pairs: list[dict], mode: str) -> list[dic
             t = perf_counter()
             links, older_ids, newer_ids, asked = await _store_pairs(
                 pool, embedder, pairs, UpdateThresholds(), relation,
-                (exit_settings.relation_pairs, exit_settings.relation_floor))
+                (exit_settings.relation_pairs, exit_settings.relation_floor, exit_settings.relation_about,
+                 exit_settings.relation_about_floor))
             if relation is not None:
                 rows += [{"name": "relation questions per newer statement", "value": float(np.mean(asked)),
                           "unit": "calls"},

@@ -48,6 +48,7 @@ class ScriptedMetaLLM:
     # asked about two of the user's statements and no contradiction: "update" or "neither"
     relation: Callable[[str, str], str] = lambda a, b: "neither"
     summary: Callable[[str], str] = lambda a: "summary: " + a
+    about: Callable[[str], str] = lambda a: ""        # what a statement is about ("my car")
     fail: bool = False
     calls: list[MetaCall] = field(default_factory=list)
     provider: str = "scripted"
@@ -64,7 +65,7 @@ class ScriptedMetaLLM:
             said = ["contradiction" if self.verdict(a, b) else self.relation(a, b) for b in bs]
             value = schema(updates=said.index("update") + 1 if "update" in said else 0,
                            contradicts=[k for k, r in enumerate(said, 1) if r == "contradiction"],
-                           summary_a=self.summary(a))
+                           summary_a=self.summary(a), about=self.about(a))
         else:
             value = schema(contradicts=self.verdict(a, bs[0]), summary_a=self.summary(a))
         return Structured(value, LLMResult(value.model_dump_json(), self.model, self.provider,

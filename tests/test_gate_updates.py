@@ -207,6 +207,36 @@ async def test_one_relation_question_a_statement_about_all_its_closest_earlier_o
     assert len(only) == 2 and await _links(pool) == set()      # A and the one closest
 
 
+async def test_a_second_question_asks_about_what_the_statement_is_about(pool):
+    """The first question's earlier statements miss the Focus (closer ones fill it); the model
+    says the Kia line is about driving a Ford Focus, and a second call asks about the user's
+    statements nearest that phrase: the Focus, which it updates."""
+    others = ["I work every day at the depot, great team.", "Charging my phone every day is a pain."]
+    for text in others:
+        await _user_fact(pool, text)
+    llm = ScriptedMetaLLM(relation=lambda a, b: "update" if "Focus" in b else "neither",
+                          about=lambda a: "driving a Ford Focus")
+    asked = await _told_the_kia(pool, llm, relation_floor=0.0, relation_pairs=1, relation_about=1,
+                                relation_about_floor=0.0)
+    assert len(asked) == 2 and FOCUS not in asked[0] and asked[1] == (KIA, FOCUS)
+    assert await _links(pool) == {(KIA, FOCUS)}
+    why = json.loads(await pool.fetchval("SELECT details FROM gate_decisions WHERE gate = 'exit'"))["update_of"]["why"]
+    assert why == "layer 3: the model said the newer updates it (asked by what it is about: driving a Ford Focus)"
+
+
+async def test_no_second_question_after_an_update_or_when_turned_off(pool):
+    llm = ScriptedMetaLLM(relation=lambda a, b: "update" if "Focus" in b else "neither",
+                          about=lambda a: "driving a Ford Focus")
+    assert await _told_the_kia(pool, llm, relation_about_floor=0.0) == [(KIA, FOCUS)]     # named at once
+    await pool.execute("TRUNCATE memories, scratch_buffer, gate_decisions CASCADE")
+    for text in ["I work every day at the depot, great team.", "Charging my phone every day is a pain."]:
+        await _user_fact(pool, text)
+    off = ScriptedMetaLLM(relation=lambda a, b: "update" if "Focus" in b else "neither",
+                          about=lambda a: "driving a Ford Focus")
+    asked = await _told_the_kia(pool, off, relation_floor=0.0, relation_pairs=1, relation_about=0)
+    assert len(asked) == 1 and await _links(pool) == set()
+
+
 async def test_a_failed_relation_question_links_nothing_and_the_flush_goes_on(pool):
     llm = ScriptedMetaLLM(fail=True)
     assert await _told_the_kia(pool, llm) == [(KIA, FOCUS)]

@@ -278,11 +278,13 @@ async def ask_llm(llm: LanguageModel, a_text: str, b_text: str,
 class Relations:
     """Layer 3's answer about a user's new statement and earlier ones of theirs: for each
     earlier statement "update", "contradiction" or "neither" (None: no model answered), who
-    answered (`layer`: llm | llm_skipped | llm_failed) and A as one line."""
+    answered (`layer`: llm | llm_skipped | llm_failed), A as one line and what A is about
+    ("my car": the user's earlier statements near it are asked about next, src/gates/model_questions.py)."""
 
     relations: tuple[str | None, ...]
     layer: str
     summary: str | None = None
+    about: str | None = None
 
 
 async def ask_relations(llm: LanguageModel, a_text: str, b_texts: Sequence[str]) -> Relations:
@@ -295,7 +297,7 @@ async def ask_relations(llm: LanguageModel, a_text: str, b_texts: Sequence[str])
         return Relations(unanswered, "llm_skipped")
     try:
         answer = await llm.meta_call_structured(relations_question(a_text, b_texts), RelationsAnswer,
-                                                purpose="gate_contradiction", max_tokens=160)
+                                                purpose="gate_contradiction", max_tokens=200)
     except ProviderSkipped as exc:
         log.info("contradiction layer 3 skipped: %s", exc)
         return Relations(unanswered, "llm_skipped")
@@ -305,4 +307,5 @@ async def ask_relations(llm: LanguageModel, a_text: str, b_texts: Sequence[str])
     said = ["contradiction" if k in answer.value.contradicts else "neither" for k in range(1, len(b_texts) + 1)]
     if 1 <= answer.value.updates <= len(b_texts):
         said[answer.value.updates - 1] = "update"
-    return Relations(tuple(said), "llm", " ".join(answer.value.summary_a.split()) or None)
+    return Relations(tuple(said), "llm", " ".join(answer.value.summary_a.split()) or None,
+                     " ".join(answer.value.about.split())[:80] or None)

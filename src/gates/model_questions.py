@@ -1,29 +1,32 @@
 """Layer 3 of the exit gate: the questions it asks a model (plan §2.8, issue 37 item 3).
 
 The contradiction question (src/gates/contradiction.py `ask_llm`) for the most similar pairs
-the first two layers left undecided; for two of the user's own statements it is the relation
-question instead (`ask_relation`). And for each of the user's statements, the relation
-question about earlier statements of theirs below the screen: does it update, contradict or
-leave standing what they said (one call a pair, src/gates/prompts.py `relation_question`)?
-Whom it asks about (`to_ask`): the earlier
-statement the offline cues picked (src/gates/updates.py `pick`), first, since a cue read on
-another subject picks the wrong statement and the model's answer overrules it; then the
-closest few (`gates.exit.relation_pairs`, at least `relation_floor` alike). Most changes are
-told without a verb of change, far below the contradiction screen's similarity, where no
-model was asked before: only a model knows that a Kia replaces a Ford Focus
-(bench/bench_updates.py, set B: with a model that answers right, 40 -> 77.5% of the report
-half's updates recognised and no distinct fact marked superseded). The first earlier
-statement the model calls an update is linked (`linked`); its other answers are no verdicts
-(contradictions are screened above the similarity `contradicting` only, plan §2.8). Without a
-model, or with the question turned off (runtime.local.yaml: a 1.5B model answers at
-chance), the cues' pick stands.
+the first two layers left undecided, but for a user's statement: one relation question
+(`ask_relations`, src/gates/prompts.py `relations_question`) asks, in one call, which of the
+user's earlier statements it updates and which it contradicts, numbered. Whom it asks about
+(`to_ask`): the earlier statement the offline cues picked (src/gates/updates.py `pick`),
+since a cue read on another subject picks the wrong statement and the model's answer
+overrules it; the closest few (`gates.exit.relation_pairs`, at least `relation_floor` alike);
+and the pairs above the contradiction screen's similarity the screen left undecided (their
+verdicts come from the same answer). Most changes are told without a verb of change, far
+below the screen, where no model was asked before: only a model knows that a Kia replaces a
+Ford Focus. Many are not even among the closest ("Charging the Kia at the supermarket…" is
+nearer the user's shopping than their Focus), so the answer also says what the statement is
+about ("my car"); when it names no update, a second call asks about the user's earlier
+statements nearest that phrase (`second_look`, `relation_about`). The earlier statement the
+model calls an update is linked (`linked`); its other answers below the screen are no
+verdicts (contradictions are screened above the similarity `contradicting` only, plan §2.8).
+Without a model, or with the question turned off (runtime.local.yaml: a 1.5B model answers
+at chance), the cues' pick stands. Measured in bench/bench_updates.py (notes.md "### time and
+truth").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from src.gates.contradiction import Relations, Verdict, ask_llm, ask_relations
 from src.gates.evaluation import Evaluation, Neighbour
@@ -119,9 +122,34 @@ def take(ask: Ask, answer: Relations) -> list[tuple[Neighbour, str | None]]:
     return said
 
 
-async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitGateSettings) -> None:
+#: The user's earlier statements nearest each (when a statement was said, what the model said
+#: it is about), said before it, closest first (src/gates/updates.py `by_about`).
+Find = Callable[[Sequence[tuple[datetime | None, str]]], Awaitable[list[list[Neighbour]]]]
+
+
+def second_look(asked: Sequence[Neighbour], near: Sequence[Neighbour], most: int) -> list[Neighbour]:
+    """Whom the second relation question asks about: the earlier statements nearest what the
+    model said the statement is about (`near`, closest first), at most `most` not in the first."""
+    return [n for n in near if not same(n, asked)][:most]
+
+
+def follow_up(asks: Sequence[Ask], found: Sequence[list[Neighbour]], most: int) -> list[Ask]:
+    """The second relation question of each statement in `asks` (`found`: one list each)."""
+    return [Ask(a.e, new, []) for a, near in zip(asks, found, strict=True)
+            if (new := second_look(a.about, near, most))]
+
+
+def _about(answer: Relations) -> str | None:
+    """What the statement is about, when its first question named no update."""
+    return answer.about if answer.layer == "llm" and "update" not in answer.relations else None
+
+
+async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitGateSettings,
+              find: Find | None = None) -> None:
     """Layer 3: the contradiction question of the most similar undecided pairs of items that
-    have no opposed pair, and for each user statement one relation question (`plan`)."""
+    have no opposed pair, and for each user statement one relation question (`plan`); a
+    second about the earlier statements nearest what the model said it is about, when the
+    first named no update (`find`, `gates.exit.relation_about`)."""
     relating = llm.configured and settings.relation_pairs > 0
     if not relating:        # reflex mode (or the question turned off): the cues decide
         for e in evaluations:
@@ -142,7 +170,16 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
     with shared_retries(settings.llm_shared_retries):
         verdicts, answers = await asyncio.gather(asyncio.gather(*(contradiction(e, k) for e, k in singles)),
                                                  asyncio.gather(*(relations(a) for a in asks)))
-    said = {id(a.e): take(a, answer) for a, answer in zip(asks, answers, strict=True)}
+        said = {id(a.e): take(a, answer) for a, answer in zip(asks, answers, strict=True)}
+        about = {id(a.e): phrase for a, answer in zip(asks, answers, strict=True)
+                 if relating and (phrase := _about(answer)) is not None}
+        second: list[Ask] = []
+        if about and find is not None and settings.relation_about > 0:
+            firsts = [a for a in asks if id(a.e) in about]
+            found = await find([(a.e.item.created_at, about[id(a.e)]) for a in firsts])
+            second = follow_up(firsts, found, settings.relation_about)
+        for a, answer in zip(second, await asyncio.gather(*(relations(a) for a in second)), strict=True):
+            said[id(a.e)] = said.get(id(a.e), []) + take(a, answer)
     for e in evaluations:
         if e.update_of is not None:             # the cues decided (not relating)
             continue
@@ -150,7 +187,9 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
         chosen = linked(offline, said.get(id(e), []))
         if chosen is not None:
             by_model = any(same(chosen, [n]) and r == "update" for n, r in said.get(id(e), []))
-            mark(e, chosen, MODEL_SAID if by_model else e.update_offline[1])
+            reason = MODEL_SAID + (f" (asked by what it is about: {about[id(e)]})"
+                                   if by_model and id(e) in about else "")
+            mark(e, chosen, reason if by_model else e.update_offline[1])
     for (e, k), verdict in zip(singles, verdicts, strict=True):
         if e.update_of is not None and same(e.verdicts[k][0], [e.update_of]):
             verdict = replace(verdict, contradicts=False)       # a change is no contradiction

@@ -45,6 +45,8 @@ class RelationsAnswer(BaseModel):
                                    description="the numbers of the earlier statements that cannot be true "
                                                "together with A at any time; [] if none")
     summary_a: str = Field(description="statement A as one line of at most 15 words")
+    about: str = Field("", description="what A tells about its speaker: a noun phrase of 1 to 4 words "
+                                       "naming the thing that could change (e.g. \"my car\")")
 
 
 def relations_question(a: str, earlier: Sequence[str]) -> str:
@@ -58,4 +60,7 @@ def relations_question(a: str, earlier: Sequence[str]) -> str:
             "new car, a new time, a new partner, a changed preference), or 0 if A replaces none of them. "
             "Give `contradicts`: the numbers of the earlier statements that cannot be true together with "
             "A at any time, [] if none (one A adds to, or one about something else, is neither). Also "
-            "give `summary_a`: statement A as one line of at most 15 words.")
+            "give `summary_a`: statement A as one line of at most 15 words; and `about`: what statement "
+            "A tells about its speaker, as a short noun phrase of 1 to 4 words naming the thing that "
+            "could change or be said again later (for example: \"my car\", \"my employer\", \"my "
+            "sister's home city\", \"my dentist appointment\", \"my coffee order\").")

@@ -117,14 +117,20 @@ class ExitGateSettings(_Section):
     contradiction_candidates: int = Field(1, ge=1)
     # Layer 3 of contradiction detection: at most this many LLM micro-calls per item.
     llm_pairs_per_item: int = Field(1, ge=0)
-    # Layer 3's relation question for a user's statement (src/gates/model_questions.py `to_ask`):
-    # asked of the earlier statement the offline cues picked, if any, and of its closest
-    # earlier statements, at most this many, at least `relation_floor` alike (cosine). Most
+    # Layer 3's relation question for a user's statement, one call (src/gates/model_questions.py
+    # `to_ask`): asked of the earlier statement the offline cues picked, if any, and of its
+    # closest earlier statements, at most this many, at least `relation_floor` alike (cosine). Most
     # changes are told in words that share little with the older ("Charging the Kia…" after
     # "I drive a Ford Focus"): below the contradiction screen's similarity a model was never
     # asked. 0: the cues alone decide (runtime.local.yaml: a small model answers at chance).
-    relation_pairs: int = Field(2, ge=0)
+    relation_pairs: int = Field(5, ge=0)
     relation_floor: float = Field(0.35, ge=0, le=1)
+    # When that question names no update, a second asks about the user's earlier statements
+    # nearest what the model said the new one is about ("my car" finds "I drive a Ford Focus"),
+    # at most this many not asked already, at least `relation_about_floor` alike (cosine of the
+    # phrase and the statement: a short phrase is less alike; 0: no second question).
+    relation_about: int = Field(3, ge=0)
+    relation_about_floor: float = Field(0.2, ge=0, le=1)
     # Micro-calls in flight at once during one flush.
     llm_concurrency: int = Field(4, ge=1)
     # Retries shared by all micro-calls of one flush (a rate limit hits them together).
