@@ -48,8 +48,8 @@ from bench.common import bench_pool
 from src.config import load_settings
 from src.gates.contradiction import ask_relations
 from src.gates.evaluation import Neighbour
-from src.gates.model_questions import linked, second_look, to_ask
-from src.gates.updates import Earlier, UpdateThresholds, by_about, earlier_statements, link, pick
+from src.gates.model_questions import by_about, linked, second_look, to_ask
+from src.gates.updates import Earlier, UpdateThresholds, earlier_statements, link, pick
 from src.providers.embedding import embed_memories
 from src.providers.factory import build_providers
 from src.recall.retrieval import Cue, Retriever

@@ -24,16 +24,21 @@ truth").
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from src.db.sql import Executor
+from src.errors import ProviderError
 from src.gates.contradiction import Relations, Verdict, ask_llm, ask_relations
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.settings import ExitGateSettings
-from src.gates.updates import GATE, judge, mark, same
-from src.providers.protocols import LanguageModel
+from src.gates.updates import GATE, earlier_statements, judge, mark, same
+from src.providers.protocols import Embedder, LanguageModel
 from src.providers.resilience import shared_retries
+
+log = logging.getLogger(__name__)
 
 #: Why a link the model made says so (gate_decisions.details.update_of.why).
 MODEL_SAID = "layer 3: the model said the newer updates it"
@@ -74,7 +79,7 @@ class Ask:
     `e.verdicts` among them, whose verdicts the answer gives."""
 
     e: Evaluation
-    about: list[Neighbour]
+    earlier: list[Neighbour]
     screened: list[int]
 
 
@@ -95,12 +100,12 @@ def plan(evaluations: Sequence[Evaluation], settings: ExitGateSettings, relating
         own = [k for k in undecided if e.update_of is None and same(e.verdicts[k][0], e.earlier)]
         singles += [(e, k) for k in undecided if k not in own]
         offline = e.update_offline[0] if e.update_offline is not None else None
-        about = to_ask(e.item.content, e.earlier, settings.relation_pairs, settings.relation_floor,
-                       offline) if relating else []
+        earlier = to_ask(e.item.content, e.earlier, settings.relation_pairs, settings.relation_floor,
+                         offline) if relating else []
         screened = [e.verdicts[k][0] for k in own]
-        about += [n for n in screened if not same(n, about)]
-        if about:
-            asks.append(Ask(e, about, own))
+        earlier += [n for n in screened if not same(n, earlier)]
+        if earlier:
+            asks.append(Ask(e, earlier, own))
     return singles, asks
 
 
@@ -109,7 +114,7 @@ def take(ask: Ask, answer: Relations) -> list[tuple[Neighbour, str | None]]:
     (None: no answer), the verdicts of the screened pairs among them, the call counted and
     its one-line summary kept."""
     e = ask.e
-    said = list(zip(ask.about, answer.relations, strict=True))
+    said = list(zip(ask.earlier, answer.relations, strict=True))
     for k in ask.screened:
         n, v = e.verdicts[k]
         relation = next(r for m, r in said if same(m, [n]))
@@ -123,8 +128,28 @@ def take(ask: Ask, answer: Relations) -> list[tuple[Neighbour, str | None]]:
 
 
 #: The user's earlier statements nearest each (when a statement was said, what the model said
-#: it is about), said before it, closest first (src/gates/updates.py `by_about`).
+#: it is about), said before it, closest first (`by_about`).
 Find = Callable[[Sequence[tuple[datetime | None, str]]], Awaitable[list[list[Neighbour]]]]
+
+
+def by_about(db: Executor, embedder: Embedder, most: int, floor: float):
+    """A `Find`: for each (when a statement was said, what the model
+    said it is about: "my car"), the user's statements nearest that phrase, said before it, closest first
+    (at most `most`, at least `floor` alike). Most changes share few words with what they
+    change ("Charging the Kia…" after "I drive a 2012 Ford Focus"); what both are about is
+    near both. An embedding outage finds nothing: the first question's answer stands."""
+    th = replace(GATE, candidates=most, floor=floor)
+
+    async def find(asked: Sequence[tuple[datetime | None, str]]) -> list[list[Neighbour]]:
+        try:
+            vecs = await embedder.embed([phrase for _, phrase in asked], "RETRIEVAL_QUERY")
+        except ProviderError as exc:
+            log.warning("the relation question's second look skipped: %s", exc)
+            return [[] for _ in asked]
+        found = await earlier_statements(db, list(vecs), embedder.model_name, th)
+        return [[Neighbour(x.similarity, x.content, memory_id=x.memory_id) for x in near if x.at is None or said is None or x.at <= said]
+                for (said, _), near in zip(asked, found, strict=True)]
+    return find
 
 
 def second_look(asked: Sequence[Neighbour], near: Sequence[Neighbour], most: int) -> list[Neighbour]:
@@ -136,7 +161,7 @@ def second_look(asked: Sequence[Neighbour], near: Sequence[Neighbour], most: int
 def follow_up(asks: Sequence[Ask], found: Sequence[list[Neighbour]], most: int) -> list[Ask]:
     """The second relation question of each statement in `asks` (`found`: one list each)."""
     return [Ask(a.e, new, []) for a, near in zip(asks, found, strict=True)
-            if (new := second_look(a.about, near, most))]
+            if (new := second_look(a.earlier, near, most))]
 
 
 def _about(answer: Relations) -> str | None:
@@ -164,7 +189,7 @@ async def ask(llm: LanguageModel, evaluations: list[Evaluation], settings: ExitG
 
     async def relations(a: Ask) -> Relations:
         async with limit:
-            return await ask_relations(llm, a.e.item.content, [n.content for n in a.about])
+            return await ask_relations(llm, a.e.item.content, [n.content for n in a.earlier])
 
     # a rate limit hits these calls together: they share one retry budget
     with shared_retries(settings.llm_shared_retries):

@@ -39,7 +39,6 @@ Measured on bench/data/updates.jsonl (notes.md, `python -m bench updates`).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -50,16 +49,12 @@ import asyncpg
 import numpy as np
 
 from src.db.sql import Executor
-from src.errors import ProviderError
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.matrix import PERSISTING
 from src.gates.scratch import BufferedItem
 from src.gates.utterance import classify
-from src.providers.protocols import Embedder
 from src.recall.search import USER_STATED
 from src.recall.speakers import speaker_of
-
-log = logging.getLogger(__name__)
 
 #: Verbs that say something replaced what was (`_inflected` adds their regular forms): a
 #: change is told with one of them far more often than not.
@@ -349,26 +344,6 @@ def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[Earlier]) 
     later = pick_later(e.item.content, after, GATE)
     if later is not None:
         e.updated_by = _neighbour(later[0])
-
-
-def by_about(db: Executor, embedder: Embedder, most: int, floor: float):
-    """src/gates/model_questions.py `Find`: for each (when a statement was said, what the model
-    said it is about: "my car"), the user's statements nearest that phrase, said before it, closest first
-    (at most `most`, at least `floor` alike). Most changes share few words with what they
-    change ("Charging the Kia…" after "I drive a 2012 Ford Focus"); what both are about is
-    near both. An embedding outage finds nothing: the first question's answer stands."""
-    th = replace(GATE, candidates=most, floor=floor)
-
-    async def find(asked: Sequence[tuple[datetime | None, str]]) -> list[list[Neighbour]]:
-        try:
-            vecs = await embedder.embed([phrase for _, phrase in asked], "RETRIEVAL_QUERY")
-        except ProviderError as exc:
-            log.warning("the relation question's second look skipped: %s", exc)
-            return [[] for _ in asked]
-        found = await earlier_statements(db, list(vecs), embedder.model_name, th)
-        return [[_neighbour(x) for x in near if x.at is None or said is None or x.at <= said]
-                for (said, _), near in zip(asked, found, strict=True)]
-    return find
 
 
 def _distinct(xs: Sequence[Earlier]) -> list[Earlier]:
