@@ -13,9 +13,10 @@ the user's own memory, then each newer one in turn, judged against the user's st
 stored before it as the exit gate judges a new line (src/gates/updates.py) and linked when it
 updates one; each statement then dated at its time (the newer `days_between` days after the
 older; the newest an hour before the questions). Each set is judged in two modes, three with
-a model: `offline` (the cues alone: reflex mode), `oracle` (and layer 3's relation question
-asked of the earlier statements the gate asks about, answered by the labels: what the gate's
-asking reaches with a model that answers right), `model` (answered by the model of the
+a model: `offline` (the cues alone: reflex mode), `oracle` (and layer 3's relation questions
+asked as the gate asks them, src/gates/model_questions.py: the relation answered by the
+labels, what the newer is about by bench/data/updates_about.jsonl; what the gate's asking
+reaches with a model that answers right), `model` (answered by the model of the
 configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
 
 Measured:
@@ -124,16 +125,17 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
         if relation is not None:     # asked as the gate asks; decided as it decides (`linked`)
             by_id = {e.memory_id: e for e in earlier}
             offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
-            about = to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
+            first = to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
                            asking[0], asking[1], offline)
             chosen = offline
-            if about:
-                said, phrase = await relation(p, [by_id[n.memory_id] for n in about], older_ids[i])
+            if first:
+                said, phrase = await relation(p, [by_id[n.memory_id] for n in first], older_ids[i])
                 asked[i] = 1
-                answers = list(zip(about, said, strict=True))
+                answers = list(zip(first, said, strict=True))
                 if phrase and "update" not in said and asking[2] > 0:     # the second look, as the gate's
+                    # (the newer is stored already here, unlike at the gate: one more, and not itself)
                     near = [n for n in (await find([(None, phrase)]))[0] if n.memory_id != newer_id]
-                    if second := second_look(about, near, asking[2]):
+                    if second := second_look(first, near, asking[2]):
                         by_id |= {n.memory_id: Earlier(n.memory_id, n.content, n.similarity) for n in second}
                         more, _ = await relation(p, [by_id[n.memory_id] for n in second], older_ids[i])
                         asked[i] += 1

@@ -287,8 +287,8 @@ class ExitGate:
     async def _ask_llm(self, evaluations: list[Evaluation]) -> None:
         """Layer 3: the model's questions (src/gates/model_questions.py)."""
         cfg = self.settings.exit
-        find = model_questions.by_about(self.pool, self.embedder, cfg.relation_pairs + cfg.relation_about + 1,
-                                cfg.relation_about_floor)
+        find = model_questions.by_about(self.pool, self.embedder,
+                                        cfg.relation_pairs + cfg.relation_about + 1, cfg.relation_about_floor)
         await model_questions.ask(self.llm, evaluations, cfg, find)
 
     def _finish(self, e: Evaluation, th: GateThresholds) -> None:

@@ -315,7 +315,7 @@ def user_statement(item: BufferedItem, statement_sources: Sequence[str]) -> bool
 
 async def earlier_for(db: Executor, items: Sequence[BufferedItem], vecs: np.ndarray,
                       statement_sources: Sequence[str], embed_model: str, most: int = 0,
-                      floor: float = 1.0) -> tuple[list[int], dict[int, list[Earlier]]]:
+                      floor: float = GATE.floor) -> tuple[list[int], dict[int, list[Earlier]]]:
     """The chunk's user statements (indices) and, for each, the user's older stored statements:
     the nearest `GATE.candidates` at least `GATE.floor` alike that the cues judge, and as many
     as a model is asked about (`most`, at least `floor` alike: src/gates/model_questions.py)."""
@@ -347,8 +347,11 @@ def note(e: Evaluation, stored: Sequence[Earlier], in_chunk: Sequence[Earlier]) 
 
 
 def _distinct(xs: Sequence[Earlier]) -> list[Earlier]:
-    seen: set[tuple[int | None, int | None]] = set()
-    return [x for x in xs if (key := (x.memory_id, x.batch_index)) not in seen and not seen.add(key)]
+    """Each statement once, the first time it comes."""
+    out: dict[tuple[int | None, int | None], Earlier] = {}
+    for x in xs:
+        out.setdefault((x.memory_id, x.batch_index), x)
+    return list(out.values())
 
 
 def _neighbour(x: Earlier) -> Neighbour:
