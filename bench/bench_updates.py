@@ -12,12 +12,13 @@ CLI imports them (bench_paraphrase.other_peoples_chat), then every pair's older 
 the user's own memory, then each newer one in turn, judged against the user's statements
 stored before it as the exit gate judges a new line (src/gates/updates.py) and linked when it
 updates one; each statement then dated at its time (the newer `days_between` days after the
-older; the newest an hour before the questions). Each set is judged in two modes, three with
+older; the newest an hour before the questions). Each set is judged in three modes, four with
 a model: `offline` (the cues alone: reflex mode), `oracle` (and layer 3's relation questions
 asked as the gate asks them, src/gates/model_questions.py: the relation answered by the
 labels, what the newer is about by bench/data/updates_about.jsonl; what the gate's asking
-reaches with a model that answers right), `model` (answered by the model of the
-configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
+reaches with a model that answers right), `recorded` (answered by a capable model's answers
+to the gate's questions, recorded: bench/data/updates_recorded.jsonl), `model` (answered by
+the model of the configuration `BENCH_UPDATES_LLM` names, e.g. runtime.local.yaml).
 
 Measured:
 - links: an update pair recognised (its newer linked to its older); a distinct, contradicting
@@ -92,6 +93,34 @@ def _model(meta) -> Relation:
     async def answer(pair: dict, asked: list[Earlier], own_older: int) -> tuple[list[str | None], str | None]:
         said = await ask_relations(meta, pair["newer"], [e.content for e in asked])
         return list(said.relations), said.about if said.layer == "llm" else None
+    return answer
+
+
+def _recorded(name: str) -> Relation:
+    """A capable model's answers, recorded (bench/data/updates_recorded.jsonl: helpers stood in
+    for the model, shown only the gate's question): by the question's round, the newer
+    statement and each earlier one. An earlier statement the recording never asked about (one
+    that slid into the closest after a link made since, or any, once the gate asks about
+    others than `relation_pairs` 5 and `relation_about` 3 did) is answered "neither", and
+    counted (`unrecorded`): the recording then measures low."""
+    answers: dict[tuple[int, str, str], str] = {}
+    about: dict[str, str | None] = {}
+    for rec in map(json.loads, (DATA / "updates_recorded.jsonl").read_text(encoding="utf-8").splitlines()):
+        if rec["set"] != name:
+            continue
+        for k, text in enumerate(rec["earlier"], 1):
+            answers[(rec["round"], rec["newer"], text)] = (
+                "update" if rec["updates"] == k else "contradiction" if k in rec["contradicts"] else "neither")
+        if rec["round"] == 1:
+            about[rec["newer"]] = rec["about"] or None
+    rounds: dict[str, int] = {}
+
+    async def answer(pair: dict, asked: list[Earlier], own_older: int) -> tuple[list[str | None], str | None]:
+        r = rounds[pair["newer"]] = rounds.get(pair["newer"], 0) + 1
+        said = [answers.get((r, pair["newer"], e.content)) for e in asked]
+        answer.unrecorded += sum(s is None for s in said)
+        return [s or "neither" for s in said], about.get(pair["newer"]) if r == 1 else None
+    answer.unrecorded = 0
     return answer
 
 
@@ -178,16 +207,17 @@ def _rank(ranked: list[str], text: str) -> int:
 
 
 async def run(config: str | None = None) -> list[dict]:
-    modes = ["offline", "oracle"] + (["model"] if os.environ.get("BENCH_UPDATES_LLM") else [])
+    modes = ["offline", "oracle", "recorded"] + (["model"] if os.environ.get("BENCH_UPDATES_LLM") else [])
     rows: list[dict] = []
     for name in SETS:
         for mode in modes:
             rows += [{**row, "name": f"{name} {mode} {row['name']}"}
-                     for row in await _run_set(config, _pairs(name), mode)]
+                     for row in await _run_set(config, name, mode)]
     return rows
 
 
-async def _run_set(config: str | None, pairs: list[dict], mode: str) -> list[dict]:
+async def _run_set(config: str | None, name: str, mode: str) -> list[dict]:
+    pairs = _pairs(name)
     settings = load_settings(config, env={})
     providers = build_providers(settings.providers, settings.secrets, None, None)
     embedder = providers.embedder
@@ -202,6 +232,8 @@ async def _run_set(config: str | None, pairs: list[dict], mode: str) -> list[dic
             exit_settings = settings.gates.exit
             if mode == "oracle":
                 relation = _oracle
+            elif mode == "recorded":
+                relation = _recorded(name)
             elif mode == "model":
                 model_settings = load_settings(os.environ["BENCH_UPDATES_LLM"], env={})
                 model = build_providers(model_settings.providers, model_settings.secrets, pool, "bench-updates")
@@ -216,6 +248,9 @@ async def _run_set(config: str | None, pairs: list[dict], mode: str) -> list[dic
                           "unit": "calls"},
                          {"name": f"storing the {len(pairs)} newer statements", "value": perf_counter() - t,
                           "unit": "s"}]
+            if mode == "recorded":
+                rows.append({"name": "earlier statements asked about with no recorded answer (taken as neither)",
+                             "value": relation.unrecorded, "unit": "statements"})
             now = await pool.fetchval("SELECT max(created_at) FROM memories") + timedelta(hours=1)
             retriever = Retriever(pool, embedder, None, Safety(), cfg)
             rows.append({"name": f"store: {len(lines)} turns of {what} + {len(pairs)} pairs ({embedder.model_name})",
