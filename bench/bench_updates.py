@@ -154,7 +154,7 @@ async def _store_pairs(pool, embedder, pairs: list[dict], th: UpdateThresholds, 
         if relation is not None:     # asked as the gate asks; decided as it decides (`linked`)
             by_id = {e.memory_id: e for e in earlier}
             offline = Neighbour(older.similarity, older.content, memory_id=older.memory_id) if older else None
-            first = to_ask(p["newer"], [Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
+            first = to_ask([Neighbour(e.similarity, e.content, memory_id=e.memory_id) for e in earlier],
                            asking[0], asking[1], offline)
             chosen = offline
             if first:

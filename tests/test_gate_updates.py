@@ -263,17 +263,30 @@ async def test_no_relation_question_in_reflex_mode_or_when_turned_off(pool):
     assert await _links(pool) == set()
 
 
-def test_what_is_asked_is_the_closest_few_but_not_what_the_form_rules_out():
+def test_what_is_asked_is_the_cues_pick_then_the_closest_few_above_the_floor():
     from src.gates.evaluation import Neighbour
     from src.gates.model_questions import to_ask
     earlier = [Neighbour(0.62, "I take metformin for diabetes.", memory_id=1),
                Neighbour(0.55, "I work nights at the bakery.", memory_id=2),
                Neighbour(0.50, "I live in Leeds.", memory_id=3),
                Neighbour(0.20, "I like jazz.", memory_id=4)]
-    assert [n.memory_id for n in to_ask("I'm on insulin these days.", earlier, 2, 0.35)] == [1, 2]
-    assert [n.memory_id for n in to_ask("I'm on insulin these days.", earlier, 5, 0.35)] == [1, 2, 3]
-    # "also" adds to what was: nothing to ask
-    assert to_ask("I also take a statin.", earlier, 2, 0.35) == []
+    assert [n.memory_id for n in to_ask(earlier, 2, 0.35)] == [1, 2]
+    assert [n.memory_id for n in to_ask(earlier, 5, 0.35)] == [1, 2, 3]          # not below the floor
+    assert [n.memory_id for n in to_ask(earlier, 2, 0.35, offline=earlier[2])] == [3, 1, 2]
+
+
+async def test_a_whole_life_word_said_of_a_habit_is_still_asked_of_the_model(pool):
+    """The cues rule "always" and "ever" out as whole-life claims; said of a habit, the older
+    is still changed: the model is asked, and its answer links."""
+    older, newer = "I always order a flat white at the cafe.", "An oat latte at the cafe is my usual these days."
+    await _user_fact(pool, older)
+    llm = ScriptedMetaLLM(relation=lambda a, b: "update" if "flat white" in b else "neither")
+    gates = Gates.build(pool, HashEmbedder(), llm, gate_settings(noise_floor=0.0, relation_floor=0.0), Safety(),
+                        rng=random.Random(3))
+    await gates.admit(newer, exchange=False)
+    await gates.exit.flush(reason="test")
+    assert [c.statements for c in llm.calls if c.schema is RelationsAnswer] == [(newer, older)]
+    assert await _links(pool) == {(newer, older)}
 
 
 async def test_the_model_confirms_or_overrules_the_offline_pick(pool):

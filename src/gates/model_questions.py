@@ -34,7 +34,7 @@ from src.errors import ProviderError
 from src.gates.contradiction import Relations, Verdict, ask_llm, ask_relations
 from src.gates.evaluation import Evaluation, Neighbour
 from src.gates.settings import ExitGateSettings
-from src.gates.updates import GATE, earlier_statements, judge, mark, same
+from src.gates.updates import GATE, earlier_statements, mark, same
 from src.providers.protocols import Embedder, LanguageModel
 from src.providers.resilience import shared_retries
 
@@ -44,17 +44,19 @@ log = logging.getLogger(__name__)
 MODEL_SAID = "layer 3: the model said the newer updates it"
 
 
-def to_ask(newer: str, earlier: Sequence[Neighbour], most: int, floor: float,
+def to_ask(earlier: Sequence[Neighbour], most: int, floor: float,
            offline: Neighbour | None = None) -> list[Neighbour]:
     """The user's earlier statements a model is asked the relation question about: the one the
     offline judge picked (`offline`), then the closest `most` at least `floor` alike
-    (`earlier` is closest first), but for those the judge ruled out by form ("also",
-    "never")."""
+    (`earlier` is closest first). Those the judge rules out by form are asked too: its
+    "whole life" words are said of habits ("the best teacher he's ever had" after "Josh's
+    teacher is Mr. Reid", "Oat latte is my usual" after "I always order a flat white"), and
+    a model reads "also" as well as the cues do."""
     out: list[Neighbour] = [offline] if offline is not None else []
     for n in earlier:
         if len(out) >= most + (offline is not None) or n.similarity < floor:
             break
-        if not same(n, out) and not judge(n.content, newer, n.similarity, GATE).by_form:
+        if not same(n, out):
             out.append(n)
     return out
 
@@ -100,8 +102,7 @@ def plan(evaluations: Sequence[Evaluation], settings: ExitGateSettings, relating
         own = [k for k in undecided if e.update_of is None and same(e.verdicts[k][0], e.earlier)]
         singles += [(e, k) for k in undecided if k not in own]
         offline = e.update_offline[0] if e.update_offline is not None else None
-        earlier = to_ask(e.item.content, e.earlier, settings.relation_pairs, settings.relation_floor,
-                         offline) if relating else []
+        earlier = to_ask(e.earlier, settings.relation_pairs, settings.relation_floor, offline) if relating else []
         screened = [e.verdicts[k][0] for k in own]
         earlier += [n for n in screened if not same(n, earlier)]
         if earlier:
