@@ -318,3 +318,29 @@ def test_which_earlier_statement_is_linked_from_the_models_answers():
     assert linked(pick, [(pick, None), (near, "neither")]) is pick            # no answer about it: the cue stands
     assert linked(pick, []) is pick
     assert linked(None, [(far, "contradiction")]) is None
+
+
+class _Answers:
+    """A model that answers the relation question with the given `RelationsAnswer` fields."""
+
+    configured = True
+
+    def __init__(self, **answer):
+        self.answer, self.questions = answer, []
+
+    async def meta_call_structured(self, question, schema, *, purpose, max_tokens=None, caller=None):
+        from src.providers.protocols import LLMResult, Structured
+        self.questions.append((question, purpose))
+        value = schema(summary_a="A", **self.answer)
+        return Structured(value, LLMResult(value.model_dump_json(), "m", "p", 10, 5, 1.0), repaired=False)
+
+
+async def test_a_numbered_answer_out_of_range_names_nothing_and_an_update_is_no_contradiction():
+    from src.gates.contradiction import ask_relations
+    earlier = ["I live in Leeds.", "I work as a nurse."]
+    wild = _Answers(updates=9, contradicts=[0, 7])            # numbers the question never gave
+    said = await ask_relations(wild, "I moved to Bristol.", earlier)
+    assert said.relations == ("neither", "neither") and said.layer == "llm"
+    assert wild.questions[0][1] == "gate_contradiction" and "1. I live in Leeds." in wild.questions[0][0]
+    both = _Answers(updates=1, contradicts=[1, 2])             # the one it updates is not contradicted
+    assert (await ask_relations(both, "I moved to Bristol.", earlier)).relations == ("update", "contradiction")
