@@ -44,6 +44,11 @@ TH = UpdateThresholds()
     ("The violin lesson moved to Thursday.", "The violin lesson moved to Thursday, as I said.", 0.9, "undecided"),
     # no cue: undecided (a model may be asked)
     ("My sister lives in Porto.", "My sister is a pilot.", 0.7, "undecided"),
+    # an event told of the same subject is no change of it, however close
+    ("My favourite film is Paddington 2, no shame.", "Watched Paddington 2 again last night with the kids.",
+     0.83, "undecided"),
+    ("My shed's full of woodworking tools.", "Someone tried to break into the shed last night.", 0.66,
+     "undecided"),
 ])
 def test_judge(older, newer, similarity, relation):
     assert judge(older, newer, similarity, TH).relation == relation

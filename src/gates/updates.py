@@ -104,16 +104,11 @@ def _inflected(verbs: tuple[str, ...]) -> frozenset[str]:
 
 _CHANGE_FORMS = _inflected(CHANGE_VERBS)
 #: Cues that also close statements which add to the older one: need a closer subject.
-#: Besides these words, a newer statement that reports an event (a past-tense or perfect
-#: verb: "Sold the Civic", "They've moved me") about a subject the older one states in the
-#: present is a weak cue: a change is told as something that happened.
+#: An event told of the same subject (a past-tense or perfect verb) is no cue: "Watched
+#: Paddington 2 again last night" after "My favourite film is Paddington 2", "Someone tried
+#: to break into the shed" after "My shed's full of woodworking tools" (notes.md).
 WEAK_CUES = frozenset({"now", "new", "these days", "just", "finally", "recently", "since",
                        "currently", "today", "yesterday", "got"})
-_PERFECT = frozenset({"i've", "we've", "they've"})
-#: Words ending in -ed that are no verbs of an event.
-_NOT_EVENTS = frozenset({"need", "used", "red", "bed", "shed", "feed", "seed", "speed", "bred",
-                         "married", "called", "named", "based", "interested", "tired", "retired",
-                         "scared", "excited", "worried", "booked"})
 #: Words that add a fact beside the older one instead of replacing it.
 ALSO_WORDS = frozenset({"also", "other", "too", "another", "both", "as well"})
 #: An older statement about a whole life cannot be updated, only contradicted.
@@ -132,7 +127,7 @@ class UpdateThresholds:
 
     similarity: float = 0.6          # with a strong change cue and no subject word in common
     shared_word_similarity: float = 0.35   # with a strong cue and a content word in common
-    weak_similarity: float = 0.65    # with only a weak cue ("now", "these days", an event told)
+    weak_similarity: float = 0.65    # with only a weak cue ("now", "these days", "just")
     floor: float = 0.35              # candidates below this are not read at all
     candidates: int = 5              # nearest older statements judged per new statement
     newest: int = 2000               # the user's newest statements compared exactly
@@ -159,14 +154,6 @@ def change_cues(text: str) -> tuple[set[str], set[str]]:
                if f" {w} {p} " in joined}
     weak = {w for w in words if w in WEAK_CUES} | ({"these days"} if " these days " in joined else set())
     return strong, weak
-
-
-def _event(text: str) -> str | None:
-    """A word that tells an event (a perfect auxiliary or an -ed verb), or None."""
-    for w in _words(text):
-        if w in _PERFECT or (w.endswith("ed") and len(w) > 4 and w not in _NOT_EVENTS):
-            return w
-    return None
 
 
 def _content(text: str) -> set[str]:
@@ -200,9 +187,6 @@ def judge(older: str, newer: str, similarity: float, th: UpdateThresholds) -> Up
                           by_form=True)
     # a cue the older statement says too is no change: the same thing said again
     strong, weak = (a - b for a, b in zip(change_cues(newer), change_cues(older), strict=True))
-    told = _event(newer)
-    if told is not None and _event(older) is None:
-        weak = weak | {f"an event told ({told})"}
     shared = _subject(older) & _subject(newer)
     if strong:
         need = th.shared_word_similarity if shared else th.similarity
