@@ -49,6 +49,20 @@ async def test_what_did_i_do_last_week_ranks_the_weeks_events_first(pool):
     assert set(ranked[:3]) == {text for text, _ in LAST_WEEK}, ranked
 
 
+async def test_what_did_i_do_last_summer_ranks_the_summers_events_first(pool):
+    await _dated_store(pool)
+    store = MemoryStore(pool, HashEmbedder())
+    for text, days in (("I sailed round the Isle of Wight with Priya.", 120),     # 31 July
+                       ("I camped by the lake for three nights.", 150)):          # 1 July
+        mid = await store.store(NewMemory(text, "episodic", source_tag="external_user"))
+        await pool.execute("UPDATE memories SET created_at = $2, event_time = $2 WHERE id = $1",
+                           mid, NOW - timedelta(days=days))
+    ranked = await _ranked(pool, "What did I do last summer?")
+    # the tax return (100 days ago, 20 August) is the store's other summer event
+    assert set(ranked[:3]) == {"I sailed round the Isle of Wight with Priya.", "I camped by the lake for three nights.",
+                               "I finished my tax return."}, ranked
+
+
 async def test_a_question_without_a_time_is_not_narrowed(pool):
     await _dated_store(pool)
     ranked = await _ranked(pool, "What did I do?")

@@ -61,7 +61,17 @@ def d(y: int, m: int, day: int, hour: int = 0) -> datetime:
     # a year
     ("What did I do in 2023?", d(2023, 1, 1), d(2024, 1, 1)),
     ("What did I do last year?", d(2025, 1, 1), d(2026, 1, 1)),
-    ("Where do I go during spring break of 2024?", d(2024, 1, 1), d(2025, 1, 1)),
+    # seasons, three months each (the northern hemisphere's)
+    ("Where do I go during spring break of 2024?", d(2024, 3, 1), d(2024, 6, 1)),
+    ("What did I do last summer?", d(2026, 6, 1), d(2026, 9, 1)),              # the latest over
+    ("What did I do in the summer?", d(2026, 6, 1), d(2026, 9, 1)),
+    ("What did I do in the fall?", d(2026, 9, 1), d(2026, 12, 1)),              # under way
+    ("What did we do last winter?", d(2025, 12, 1), d(2026, 3, 1)),             # by its December
+    ("Where am I going next summer?", d(2027, 6, 1), d(2027, 9, 1)),
+    ("Which long walk is planned this summer?", d(2027, 6, 1), d(2027, 9, 1)),  # looks ahead
+    ("Where was I in summer 2023?", d(2023, 6, 1), d(2023, 9, 1)),
+    ("Which country did I visit in winter 2021 - 2022?", d(2021, 12, 1), d(2022, 3, 1)),
+    ("What did I do before last summer?", None, d(2026, 6, 1)),
     # vague counts, one unit either side
     ("What did I do a few days ago?", d(2026, 11, 24), d(2026, 11, 27)),
     ("What did I read a couple of weeks ago?", d(2026, 11, 2), d(2026, 11, 23)),
@@ -122,6 +132,7 @@ def test_the_phrase_is_the_questions_own_words(question, phrase):
     "What do I eat for lunch?",
     # words that are also month or weekday names
     "May I ask what my job is?", "I may go to the gym", "Did you march in the parade?", "We sat in the sun",
+    "Did I fall off my bike?", "Did I buy spring onions?", "What winter coat did I buy?",
     # titles, events, other languages, rubbish
     'When did I start reading "11/22/63"?', "What is the op 118 no. 2 like?",
     "Where did I live before I moved?", "Did it snow before the time she knew Vanessa?",

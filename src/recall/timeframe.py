@@ -19,15 +19,16 @@ question), with no dependency of its own. Recall runs every user turn, so speed 
 Widths, from what was named:
 - a day ("yesterday", "on Tuesday", "5 January 2024", "three days ago", "last night");
 - a calendar week, Monday to Sunday ("last week", "this week", "two weeks ago"); a weekend,
-  Saturday and Sunday ("last weekend");
+  Saturday and Sunday ("last weekend", src/recall/named_periods.py);
 - a month ("last month", "in May", "a month ago"); a year ("in 2023", "last year");
 - "N years ago": a year wide centred on that day, since people round ("two years ago" is
   about then, not that calendar year);
 - vague counts ("a few years ago", "a couple of days ago") read as 3 (a couple: 2) and
   widened: a year wide for years as above, else one unit either side of the named one;
 - "the past week", "the last three days": from that many units back to the end of today;
-- holidays with a fixed date (`HOLIDAYS`), which the parser does not know: "at Christmas"
-  is 24-26 December; New Year is the night it spans (31 December and 1 January);
+- holidays with a fixed date and seasons, which the parser does not know
+  (src/recall/named_periods.py): "at Christmas" is 24-26 December, "last summer" June to
+  August;
 - "before X" / "prior to X" end where X starts; "by X" / "until X" where X ends; "after X"
   starts where X ends; "since X" / "from X" where X starts.
 A name without a year means its most recent occurrence not after `now` ("in May" in
@@ -68,37 +69,22 @@ from datetime import UTC, datetime, timedelta
 
 import parsedatetime
 
+from src.recall.named_periods import YEAR_NUM, add_months, holidays, seasons, weekends
+
 log = logging.getLogger(__name__)
 
 #: Characters of a question read.
 MAX_CHARS = 300
-#: Holidays with a fixed date, as patterns: (month, day, first day's offset from it, days).
-HOLIDAYS: dict[str, tuple[int, int, int, int]] = {
-    r"christmas eve": (12, 24, 0, 1),
-    r"christmas day": (12, 25, 0, 1),
-    r"boxing day": (12, 26, 0, 1),
-    r"christmas|xmas": (12, 25, -1, 3),
-    r"new years? eve|new year's eve": (12, 31, 0, 1),
-    r"new years? day|new year's day": (1, 1, 0, 1),
-    r"new years?|new year's": (1, 1, -1, 2),
-    r"halloween": (10, 31, 0, 1),
-    r"valentines? day|valentine's day": (2, 14, 0, 1),
-    r"st\.? patrick's day|st\.? patricks day": (3, 17, 0, 1),
-}
 #: Vague counts the parser does not read, as the number people usually mean.
 VAGUE_COUNTS = {"a few": "3", "few": "3", "a couple of": "2", "a couple": "2", "couple of": "2",
                 "several": "4", "some": "3"}
 
-_YEAR_NUM = r"(?:19|20)\d{2}"
-_HOLIDAY = re.compile(rf"(?:\b({_YEAR_NUM})\s+)?\b({'|'.join(HOLIDAYS)})\b(?:\s+({_YEAR_NUM})\b)?", re.I)
-_HOLIDAY_KEYS = [(re.compile(key, re.I), spec) for key, spec in HOLIDAYS.items()]
-_YEAR = re.compile(rf"\b(?:(?:spring|summer|autumn|fall|winter)\s+(?:of\s+)?|(?:in|during|of|from|since|before|"
-                   rf"after|until|till|by)\s+(?:the\s+year\s+)?)({_YEAR_NUM})\b(?![./:-]?\d)", re.I)
+_YEAR = re.compile(rf"\b(?:in|during|of|from|since|before|after|until|till|by)\s+(?:the\s+year\s+)?"
+                   rf"({YEAR_NUM})\b(?![./:-]?\d)", re.I)
 _VAGUE = re.compile(r"\b(a few|a couple of|a couple|several|some)(?=\s+(?:days|weeks|months|years)\s+ago\b)",
                     re.I)
 _ROLLING = re.compile(r"\b(?:(?:the\s+)?past\s+(?:([a-z0-9-]+(?:\s+of)?)\s+)?(day|week|month|year)s?|"
                       r"(?:the\s+)?last\s+([a-z0-9-]+(?:\s+of)?)\s+(day|week|month|year)s)\b", re.I)
-_WEEKEND = re.compile(r"\b(last|past|this|next|the)\s+weekend\b", re.I)
 _QUOTED = re.compile(r'"[^"]*"|\u201c[^\u201d]*\u201d')
 _BLANK = re.compile(r"[\s\x00-\x1f\x7f]+")
 _ORDINAL_OF = re.compile(r"\b(\d{1,2}(?:st|nd|rd|th)?)\s+of(?=\s+[a-z])", re.I)
@@ -229,8 +215,9 @@ def _question_time(text: str, now: datetime) -> TimeFrame | None:
     forward = _FORWARD.search(lower) is not None
 
     found: list[tuple[int, int, datetime, datetime, bool]] = []   # start, end, from, to, may open
-    found += _holidays(lower, now)
-    found += _weekends(lower, now, forward)
+    found += holidays(lower, now)
+    found += seasons(lower, now, forward)
+    found += weekends(lower, now, forward)
     found += _rolling(scan, now)
     for m in _YEAR.finditer(scan):
         first = datetime(int(m.group(1)), 1, 1, tzinfo=UTC)
@@ -306,8 +293,8 @@ def _period(at: datetime, acc: int, scan: str, start: int, end: int, now: dateti
         while first > now and not keep_ahead:
             first = first.replace(year=first.year - 1)
         if vague:
-            return _add_months(first, -1), _add_months(first, 2)
-        return first, _add_months(first, 1)
+            return add_months(first, -1), add_months(first, 2)
+        return first, add_months(first, 1)
     if "ago" in said:                   # "two years ago": about then, a year wide
         return at - timedelta(days=183), at + timedelta(days=183)
     first = day.replace(month=1, day=1)
@@ -320,37 +307,6 @@ def _named(scan: str, start: int) -> bool:
     if _NAME_CUE.search(scan[:start]) or _NAME_START.match(scan, start):
         return True
     return scan[start].isupper() and re.search(r"[^\s.!?]\s*$", scan[:start]) is not None
-
-
-def _holidays(lower: str, now: datetime) -> list[tuple[int, int, datetime, datetime, bool]]:
-    out = []
-    for m in _HOLIDAY.finditer(lower):
-        month, day, offset, days = next(spec for key, spec in _HOLIDAY_KEYS if key.fullmatch(m.group(2)))
-        year = m.group(1) or m.group(3)
-        anchor = datetime(int(year) if year else now.year, month, day, tzinfo=UTC)
-        first = anchor + timedelta(days=offset)
-        if not year and first > now:
-            first = first.replace(year=first.year - 1)
-        out.append((m.start(), m.end(), first, first + timedelta(days=days), True))
-    return out
-
-
-def _weekends(lower: str, now: datetime, forward: bool) -> list[tuple[int, int, datetime, datetime, bool]]:
-    out = []
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    saturday = today - timedelta(days=today.weekday()) + timedelta(days=5)   # this week's
-    for m in _WEEKEND.finditer(lower):
-        which = m.group(1)
-        if which in ("last", "past"):
-            first = saturday - timedelta(days=7)
-        elif which == "next":
-            first = saturday + timedelta(days=7)
-        elif which == "the" and not forward and saturday > now:
-            first = saturday - timedelta(days=7)    # "what did I do at the weekend" on a Wednesday
-        else:
-            first = saturday
-        out.append((m.start(), m.end(), first, first + timedelta(days=2), False))
-    return out
 
 
 def _rolling(scan: str, now: datetime) -> list[tuple[int, int, datetime, datetime, bool]]:
@@ -389,11 +345,6 @@ def _opened(text: str, lower: str, start: int, end: int, first: datetime, after:
 
 def _year_back(day: datetime) -> datetime:
     return day.replace(year=day.year - 1, day=min(day.day, 28) if day.month == 2 else day.day)
-
-
-def _add_months(first: datetime, months: int) -> datetime:
-    index = first.year * 12 + first.month - 1 + months
-    return first.replace(year=index // 12, month=index % 12 + 1)
 
 
 def _utc(at: datetime) -> datetime:
