@@ -49,7 +49,7 @@ from src.providers.protocols import Embedder
 from src.recall.bulk_import import write_batch
 from src.recall.conversation import Threads, follow_record
 from src.recall.retrieval import Cue, Retriever
-from src.recall.scoring import about_user
+from src.recall.scoring import asks_of_user
 from src.recall.search import search_hybrid
 from src.recall.settings import ArmWeights, RetrievalSettings
 from src.weights.safety import Safety
@@ -140,7 +140,7 @@ class Asked:
                                        w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
                                        candidates=cfg.candidates, w_context=cfg.context_weight,
                                        fts_confidence=arms.fts_confidence,
-                                       w_own=arms.w_own if about_user(item["question"]) else 0.0, now=self.now)
+                                       w_own=arms.w_own if asks_of_user(item["question"]) else 0.0, now=self.now)
             out.append([h.content for h in hits])
         return out
 

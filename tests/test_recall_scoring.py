@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from src.recall.retrieval import Cue, Retriever
-from src.recall.scoring import about_user
-from src.recall.settings import RetrievalSettings
+from src.recall.scoring import about_user, asks_of_user
+from src.recall.settings import ArmWeights, RetrievalSettings
 from src.recall.store import MemoryStore, NewMemory
 from src.weights.safety import Safety
 from tests.fakes import HashEmbedder
@@ -145,3 +145,29 @@ def test_about_user_reads_the_first_person():
     assert about_user("What is my job?") and about_user("do I have a dog") and about_user("Where’s our car?")
     assert about_user("I'm wondering about lunch")
     assert not about_user("When did Fahim go for a run?") and not about_user("Any idea?")
+
+
+def test_the_own_arm_asks_of_the_user_unless_the_question_names_someone_else():
+    assert asks_of_user("What is my job?") and asks_of_user("Any pets?") and asks_of_user("When's washing day?")
+    assert asks_of_user("Which friend recently became a mum?") and asks_of_user("Headache triggers?")
+    assert not asks_of_user("What are Kate's hobbies?") and not asks_of_user("Where is Lisbon?")
+    assert not asks_of_user("What does she do for work?") and not asks_of_user("When is someone coming round?")
+    assert not asks_of_user("What's your name?")
+
+
+async def test_a_question_naming_nobody_searches_the_users_own_lines(pool):
+    """'Any pets at home?' speaks neither of the user nor of anyone else: the user's own
+    statement joins through the own arm; asked of Kate, the arm does not run."""
+    items = [NewMemory("Pepper the greyhound sleeps on the sofa all day", source_tag="external_user"),
+             *(NewMemory(text, source_tag="external_user", metadata={"speaker": "Emi"}) for text in FILLER)]
+    user = (await _store(pool, items))[0]
+    retriever = _retriever(pool, arms={HashEmbedder().model_name: ArmWeights(w_own=1.0)})
+
+    async def own_ranks(question: str) -> dict[int, int | None]:
+        r = await retriever.retrieve(Cue(question), rng=np.random.default_rng(1), now=NOW, mutate=False)
+        return {m.hit.id: m.hit.own_rank for m in [*r.memories, *r.near_misses]}
+
+    asked = await own_ranks("Any pets at home?")
+    assert asked.get(user) == 1
+    named = await own_ranks("Does Kate keep pets at home?")
+    assert all(rank is None for rank in named.values())

@@ -56,7 +56,7 @@ from src.recall.co_access import fetch_partners, fetch_two_hops
 from src.recall.dirichlet import DirichletFactors, evolved_alpha
 from src.recall.mutation import mutate_after_retrieval
 from src.recall.rerank import RerankResult
-from src.recall.scoring import Focus, Recalled, about_user, keep_decisive, score
+from src.recall.scoring import Focus, Recalled, asks_of_user, keep_decisive, score
 from src.recall.settings import MATURITY_MEMORIES, ActRSettings, ArmWeights, RetrievalSettings
 from src.recall.store import StoreSize
 from src.recall.timeframe import TimeFrame, asks_before, question_time
@@ -261,7 +261,7 @@ class Retriever:
             self.pool, query, query_vec, embed_model=model, limit=cfg.limit, k=cfg.rrf_k_for(model),
             w_vector=arms.w_vector, w_fulltext=arms.w_fulltext, w_recency=arms.w_recency,
             candidates=cfg.candidates, w_context=cfg.context_weight, fts_confidence=arms.fts_confidence,
-            w_own=arms.w_own if about_user(query) else 0.0, now=now)
+            w_own=arms.w_own if asks_of_user(query) else 0.0, now=now)
 
     async def _early_spread(self, active_ids: Sequence[int], hops: int, query_vec: np.ndarray | None,
                             now: datetime) -> Spread:

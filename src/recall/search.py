@@ -28,7 +28,7 @@ exit gate's novelty lookup is src/gates/novelty.py.
   `&|!()` in a question cannot change the query's shape. A question of stop words
   only gives a NULL tsquery: the arm returns nothing, with no error and no NOTICE
   (to_tsquery would print one). Rows of every embed model are found here;
-* own arm (a question about the user, `w_own` > 0): the user's own statements (sql/151),
+* own arm (a question the user's statements may answer, src/recall/scoring.asks_of_user; `w_own` > 0): the user's own statements (sql/151),
   the index's nearest of them and the newest OWN_EXACT compared exactly. Among thousands of imported chat lines and
   the mind's own, a fact the user stated and later asks about in other words is rarely in
   the vector arm's candidates; among the user's own lines it is near the top;
@@ -301,8 +301,8 @@ class HybridTuning:
     # full text's evidence: a row counts fully in the fusion when its score reaches this share
     # of the idf of a word only one memory holds, less below it; 0: every row fully
     fts_confidence: float = 0.0
-    # the own arm's weight: the user's own statements, for a question about the user (the
-    # caller decides: src/recall/scoring.about_user); 0: the arm does not run
+    # the own arm's weight: the user's own statements, for a question they may answer (the
+    # caller decides: src/recall/scoring.asks_of_user); 0: the arm does not run
     w_own: float = 0.0
 
     def __post_init__(self) -> None:
