@@ -23,7 +23,7 @@ from src.consolidation.settings import ConsolidationSettings
 from src.providers.factory import build_providers
 from src.weights.safety import Safety
 from tests.consolidation_fakes import ConsolidationModel, ids_in, language_model
-from tests.proc import agent_env, run_agent, run_memory_cli
+from tests.proc import agent_env, noiseless_config, run_agent, run_memory_cli
 
 SECRET = "My gym locker code is zebrafish 7419, the blue locker by the pool."
 AGAIN = "Remember that my gym locker code is zebrafish 7419 for the blue locker by the pool."
@@ -62,7 +62,9 @@ def _insights(request) -> str:
 
 async def test_a_consolidated_secret_forgotten_from_the_shell_leaves_no_word(db_dsn, pool, tmp_path):
     log = tmp_path / "moltbot.log"
-    env = agent_env(DATABASE_URL=db_dsn, MOLTBOT_LOG_FILE=str(log), MOLTBOT_LOG_LEVEL="INFO")
+    # the noise floor would leave the typed secret in the buffer ~5% of runs: nothing to merge
+    env = agent_env(DATABASE_URL=db_dsn, MOLTBOT_LOG_FILE=str(log), MOLTBOT_LOG_LEVEL="INFO",
+                    MOLTBOT_CONFIG=str(noiseless_config(tmp_path)))
     said = f"{SECRET}\nMy sister lives in Porto.\n{AGAIN}\nWhat is my locker code?\n/quit\n".encode()
     first = run_agent(said, env, timeout=120)
     assert first.returncode == 0, first.stderr.decode()
