@@ -141,6 +141,11 @@ def configure_shared_buffers(data_dir: Path, uri: str, mb: int) -> bool:
             with server._lock:     # as the package's own start() does
                 server.ensure_postgres_running()
         return False
+    # the package's handle still names the postmaster it started, gone now: its exit-time stop
+    # (`stop_embedded_on_exit`) would find that one not running and leave the new one running
+    server = pg.get_server(data_dir, cleanup_mode=None)     # the handle start_embedded made
+    with server._lock:     # as the package's own start() does
+        server.ensure_postgres_running()
     log.info("the embedded PostgreSQL in %s restarted with %d MB of shared_buffers (was %d MB)",
              data_dir, mb, current)
     return True
